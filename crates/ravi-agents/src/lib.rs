@@ -1,0 +1,11 @@
+//! # ravi-agents — the runtime over the kernel contracts (layer L1)
+//!
+//! Holds the Toolbox, provider schema encoders, argument validation, the ToolInvoker
+//! enforcement pipeline, blob stores, approval handlers, guardrails, hooks and the ReAct loop.
+//!
+//! ```
+//! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
+//! ```
+
+/// The kernel contracts, re-exported so users need one dependency.
+pub use ravi_kernel as kernel;

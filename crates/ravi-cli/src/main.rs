@@ -1,0 +1,2 @@
+//! The `ravi` command.
+fn main() {}

@@ -1,0 +1,90 @@
+//! Human-in-the-loop approval: the request a human sees, the decision that comes back, and
+//! the handler trait that connects them.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::risk::{HitlMode, ToolRisk};
+
+/// A question put to a human: may this exact call run?
+///
+/// Immutable and serializable so it can be stored, shown in another process and answered
+/// after a restart. `args_digest` is what the decision binds to: the invoker refuses to execute
+/// arguments whose digest differs from the approved one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Unique id of this request.
+    pub id: String,
+    /// The call being approved.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments exactly as they will execute.
+    pub arguments: serde_json::Value,
+    /// Canonical digest of `arguments` (see [`crate::args_digest`]).
+    pub args_digest: String,
+    /// The tool's risk.
+    pub risk: ToolRisk,
+    /// What happens if nobody answers in time.
+    pub hitl_mode: HitlMode,
+    /// Why approval is needed, for the human.
+    pub reason: String,
+    /// When the request was made.
+    pub created_at: DateTime<Utc>,
+    /// When the invoker stops waiting.
+    pub deadline: DateTime<Utc>,
+}
+
+/// A human's answer. Anything but `Approved` — including a value this version does not know —
+/// means the call does not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ApprovalDecision {
+    /// Run the call.
+    Approved,
+    /// Do not run the call.
+    Denied,
+    /// The human chose not to decide; treated as denied.
+    Skipped,
+    /// A decision this version does not understand; treated as denied (fail closed).
+    #[serde(other)]
+    Unknown,
+}
+
+impl ApprovalDecision {
+    /// True only for an explicit approval.
+    pub fn is_approved(self) -> bool {
+        self == Self::Approved
+    }
+}
+
+/// Asks a human (or a policy standing in for one) whether a call may run.
+///
+/// The invoker bounds the wait with `ChainPolicy::approval_timeout`, so an implementation may
+/// block as long as it likes; a slow human yields a denial, never a hung run.
+#[async_trait]
+pub trait ApprovalHandler: Send + Sync {
+    /// Returns the decision for `request`.
+    async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision;
+
+    /// Tells the human about a call that proceeds without waiting (`FireAndContinue`).
+    async fn notify(&self, request: &ApprovalRequest) {
+        let _ = request;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_decisions_deny() {
+        let d: ApprovalDecision = serde_json::from_str("\"maybe_later\"").unwrap_or(ApprovalDecision::Approved);
+        assert_eq!(d, ApprovalDecision::Unknown);
+        assert!(!d.is_approved());
+        assert!(!ApprovalDecision::Skipped.is_approved());
+        assert!(ApprovalDecision::Approved.is_approved());
+    }
+}

@@ -1,0 +1,185 @@
+//! Blob stores: where large results and media live so they never have to travel through a
+//! model's context or a sandbox's memory.
+//!
+//! A value is stored under an [`ArtifactRef`] that is opaque and unguessable (random, not a
+//! content hash, so knowing the data does not let anyone name it) and scoped: a session may
+//! resolve only refs that it, or a scope it descends from, created.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::KernelError;
+
+/// An opaque, unguessable handle to a stored value: `art_` followed by 26 to 64 lowercase
+/// letters and digits.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ArtifactRef(String);
+
+impl ArtifactRef {
+    /// The prefix every ref starts with.
+    pub const PREFIX: &'static str = "art_";
+
+    /// Checks the shape of `s` and wraps it. Stores create refs from at least 128 random bits;
+    /// this only rejects strings that cannot be refs at all.
+    pub fn parse(s: &str) -> Result<Self, KernelError> {
+        let body = s.strip_prefix(Self::PREFIX).unwrap_or("");
+        let ok = (26..=64).contains(&body.len())
+            && body
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(KernelError::InvalidValue {
+                field: "artifact_ref".into(),
+                value: s.chars().take(80).collect(),
+                expected: "`art_` followed by 26-64 lowercase letters or digits".into(),
+            })
+        }
+    }
+
+    /// The ref as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ArtifactRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for ArtifactRef {
+    type Error = KernelError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::parse(&s)
+    }
+}
+
+impl From<ArtifactRef> for String {
+    fn from(r: ArtifactRef) -> Self {
+        r.0
+    }
+}
+
+/// Who may resolve a ref: a scope id plus the ids of the scopes it descends from.
+///
+/// A session gets its own scope; a child session (a sub-agent, a nested run) lists its parent
+/// so it can read what the parent produced, while siblings cannot read each other's data.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BlobScope {
+    /// This scope's id.
+    pub id: String,
+    /// Ancestor scope ids, nearest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestors: Vec<String>,
+}
+
+impl BlobScope {
+    /// A root scope.
+    pub fn root(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            ancestors: Vec::new(),
+        }
+    }
+
+    /// A child of this scope.
+    pub fn child(&self, id: impl Into<String>) -> Self {
+        let mut ancestors = Vec::with_capacity(self.ancestors.len() + 1);
+        ancestors.push(self.id.clone());
+        ancestors.extend(self.ancestors.iter().cloned());
+        Self {
+            id: id.into(),
+            ancestors,
+        }
+    }
+
+    /// Whether data created in `owner` is visible from this scope.
+    pub fn can_read(&self, owner: &str) -> bool {
+        self.id == owner || self.ancestors.iter().any(|a| a == owner)
+    }
+}
+
+/// What a store knows about a stored value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobInfo {
+    /// The ref.
+    pub artifact_ref: ArtifactRef,
+    /// Size in bytes.
+    pub size: u64,
+    /// IANA media type.
+    pub media_type: String,
+    /// The scope that created it.
+    pub owner: String,
+    /// How many holders keep it alive; unpinned blobs may be collected.
+    pub pins: u64,
+}
+
+/// Why a blob operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlobError {
+    /// No such ref in the store (never created, or collected).
+    #[error("artifact {0} does not exist (it was never stored or has expired)")]
+    NotFound(ArtifactRef),
+    /// The ref exists but belongs to a scope this caller may not read.
+    #[error("artifact {0} belongs to another session and cannot be read from this one")]
+    Forbidden(ArtifactRef),
+    /// The store's backing storage failed.
+    #[error("blob store I/O error: {0}")]
+    Io(String),
+    /// The stored data failed an integrity check.
+    #[error("artifact {0} is corrupt: {1}")]
+    Corrupt(ArtifactRef, String),
+}
+
+/// Stores large values out of band.
+///
+/// `put` takes ownership of the bytes and `resolve` hands back a cheap-to-clone buffer, so a
+/// value passes through with one copy in memory at a time.
+#[async_trait]
+pub trait BlobStore: Send + Sync {
+    /// Stores `data` for `scope`, pinned once (the caller owns that pin).
+    async fn put(&self, scope: &BlobScope, data: Bytes, media_type: &str) -> Result<BlobInfo, BlobError>;
+
+    /// Returns the bytes of `artifact`, if `scope` may read it.
+    async fn resolve(&self, scope: &BlobScope, artifact: &ArtifactRef) -> Result<Bytes, BlobError>;
+
+    /// Returns metadata of `artifact`, if `scope` may read it.
+    async fn stat(&self, scope: &BlobScope, artifact: &ArtifactRef) -> Result<BlobInfo, BlobError>;
+
+    /// Adds a pin; a pinned blob is never collected.
+    async fn pin(&self, artifact: &ArtifactRef) -> Result<(), BlobError>;
+
+    /// Removes a pin. Unpinning below zero is a no-op.
+    async fn unpin(&self, artifact: &ArtifactRef) -> Result<(), BlobError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_are_validated() {
+        assert!(ArtifactRef::parse("art_0123456789abcdefghijklmnop").is_ok());
+        for bad in ["", "art_", "art_short", "ART_0123456789abcdefghijklmnop", "art_0123456789abcdefghijklmno/"] {
+            assert!(ArtifactRef::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        let err = serde_json::from_str::<ArtifactRef>("\"sha256:abc\"");
+        assert!(err.is_err_and(|e| e.to_string().contains("artifact_ref")));
+    }
+
+    #[test]
+    fn scopes_see_ancestors_not_siblings() {
+        let root = BlobScope::root("run");
+        let a = root.child("a");
+        let b = root.child("b");
+        let a1 = a.child("a1");
+        assert!(a1.can_read("a") && a1.can_read("run") && a1.can_read("a1"));
+        assert!(!a.can_read("b") && !b.can_read("a") && !root.can_read("a"));
+    }
+}

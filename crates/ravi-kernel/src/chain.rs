@@ -1,0 +1,413 @@
+//! Chain contracts: the limits a run obeys and the records it produces.
+//!
+//! A "chain" is any sequence of calls sharing one budget and one trace: a code-mode script, an
+//! agent run, an MCP session. These types are pure data so a trace can be stored, shipped and
+//! replayed; the moving parts (sessions, stores) live in `ravi-agents`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::KernelError;
+use crate::blob::ArtifactRef;
+use crate::risk::ToolRisk;
+
+/// The limits every call of a chain is held to.
+///
+/// Built with [`ChainPolicy::builder`] or deserialized; both reject contradictory limits (an
+/// approval wait that would outlast the call it gates, a zero timeout), so a policy value in
+/// hand is always a valid one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "ChainPolicyWire", into = "ChainPolicyWire")]
+pub struct ChainPolicy {
+    max_tool_calls: u32,
+    call_timeout: Duration,
+    total_timeout: Duration,
+    max_inline_result_bytes: usize,
+    approval_timeout: Duration,
+    max_risk_unapproved: ToolRisk,
+}
+
+impl Default for ChainPolicy {
+    fn default() -> Self {
+        Self {
+            max_tool_calls: 50,
+            call_timeout: Duration::from_secs(60),
+            total_timeout: Duration::from_secs(300),
+            max_inline_result_bytes: 4096,
+            approval_timeout: Duration::from_secs(55),
+            max_risk_unapproved: ToolRisk::Sensitive,
+        }
+    }
+}
+
+impl ChainPolicy {
+    /// A builder starting from the defaults (50 calls, 60 s per call, 300 s total, 4096 inline
+    /// bytes, 55 s approval wait, approval above `Sensitive`).
+    pub fn builder() -> ChainPolicyBuilder {
+        ChainPolicyBuilder {
+            policy: Self::default(),
+        }
+    }
+
+    /// How many calls a chain may make; failures count too.
+    pub fn max_tool_calls(&self) -> u32 {
+        self.max_tool_calls
+    }
+    /// How long one call may execute.
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+    /// How long the whole chain may run.
+    pub fn total_timeout(&self) -> Duration {
+        self.total_timeout
+    }
+    /// Results up to this many bytes of text are returned inline; larger ones are offloaded.
+    pub fn max_inline_result_bytes(&self) -> usize {
+        self.max_inline_result_bytes
+    }
+    /// How long to wait for a human's decision. Always shorter than `call_timeout`.
+    pub fn approval_timeout(&self) -> Duration {
+        self.approval_timeout
+    }
+    /// The highest risk that runs without asking. Critical always asks.
+    pub fn max_risk_unapproved(&self) -> ToolRisk {
+        self.max_risk_unapproved
+    }
+
+    fn validate(self) -> Result<Self, KernelError> {
+        if self.call_timeout.is_zero() {
+            return Err(KernelError::Policy("call_timeout must be greater than zero".into()));
+        }
+        if self.total_timeout.is_zero() {
+            return Err(KernelError::Policy("total_timeout must be greater than zero".into()));
+        }
+        if self.approval_timeout >= self.call_timeout {
+            return Err(KernelError::Policy(format!(
+                "approval_timeout ({} ms) must be shorter than call_timeout ({} ms), so a slow \
+                 human yields a denial instead of a timed-out call",
+                self.approval_timeout.as_millis(),
+                self.call_timeout.as_millis()
+            )));
+        }
+        Ok(self)
+    }
+}
+
+/// Builds a validated [`ChainPolicy`].
+#[derive(Debug, Clone)]
+pub struct ChainPolicyBuilder {
+    policy: ChainPolicy,
+}
+
+impl ChainPolicyBuilder {
+    /// Sets the call budget.
+    pub fn max_tool_calls(mut self, n: u32) -> Self {
+        self.policy.max_tool_calls = n;
+        self
+    }
+    /// Sets the per-call timeout.
+    pub fn call_timeout(mut self, d: Duration) -> Self {
+        self.policy.call_timeout = d;
+        self
+    }
+    /// Sets the whole-chain timeout.
+    pub fn total_timeout(mut self, d: Duration) -> Self {
+        self.policy.total_timeout = d;
+        self
+    }
+    /// Sets the inline threshold in bytes.
+    pub fn max_inline_result_bytes(mut self, n: usize) -> Self {
+        self.policy.max_inline_result_bytes = n;
+        self
+    }
+    /// Sets the approval wait.
+    pub fn approval_timeout(mut self, d: Duration) -> Self {
+        self.policy.approval_timeout = d;
+        self
+    }
+    /// Sets the highest risk that runs without asking.
+    pub fn max_risk_unapproved(mut self, r: ToolRisk) -> Self {
+        self.policy.max_risk_unapproved = r;
+        self
+    }
+    /// Validates and returns the policy.
+    pub fn build(self) -> Result<ChainPolicy, KernelError> {
+        self.policy.validate()
+    }
+}
+
+/// Wire form of [`ChainPolicy`]: durations in milliseconds, every field optional (missing
+/// fields take the defaults).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChainPolicyWire {
+    #[serde(default)]
+    max_tool_calls: Option<u32>,
+    #[serde(default)]
+    call_timeout_ms: Option<u64>,
+    #[serde(default)]
+    total_timeout_ms: Option<u64>,
+    #[serde(default)]
+    max_inline_result_bytes: Option<usize>,
+    #[serde(default)]
+    approval_timeout_ms: Option<u64>,
+    #[serde(default)]
+    max_risk_unapproved: Option<ToolRisk>,
+}
+
+impl TryFrom<ChainPolicyWire> for ChainPolicy {
+    type Error = KernelError;
+
+    fn try_from(w: ChainPolicyWire) -> Result<Self, Self::Error> {
+        let d = ChainPolicy::default();
+        ChainPolicy {
+            max_tool_calls: w.max_tool_calls.unwrap_or(d.max_tool_calls),
+            call_timeout: w.call_timeout_ms.map_or(d.call_timeout, Duration::from_millis),
+            total_timeout: w.total_timeout_ms.map_or(d.total_timeout, Duration::from_millis),
+            max_inline_result_bytes: w.max_inline_result_bytes.unwrap_or(d.max_inline_result_bytes),
+            approval_timeout: w
+                .approval_timeout_ms
+                .map_or(d.approval_timeout, Duration::from_millis),
+            max_risk_unapproved: w.max_risk_unapproved.unwrap_or(d.max_risk_unapproved),
+        }
+        .validate()
+    }
+}
+
+impl From<ChainPolicy> for ChainPolicyWire {
+    fn from(p: ChainPolicy) -> Self {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Self {
+            max_tool_calls: Some(p.max_tool_calls),
+            call_timeout_ms: Some(ms(p.call_timeout)),
+            total_timeout_ms: Some(ms(p.total_timeout)),
+            max_inline_result_bytes: Some(p.max_inline_result_bytes),
+            approval_timeout_ms: Some(ms(p.approval_timeout)),
+            max_risk_unapproved: Some(p.max_risk_unapproved),
+        }
+    }
+}
+
+/// The outcome of one invoked call, as a script or loop sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum InvocationStatus {
+    /// The tool ran and succeeded.
+    Ok,
+    /// The call failed: unknown tool, bad arguments, budget, timeout, tool error, crash.
+    Error,
+    /// Policy refused the call: no approval, a guardrail, a skill restriction.
+    Denied,
+}
+
+/// A media result the invoker stored and exposed as a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainFile {
+    /// Where the file appears, e.g. `/workspace/media/screenshot_0.png`.
+    pub path: String,
+    /// IANA media type.
+    pub media_type: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The stored bytes.
+    pub artifact_ref: ArtifactRef,
+}
+
+/// What the invoker returns for one call: shaped for a script or loop to consume.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvocationResult {
+    /// The outcome.
+    pub status: InvocationStatus,
+    /// The text (the full text when inline, a preview when offloaded, the reason when failed).
+    pub text: String,
+    /// The tool's structured output, when inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<serde_json::Value>,
+    /// The stored full result when it was too large to inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_ref: Option<ArtifactRef>,
+    /// Size in bytes of the offloaded result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_size: Option<u64>,
+    /// Media type of the offloaded result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_media_type: Option<String>,
+    /// Media blocks stored as files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ChainFile>,
+}
+
+impl InvocationResult {
+    /// A failed call with the given message.
+    pub fn error(text: impl Into<String>) -> Self {
+        Self::with_status(InvocationStatus::Error, text)
+    }
+
+    /// A refused call with the given reason.
+    pub fn denied(text: impl Into<String>) -> Self {
+        Self::with_status(InvocationStatus::Denied, text)
+    }
+
+    /// A successful inline result.
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self::with_status(InvocationStatus::Ok, text)
+    }
+
+    fn with_status(status: InvocationStatus, text: impl Into<String>) -> Self {
+        Self {
+            status,
+            text: text.into(),
+            structured: None,
+            artifact_ref: None,
+            artifact_size: None,
+            artifact_media_type: None,
+            files: Vec::new(),
+        }
+    }
+}
+
+/// The outcome of one call as recorded in the trace; `Timeout` is kept apart from `Error` so a
+/// reader can tell "the tool failed" from "the tool may still have had its effect".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallStatus {
+    /// Succeeded.
+    Ok,
+    /// Failed before or during execution.
+    Error,
+    /// Refused by policy; the tool never ran.
+    Denied,
+    /// Execution exceeded `call_timeout`; side effects may have happened.
+    Timeout,
+}
+
+impl CallStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Error => "error",
+            Self::Denied => "denied",
+            Self::Timeout => "timeout",
+        }
+    }
+}
+
+/// One entry of a chain's trace. Appended for every call on every outcome, so after a crash
+/// the model can see which side effects already happened and not repeat them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainCallRecord {
+    /// Position in the chain, from 0.
+    pub seq: u32,
+    /// The call's id.
+    pub call_id: String,
+    /// The tool's name as called.
+    pub tool: String,
+    /// Digest of the arguments as called (see [`crate::args_digest`]).
+    pub args_digest: String,
+    /// The outcome.
+    pub status: CallStatus,
+    /// Wall time from entering the invoker to the result.
+    pub duration_ms: u64,
+    /// Whether the tool's code ran (false for calls stopped by a gate).
+    pub executed: bool,
+    /// A short preview of the result or the failure reason.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
+    /// The offloaded result, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_ref: Option<ArtifactRef>,
+}
+
+/// How a whole chain run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ChainStatus {
+    /// Finished normally.
+    Ok,
+    /// The script raised an uncaught exception or failed to parse.
+    Error,
+    /// `total_timeout` elapsed.
+    Timeout,
+    /// The run was cancelled from outside.
+    Cancelled,
+    /// A memory, output or other resource cap was hit.
+    ResourceExhausted,
+}
+
+/// An uncaught error of a script, as the model needs it to fix the script.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainError {
+    /// The exception type, e.g. `ZeroDivisionError`.
+    pub exc_type: String,
+    /// The exception message.
+    pub message: String,
+    /// The formatted traceback.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub traceback: String,
+}
+
+/// The result of one chain run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainRunResult {
+    /// How it ended.
+    pub status: ChainStatus,
+    /// What the script printed.
+    pub output_text: String,
+    /// The uncaught error, when `status` is not `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ChainError>,
+    /// Every call that was made, in order, on every outcome.
+    pub call_trace: Vec<ChainCallRecord>,
+    /// Wall time of the run.
+    pub duration_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_seeds() {
+        let p = ChainPolicy::default();
+        assert_eq!(p.max_tool_calls(), 50);
+        assert_eq!(p.call_timeout(), Duration::from_secs(60));
+        assert_eq!(p.total_timeout(), Duration::from_secs(300));
+        assert_eq!(p.max_inline_result_bytes(), 4096);
+        assert_eq!(p.approval_timeout(), Duration::from_secs(55));
+        assert_eq!(p.max_risk_unapproved(), ToolRisk::Sensitive);
+        assert_eq!(ChainPolicy::builder().build(), Ok(p));
+    }
+
+    #[test]
+    fn approval_must_be_shorter_than_call() {
+        let err = ChainPolicy::builder()
+            .approval_timeout(Duration::from_secs(60))
+            .build()
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "invalid chain policy: approval_timeout (60000 ms) must be shorter than \
+                 call_timeout (60000 ms), so a slow human yields a denial instead of a timed-out call"
+            )
+        );
+    }
+
+    #[test]
+    fn wire_form_validates_and_fills_defaults() {
+        let p: ChainPolicy =
+            serde_json::from_str(r#"{"max_tool_calls": 3}"#).unwrap_or_default();
+        assert_eq!(p.max_tool_calls(), 3);
+        assert_eq!(p.call_timeout(), Duration::from_secs(60));
+        let bad = serde_json::from_str::<ChainPolicy>(r#"{"call_timeout_ms": 1000}"#);
+        assert!(bad.is_err_and(|e| e.to_string().contains("approval_timeout")));
+        let unknown = serde_json::from_str::<ChainPolicy>(r#"{"max_calls": 3}"#);
+        assert!(unknown.is_err_and(|e| e.to_string().contains("unknown field `max_calls`")));
+    }
+}

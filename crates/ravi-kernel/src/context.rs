@@ -1,0 +1,293 @@
+//! The per-call context a tool receives: cancellation, deadline and a progress sink.
+//!
+//! Cancellation is a small runtime-free token (the kernel must not pull in an async runtime):
+//! an atomic flag plus the wakers of tasks awaiting it, with child tokens that are cancelled
+//! when their parent is.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Default)]
+struct TokenInner {
+    cancelled: AtomicBool,
+    wakers: Mutex<Vec<Waker>>,
+    children: Mutex<Vec<Weak<TokenInner>>>,
+}
+
+impl TokenInner {
+    fn cancel(&self) {
+        if self.cancelled.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let wakers = match self.wakers.lock() {
+            Ok(mut w) => std::mem::take(&mut *w),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        for w in wakers {
+            w.wake();
+        }
+        let children = match self.children.lock() {
+            Ok(mut c) => std::mem::take(&mut *c),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        for child in children.iter().filter_map(Weak::upgrade) {
+            child.cancel();
+        }
+    }
+}
+
+/// A cloneable cancellation signal shared by a run and every call inside it.
+#[derive(Clone, Default)]
+pub struct CancellationToken {
+    inner: Arc<TokenInner>,
+}
+
+impl std::fmt::Debug for CancellationToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancellationToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+impl CancellationToken {
+    /// A fresh, uncancelled token.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Signals cancellation to this token, its clones and its children. Idempotent.
+    pub fn cancel(&self) {
+        self.inner.cancel();
+    }
+
+    /// Whether cancellation was signalled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// A token cancelled together with this one, but cancellable on its own without touching
+    /// the parent (one call of a run, say).
+    pub fn child(&self) -> Self {
+        let child = Self::new();
+        if self.is_cancelled() {
+            child.cancel();
+            return child;
+        }
+        if let Ok(mut children) = self.inner.children.lock() {
+            children.retain(|c| c.strong_count() > 0);
+            children.push(Arc::downgrade(&child.inner));
+        }
+        // The parent may have been cancelled between the check and the registration.
+        if self.is_cancelled() {
+            child.cancel();
+        }
+        child
+    }
+
+    /// A future that completes once the token is cancelled.
+    pub fn cancelled(&self) -> Cancelled {
+        Cancelled {
+            token: self.clone(),
+        }
+    }
+}
+
+/// Future returned by [`CancellationToken::cancelled`].
+#[derive(Debug)]
+pub struct Cancelled {
+    token: CancellationToken,
+}
+
+impl Future for Cancelled {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.token.is_cancelled() {
+            return Poll::Ready(());
+        }
+        if let Ok(mut wakers) = self.token.inner.wakers.lock() {
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
+            }
+        }
+        // Re-check after registering so a cancel racing with the registration is not missed.
+        if self.token.is_cancelled() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// The error [`ToolContext::check`] returns once the run is cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the call was cancelled")]
+pub struct CancelledError;
+
+/// What a progress event reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ProgressKind {
+    /// A call is about to execute (after every gate passed).
+    ToolCall {
+        /// Digest of the arguments that will execute.
+        args_digest: String,
+    },
+    /// A call finished.
+    ToolResult {
+        /// The outcome (`ok`, `error`, `denied`, `timeout`).
+        status: String,
+        /// Wall time of the execution.
+        duration_ms: u64,
+    },
+    /// A tool reported progress of its own (MCP `notifications/progress`).
+    Progress {
+        /// Work done so far.
+        progress: f64,
+        /// Total work, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        /// A human-readable note.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+}
+
+/// One step a UI can show while a run is in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressEvent {
+    /// The call the event belongs to.
+    pub call_id: String,
+    /// The tool being called.
+    pub tool: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: ProgressKind,
+}
+
+/// Receives progress events. Must not block: implementations forward to a channel or a log.
+pub trait ProgressSink: Send + Sync {
+    /// Handles one event.
+    fn emit(&self, event: ProgressEvent);
+}
+
+impl<F> ProgressSink for F
+where
+    F: Fn(ProgressEvent) + Send + Sync,
+{
+    fn emit(&self, event: ProgressEvent) {
+        self(event)
+    }
+}
+
+/// Everything a tool may consult while it runs, besides its arguments.
+///
+/// Built by the invoker per call; a tool called directly (tests, scripts) can use
+/// [`ToolContext::default`].
+#[derive(Clone, Default)]
+pub struct ToolContext {
+    /// The id of the call being executed (empty outside an invoker).
+    pub call_id: String,
+    /// Cancellation shared with the enclosing run.
+    pub cancellation: CancellationToken,
+    /// When the call must be finished; tools doing long work should stop by then.
+    pub deadline: Option<Instant>,
+    /// Where progress goes, if anyone listens.
+    pub progress: Option<Arc<dyn ProgressSink>>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("call_id", &self.call_id)
+            .field("cancellation", &self.cancellation)
+            .field("deadline", &self.deadline)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+impl ToolContext {
+    /// A context for the given call id with a fresh token and no deadline.
+    pub fn new(call_id: impl Into<String>) -> Self {
+        Self {
+            call_id: call_id.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Fails once the run is cancelled; call it between steps of long work.
+    pub fn check(&self) -> Result<(), CancelledError> {
+        if self.cancellation.is_cancelled() {
+            Err(CancelledError)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reports the tool's own progress to the sink, if one is attached.
+    pub fn report_progress(&self, tool: &str, progress: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(sink) = &self.progress {
+            sink.emit(ProgressEvent {
+                call_id: self.call_id.clone(),
+                tool: tool.to_owned(),
+                kind: ProgressKind::Progress {
+                    progress,
+                    total,
+                    message,
+                },
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancel_reaches_children_and_futures() {
+        let parent = CancellationToken::new();
+        let child = parent.child();
+        let grandchild = child.child();
+        let fut = grandchild.cancelled();
+        parent.cancel();
+        assert!(child.is_cancelled());
+        assert!(grandchild.is_cancelled());
+        futures::executor::block_on(fut);
+    }
+
+    #[test]
+    fn child_cancel_leaves_parent() {
+        let parent = CancellationToken::new();
+        let child = parent.child();
+        child.cancel();
+        assert!(!parent.is_cancelled());
+    }
+
+    #[test]
+    fn cancelled_future_wakes_a_waiting_task() {
+        let token = CancellationToken::new();
+        let t2 = token.clone();
+        let handle = std::thread::spawn(move || futures::executor::block_on(t2.cancelled()));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        token.cancel();
+        assert!(handle.join().is_ok());
+    }
+
+    #[test]
+    fn check_reports_cancellation() {
+        let ctx = ToolContext::new("c1");
+        assert!(ctx.check().is_ok());
+        ctx.cancellation.cancel();
+        assert_eq!(ctx.check(), Err(CancelledError));
+    }
+}

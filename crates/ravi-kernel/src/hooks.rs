@@ -1,0 +1,56 @@
+//! Lifecycle events that hooks observe.
+
+use serde::{Deserialize, Serialize};
+
+use crate::chain::CallStatus;
+use crate::risk::ToolRisk;
+
+/// Something that happened in the invoker, delivered to every registered hook.
+///
+/// `ToolStart` and `ToolEnd` come in pairs for every call on every outcome (denial, crash and
+/// timeout included), so an audit log built from them is complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HookEvent {
+    /// A call entered the invoker.
+    ToolStart {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name as called.
+        tool: String,
+        /// Digest of the arguments as called.
+        args_digest: String,
+    },
+    /// A call left the invoker.
+    ToolEnd {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name as called.
+        tool: String,
+        /// The outcome.
+        status: CallStatus,
+        /// Wall time in the invoker.
+        duration_ms: u64,
+    },
+    /// A call is waiting for a human.
+    ApprovalRequested {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// The tool's risk.
+        risk: ToolRisk,
+    },
+    /// A human (or a timeout) decided.
+    ApprovalResolved {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// Whether the call may run.
+        approved: bool,
+        /// Why, in a few words (`approved`, `denied`, `timeout`, `no handler` …).
+        reason: String,
+    },
+}

@@ -1,0 +1,80 @@
+//! # ravi-kernel — Ravi's frozen contracts (layer L0)
+//!
+//! The data types and traits every other Ravi crate speaks: what a tool is ([`Tool`],
+//! [`HostedTool`], [`ProviderDefinedTool`], [`AnyTool`]), what it returns
+//! ([`ToolExecutionResult`], [`ContentBlock`]), how risky it is ([`ToolRisk`], [`HitlMode`]),
+//! how approvals are asked and answered ([`ApprovalRequest`], [`ApprovalDecision`],
+//! [`ApprovalHandler`]), the limits and records of a chain of calls ([`ChainPolicy`],
+//! [`InvocationResult`], [`ChainCallRecord`], [`ChainRunResult`]), and the registry and blob
+//! store contracts ([`ToolRegistry`], [`BlobStore`], [`ArtifactRef`]).
+//!
+//! The kernel has no async runtime and does no I/O, so it can be depended on from anywhere
+//! (a WASM guest, a plugin, a storage backend) without dragging a runtime along. Every wire
+//! type has stable snake_case names pinned by golden JSON tests.
+//!
+//! ```
+//! use ravi_kernel::{Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+//! use serde_json::{json, Value};
+//!
+//! struct Add;
+//!
+//! #[async_trait::async_trait]
+//! impl Tool for Add {
+//!     fn name(&self) -> &str { "add" }
+//!     fn description(&self) -> &str { "Add two integers and return the sum." }
+//!     fn input_schema(&self) -> Value {
+//!         json!({"type": "object",
+//!                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+//!                "required": ["a", "b"]})
+//!     }
+//!     async fn execute(&self, _ctx: &ToolContext, args: Value) -> Result<ToolExecutionResult, ToolError> {
+//!         let (Some(a), Some(b)) = (args["a"].as_i64(), args["b"].as_i64()) else {
+//!             return Err(ToolError::invalid_arguments("`a` and `b` must be integers"));
+//!         };
+//!         Ok(ToolExecutionResult::json(json!({"sum": a + b})))
+//!     }
+//! }
+//!
+//! let out = futures::executor::block_on(Add.execute(&ToolContext::default(), json!({"a": 2, "b": 3})));
+//! assert_eq!(out.unwrap().structured_content, Some(json!({"sum": 5})));
+//! assert_eq!(Add.risk(), ToolRisk::Safe);
+//! ```
+
+mod approval;
+mod blob;
+mod chain;
+mod content;
+mod context;
+mod digest;
+mod error;
+mod hooks;
+mod registry;
+mod result;
+mod risk;
+mod skill;
+mod tool;
+
+pub use approval::{ApprovalDecision, ApprovalHandler, ApprovalRequest};
+pub use blob::{ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore};
+pub use chain::{
+    CallStatus, ChainCallRecord, ChainError, ChainFile, ChainPolicy, ChainPolicyBuilder,
+    ChainRunResult, ChainStatus, InvocationResult, InvocationStatus,
+};
+pub use content::{ContentBlock, MediaSource};
+pub use context::{
+    CancellationToken, Cancelled, CancelledError, ProgressEvent, ProgressKind, ProgressSink,
+    ToolContext,
+};
+pub use digest::{args_digest, canonical_json};
+pub use error::KernelError;
+pub use hooks::HookEvent;
+pub use registry::ToolRegistry;
+pub use result::{ToolError, ToolErrorKind, ToolExecutionResult};
+pub use risk::{HitlMode, ToolRisk};
+pub use skill::Skill;
+pub use tool::{
+    AnyTool, FunctionSpec, HostedTool, Provider, ProviderDefinedTool, ProviderSpec, Tool, ToolCall,
+};
+
+/// Re-exported so implementors of the async traits use the same macro version as the kernel.
+pub use async_trait::async_trait;

@@ -1,0 +1,145 @@
+//! The risk ladder and the human-in-the-loop modes.
+
+use serde::{Deserialize, Serialize};
+
+/// How much harm a tool can do, ordered `Safe < Sensitive < High < Critical`.
+///
+/// One field drives both approvals and guardrails: the invoker compares it with
+/// `ChainPolicy::max_risk_unapproved` and asks a human above that line. The ordering is what
+/// the comparison uses, so variants must stay in ascending order.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolRisk {
+    /// No side effects: computing, reading inside the workspace.
+    #[default]
+    Safe,
+    /// Reads outside the process's own data or reaches the network (listing files, HTTP GET).
+    Sensitive,
+    /// An external side effect that can be undone (writing a file, sending a draft).
+    High,
+    /// Destructive or irreversible (deleting, running a shell command, sending money or mail).
+    /// Always asks for approval, whatever the policy says.
+    Critical,
+}
+
+impl ToolRisk {
+    /// Every level, lowest first.
+    pub const ALL: [ToolRisk; 4] = [Self::Safe, Self::Sensitive, Self::High, Self::Critical];
+
+    /// The wire name (`safe`, `sensitive`, `high`, `critical`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Safe => "safe",
+            Self::Sensitive => "sensitive",
+            Self::High => "high",
+            Self::Critical => "critical",
+        }
+    }
+
+    /// Whether a call of this risk needs a human's decision under a policy whose threshold is
+    /// `max_unapproved`. Critical always does.
+    pub fn needs_approval(self, max_unapproved: ToolRisk) -> bool {
+        self == Self::Critical || self > max_unapproved
+    }
+}
+
+impl std::fmt::Display for ToolRisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ToolRisk {
+    type Err = crate::KernelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| crate::KernelError::InvalidValue {
+                field: "risk".into(),
+                value: s.into(),
+                expected: "one of safe, sensitive, high, critical".into(),
+            })
+    }
+}
+
+/// What happens while a human has not yet answered an approval request.
+///
+/// The mode only matters once a call needs approval; below the policy's threshold nobody is
+/// asked. A Critical tool is always treated as `Blocking`, whatever it declares, so an
+/// irreversible action can never be approved by silence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HitlMode {
+    /// Wait for the decision; no answer within the approval timeout means denied.
+    #[default]
+    Blocking,
+    /// Wait for the decision; no answer within the approval timeout means approved.
+    ContinueOnTimeout,
+    /// Notify the human and proceed at once without waiting.
+    FireAndContinue,
+}
+
+impl HitlMode {
+    /// The default mode for a risk level (seed 004): Safe and Sensitive tools are never asked
+    /// under the default policy; when a stricter policy does ask, the call waits. High and
+    /// Critical wait too. Blocking everywhere keeps the default fail-closed.
+    pub fn default_for(_risk: ToolRisk) -> Self {
+        Self::Blocking
+    }
+
+    /// The mode the invoker actually applies: Critical tools always block.
+    pub fn effective(self, risk: ToolRisk) -> Self {
+        if risk == ToolRisk::Critical {
+            Self::Blocking
+        } else {
+            self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladder_is_ordered() {
+        assert!(ToolRisk::Safe < ToolRisk::Sensitive);
+        assert!(ToolRisk::Sensitive < ToolRisk::High);
+        assert!(ToolRisk::High < ToolRisk::Critical);
+    }
+
+    #[test]
+    fn critical_always_needs_approval() {
+        assert!(ToolRisk::Critical.needs_approval(ToolRisk::Critical));
+        assert!(!ToolRisk::High.needs_approval(ToolRisk::High));
+        assert!(ToolRisk::High.needs_approval(ToolRisk::Sensitive));
+        assert!(!ToolRisk::Safe.needs_approval(ToolRisk::Safe));
+    }
+
+    #[test]
+    fn critical_forces_blocking() {
+        assert_eq!(
+            HitlMode::FireAndContinue.effective(ToolRisk::Critical),
+            HitlMode::Blocking
+        );
+        assert_eq!(
+            HitlMode::FireAndContinue.effective(ToolRisk::High),
+            HitlMode::FireAndContinue
+        );
+    }
+
+    #[test]
+    fn parses_names() {
+        assert_eq!("HIGH".parse::<ToolRisk>().ok(), Some(ToolRisk::High));
+        let err = "medium".parse::<ToolRisk>().err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("invalid risk `medium`: expected one of safe, sensitive, high, critical")
+        );
+    }
+}

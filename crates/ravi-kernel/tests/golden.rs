@@ -1,0 +1,223 @@
+//! Golden JSON for every kernel wire type: the exact bytes are pinned in `tests/golden/*.json`
+//! and each value must round-trip. Regenerate after an intended change with
+//! `UPDATE_GOLDEN=1 cargo test -p ravi-kernel --test golden`, then review the diff.
+
+use std::path::PathBuf;
+
+use chrono::{TimeZone as _, Utc};
+use pretty_assertions::assert_eq;
+use ravi_kernel::*;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+fn golden<T>(name: &str, value: &T)
+where
+    T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.json"));
+    let actual = serde_json::to_string_pretty(value).unwrap() + "\n";
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
+    assert_eq!(expected, actual, "{name}: wire format changed");
+    let back: T = serde_json::from_str(&expected).unwrap();
+    assert_eq!(&back, value, "{name}: does not round-trip");
+}
+
+fn art(n: u8) -> ArtifactRef {
+    ArtifactRef::parse(&format!("art_{:026}", n)).unwrap()
+}
+
+#[test]
+fn content_blocks() {
+    golden(
+        "content_blocks",
+        &vec![
+            ContentBlock::text("hello"),
+            ContentBlock::image_bytes("image/png", &[137, 80, 78, 71]),
+            ContentBlock::Image {
+                media_type: "image/jpeg".into(),
+                source: MediaSource::Url { url: "https://example.com/cat.jpg".into() },
+            },
+            ContentBlock::audio_bytes("audio/wav", b"RIFF"),
+            ContentBlock::ResourceLink {
+                uri: "file:///workspace/report.csv".into(),
+                name: Some("report.csv".into()),
+                description: None,
+                media_type: Some("text/csv".into()),
+            },
+            ContentBlock::Json { value: json!({"rows": 3}) },
+        ],
+    );
+}
+
+#[test]
+fn tool_results_and_errors() {
+    golden("tool_execution_result", &ToolExecutionResult::json(json!({"sum": 5})).with_app_data(json!({"card": "sum"})));
+    golden("tool_execution_result_error", &ToolExecutionResult::error("no such file: a.txt"));
+    golden(
+        "tool_error",
+        &ToolError::not_found("no such file: a.txt; list the directory first").with_detail("ENOENT at /ws/a.txt"),
+    );
+}
+
+#[test]
+fn risk_and_modes() {
+    golden("tool_risk", &ToolRisk::ALL.to_vec());
+    golden("hitl_mode", &vec![HitlMode::Blocking, HitlMode::ContinueOnTimeout, HitlMode::FireAndContinue]);
+    golden("provider", &Provider::ALL.to_vec());
+}
+
+#[test]
+fn specs_and_calls() {
+    golden(
+        "function_spec",
+        &FunctionSpec {
+            name: "read_file".into(),
+            description: "Read a text file from the workspace.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            lazy_schema: false,
+        },
+    );
+    golden(
+        "provider_spec",
+        &ProviderSpec {
+            name: "web_search".into(),
+            provider: Provider::OpenaiResponses,
+            spec: json!({"type": "web_search"}),
+        },
+    );
+    golden("tool_call", &ToolCall::new("call_1", "read_file", json!({"path": "a.txt"})));
+}
+
+#[test]
+fn approvals() {
+    let args = json!({"path": "old.log"});
+    golden(
+        "approval_request",
+        &ApprovalRequest {
+            id: "apr_1".into(),
+            call_id: "call_7".into(),
+            tool: "delete_file".into(),
+            args_digest: args_digest(&args),
+            arguments: args,
+            risk: ToolRisk::Critical,
+            hitl_mode: HitlMode::Blocking,
+            reason: "critical tools always need approval".into(),
+            created_at: Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap(),
+            deadline: Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 55).unwrap(),
+        },
+    );
+    golden(
+        "approval_decision",
+        &vec![ApprovalDecision::Approved, ApprovalDecision::Denied, ApprovalDecision::Skipped, ApprovalDecision::Unknown],
+    );
+}
+
+#[test]
+fn chain_types() {
+    golden("chain_policy_default", &ChainPolicy::default());
+    let mut offloaded = InvocationResult::ok("first 4096 bytes of the result…");
+    offloaded.artifact_ref = Some(art(0));
+    offloaded.artifact_size = Some(1_048_576);
+    offloaded.artifact_media_type = Some("text/plain".into());
+    offloaded.files.push(ChainFile {
+        path: "/workspace/media/screenshot_0.png".into(),
+        media_type: "image/png".into(),
+        size: 2048,
+        artifact_ref: art(1),
+    });
+    golden("invocation_result_offloaded", &offloaded);
+    let mut structured = InvocationResult::ok("{\"sum\":5}");
+    structured.structured = Some(json!({"sum": 5}));
+    golden("invocation_result_structured", &structured);
+    golden("invocation_result_denied", &InvocationResult::denied("approval timed out after 55 s"));
+    let records = vec![
+        ChainCallRecord {
+            seq: 0,
+            call_id: "c0".into(),
+            tool: "read_file".into(),
+            args_digest: args_digest(&json!({"path": "a.txt"})),
+            status: CallStatus::Ok,
+            duration_ms: 3,
+            executed: true,
+            summary: "hello".into(),
+            artifact_ref: None,
+        },
+        ChainCallRecord {
+            seq: 1,
+            call_id: "c1".into(),
+            tool: "shell".into(),
+            args_digest: args_digest(&json!({"command": "sleep 100"})),
+            status: CallStatus::Timeout,
+            duration_ms: 60_000,
+            executed: true,
+            summary: "timed out after 60 s".into(),
+            artifact_ref: None,
+        },
+    ];
+    golden("chain_call_records", &records);
+    golden(
+        "chain_run_result",
+        &ChainRunResult {
+            status: ChainStatus::Error,
+            output_text: "read 5 bytes\n".into(),
+            error: Some(ChainError {
+                exc_type: "ZeroDivisionError".into(),
+                message: "division by zero".into(),
+                traceback: "Traceback (most recent call last):\n  File \"<script>\", line 3\nZeroDivisionError: division by zero".into(),
+            }),
+            call_trace: records,
+            duration_ms: 60_012,
+        },
+    );
+    golden(
+        "chain_status",
+        &vec![ChainStatus::Ok, ChainStatus::Error, ChainStatus::Timeout, ChainStatus::Cancelled, ChainStatus::ResourceExhausted],
+    );
+}
+
+#[test]
+fn blobs_hooks_skills_progress() {
+    golden("artifact_ref", &art(2));
+    golden("blob_scope", &BlobScope::root("run_1").child("session_2"));
+    golden(
+        "blob_info",
+        &BlobInfo { artifact_ref: art(3), size: 10, media_type: "text/plain".into(), owner: "session_2".into(), pins: 1 },
+    );
+    golden(
+        "hook_events",
+        &vec![
+            HookEvent::ToolStart { call_id: "c0".into(), tool: "read_file".into(), args_digest: "sha256:00".into() },
+            HookEvent::ToolEnd { call_id: "c0".into(), tool: "read_file".into(), status: CallStatus::Denied, duration_ms: 1 },
+            HookEvent::ApprovalRequested { call_id: "c1".into(), tool: "shell".into(), risk: ToolRisk::Critical },
+            HookEvent::ApprovalResolved { call_id: "c1".into(), tool: "shell".into(), approved: false, reason: "timeout".into() },
+        ],
+    );
+    golden(
+        "skill",
+        &Skill {
+            name: "csv-analyst".into(),
+            description: "Analyse CSV files in the workspace.".into(),
+            instructions: "Read the file first; never write.".into(),
+            allowed_tools: Some(vec!["read_file".into(), "calculator".into()]),
+            path: Some("skills/csv-analyst/SKILL.md".into()),
+            version: "1.0.0".into(),
+        },
+    );
+    golden(
+        "progress_events",
+        &vec![
+            ProgressEvent { call_id: "c0".into(), tool: "http_get".into(), kind: ProgressKind::ToolCall { args_digest: "sha256:00".into() } },
+            ProgressEvent {
+                call_id: "c0".into(),
+                tool: "http_get".into(),
+                kind: ProgressKind::Progress { progress: 50.0, total: Some(100.0), message: Some("half way".into()) },
+            },
+            ProgressEvent { call_id: "c0".into(), tool: "http_get".into(), kind: ProgressKind::ToolResult { status: "ok".into(), duration_ms: 12 } },
+        ],
+    );
+}

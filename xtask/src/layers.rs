@@ -1,0 +1,262 @@
+//! Layer check: Ravi crates depend only on lower layers, and heavy crates stay out of the
+//! layers that must not pull them in.
+//!
+//! Read from `cargo metadata`: every dependency edge between workspace crates (normal, build
+//! and dev) must point to a layer at or below the dependent's, and the normal/build dependency
+//! closure of each layer must not contain the external crates banned for it.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+use serde_json::Value;
+
+/// Layer of each Ravi crate. Crates of the same layer may depend on each other (the kernel uses
+/// the macros crate); `xtask` is dev tooling above every layer.
+const LAYERS: &[(&str, u8)] = &[
+    ("ravi-kernel", 0),
+    ("ravi-macros", 0),
+    ("ravi-agents", 1),
+    ("ravi-capabilities", 2),
+    ("ravi-integrations", 3),
+    ("ravi-cli", 4),
+    ("xtask", 5),
+];
+
+/// External crates each layer must not pull in (through normal or build dependencies).
+const BANNED: &[(&str, &[&str])] = &[
+    ("ravi-kernel", &["tokio", "wasmtime", "reqwest", "rmcp", "hyper"]),
+    ("ravi-macros", &["tokio", "wasmtime", "reqwest", "rmcp", "hyper"]),
+    ("ravi-agents", &["wasmtime", "reqwest", "rmcp", "hyper"]),
+    ("ravi-capabilities", &["rmcp"]),
+];
+
+fn layer_of(name: &str) -> Option<u8> {
+    LAYERS.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
+}
+
+/// Runs the check for the workspace at `manifest`; returns a one-line summary or an error
+/// listing every violation.
+pub fn check(manifest: &Path) -> anyhow::Result<String> {
+    let output = Command::new("cargo")
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(manifest)
+        .output()
+        .context("could not run `cargo metadata`")?;
+    if !output.status.success() {
+        bail!(
+            "`cargo metadata` failed for {}:\n{}",
+            manifest.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let metadata: Value =
+        serde_json::from_slice(&output.stdout).context("`cargo metadata` printed invalid JSON")?;
+    let violations = violations(&metadata)?;
+    if violations.is_empty() {
+        let members = metadata["workspace_members"].as_array().map_or(0, Vec::len);
+        Ok(format!("{members} workspace crates, every edge points down, no banned crate pulled in"))
+    } else {
+        bail!("layering violated:\n  {}", violations.join("\n  "))
+    }
+}
+
+/// Every violation found in `metadata`, as human-readable lines naming the offending edge.
+pub fn violations(metadata: &Value) -> anyhow::Result<Vec<String>> {
+    let packages = metadata["packages"].as_array().context("metadata has no `packages`")?;
+    let id_to_name: BTreeMap<&str, &str> = packages
+        .iter()
+        .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
+        .collect();
+    let members: BTreeSet<&str> = metadata["workspace_members"]
+        .as_array()
+        .context("metadata has no `workspace_members`")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+
+    let mut out = Vec::new();
+    for id in &members {
+        let name = id_to_name.get(id).copied().unwrap_or(id);
+        if layer_of(name).is_none() {
+            out.push(format!(
+                "workspace crate `{name}` has no layer: add it to LAYERS in xtask/src/layers.rs"
+            ));
+        }
+    }
+
+    // Direct edges between workspace crates, from the package manifests (all dep kinds).
+    for pkg in packages.iter().filter(|p| p["id"].as_str().is_some_and(|id| members.contains(id))) {
+        let name = pkg["name"].as_str().unwrap_or("?");
+        let Some(from) = layer_of(name) else { continue };
+        for dep in pkg["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or("?");
+            let Some(to) = layer_of(dep_name) else { continue };
+            if dep["path"].is_null() && dep["source"].is_string() {
+                continue; // a registry crate that happens to share a name
+            }
+            let kind = dep["kind"].as_str().unwrap_or("normal");
+            if to > from {
+                out.push(format!(
+                    "`{name}` (L{from}) -> `{dep_name}` (L{to}) is an upward {kind} dependency"
+                ));
+            }
+        }
+    }
+
+    // Banned external crates, through the resolved normal/build dependency graph.
+    let nodes = metadata["resolve"]["nodes"].as_array().context("metadata has no `resolve`")?;
+    let mut edges: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for node in nodes {
+        let Some(id) = node["id"].as_str() else { continue };
+        let deps = node["deps"].as_array().into_iter().flatten().filter(|d| {
+            d["dep_kinds"].as_array().into_iter().flatten().any(|k| k["kind"].as_str() != Some("dev"))
+        });
+        edges.insert(id, deps.filter_map(|d| d["pkg"].as_str()).collect());
+    }
+    for (krate, banned) in BANNED {
+        let Some(root) = members.iter().find(|id| id_to_name.get(*id) == Some(krate)) else {
+            continue;
+        };
+        // Breadth-first search remembering the parent, so the report shows the path.
+        let mut parent: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = VecDeque::from([*root]);
+        let mut seen = BTreeSet::from([*root]);
+        while let Some(id) = queue.pop_front() {
+            for next in edges.get(id).into_iter().flatten() {
+                if seen.insert(next) {
+                    parent.insert(next, id);
+                    queue.push_back(next);
+                }
+            }
+        }
+        for id in &seen {
+            let name = id_to_name.get(id).copied().unwrap_or(id);
+            if banned.contains(&name) {
+                let mut path = vec![name];
+                let mut cur = *id;
+                while let Some(p) = parent.get(cur) {
+                    path.push(id_to_name.get(p).copied().unwrap_or(p));
+                    cur = p;
+                }
+                path.reverse();
+                out.push(format!("`{krate}` must not pull in `{name}`: {}", path.join(" -> ")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn write_crate(root: &Path, name: &str, deps: &str) {
+        let dir = root.join("crates").join(name);
+        fs::create_dir_all(dir.join("src")).unwrap();
+        fs::write(
+            dir.join("Cargo.toml"),
+            format!(
+                "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+                 license = \"MIT\"\npublish = false\n\n[dependencies]\n{deps}"
+            ),
+        )
+        .unwrap();
+        fs::write(dir.join("src/lib.rs"), "").unwrap();
+    }
+
+    /// A throwaway workspace whose kernel depends on the agents crate (an upward edge).
+    fn upward_workspace() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(
+            tmp.path().join("Cargo.toml"),
+            "[workspace]\nresolver = \"2\"\nmembers = [\"crates/*\"]\n",
+        )
+        .unwrap();
+        write_crate(
+            tmp.path(),
+            "ravi-kernel",
+            "ravi-agents = { path = \"../ravi-agents\", version = \"0.1.0\" }\n",
+        );
+        write_crate(tmp.path(), "ravi-agents", "");
+        tmp
+    }
+
+    #[test]
+    fn layer_check_rejects_an_upward_edge() {
+        let ws = upward_workspace();
+        let err = check(&ws.path().join("Cargo.toml")).err().map(|e| e.to_string());
+        let err = err.unwrap_or_default();
+        assert!(
+            err.contains("`ravi-kernel` (L0) -> `ravi-agents` (L1) is an upward normal dependency"),
+            "unexpected report: {err}"
+        );
+    }
+
+    #[test]
+    fn layer_check_rejects_an_unknown_crate_and_accepts_downward_edges() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("Cargo.toml"), "[workspace]\nresolver = \"2\"\nmembers = [\"crates/*\"]\n").unwrap();
+        write_crate(tmp.path(), "ravi-kernel", "");
+        write_crate(
+            tmp.path(),
+            "ravi-agents",
+            "ravi-kernel = { path = \"../ravi-kernel\", version = \"0.1.0\" }\n",
+        );
+        assert!(check(&tmp.path().join("Cargo.toml")).is_ok());
+        write_crate(tmp.path(), "stray", "");
+        let err = check(&tmp.path().join("Cargo.toml")).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("workspace crate `stray` has no layer"), "{err}");
+    }
+
+    #[test]
+    fn this_workspace_passes() {
+        let root = crate::util::workspace_root().unwrap();
+        let report = check(&root.join("Cargo.toml"));
+        assert!(report.is_ok(), "{report:?}");
+    }
+
+    /// cargo-deny's `[bans]` wrappers in deny.toml must reject the same upward edge.
+    #[test]
+    fn cargo_deny_rejects_an_upward_edge() {
+        if !crate::util::command_works("cargo-deny", &["--version"]) {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "cargo-deny is not installed; `cargo xtask setup` installs it"
+            );
+            eprintln!("skipped: cargo-deny is not installed (run `cargo xtask setup`)");
+            return;
+        }
+        let ws = upward_workspace();
+        let root = crate::util::workspace_root().unwrap();
+        fs::copy(root.join("deny.toml"), ws.path().join("deny.toml")).unwrap();
+        let out = Command::new("cargo")
+            .args(["deny", "--manifest-path"])
+            .arg(ws.path().join("Cargo.toml"))
+            .args(["check", "bans"])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "cargo-deny accepted an upward edge:\n{stderr}");
+        assert!(stderr.contains("ravi-agents"), "{stderr}");
+
+        // And the same workspace with the edge pointing down passes.
+        write_crate(ws.path(), "ravi-kernel", "");
+        write_crate(
+            ws.path(),
+            "ravi-agents",
+            "ravi-kernel = { path = \"../ravi-kernel\", version = \"0.1.0\" }\n",
+        );
+        let ok = Command::new("cargo")
+            .args(["deny", "--manifest-path"])
+            .arg(ws.path().join("Cargo.toml"))
+            .args(["check", "bans"])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    }
+}

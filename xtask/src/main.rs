@@ -1,0 +1,122 @@
+//! Ravi's developer tasks, run as `cargo xtask <task>`.
+//!
+//! | task | what it does |
+//! |---|---|
+//! | `setup` | installs what the checks need (rustfmt, clippy, cargo-deny) if missing |
+//! | `lint` | rustfmt check, clippy `-D warnings` on all targets, layer-check, cargo-deny |
+//! | `layer-check [--manifest-path P]` | checks that Ravi crates depend only downward |
+//! | `test` | `lint`, then every test of the workspace (unit, scenario, doc) and the docs build |
+//! | `bench [NAME] [--json] [--quick]` | runs benchmarks, each figure next to its peer |
+
+#![allow(clippy::print_stdout)] // a command-line tool's job is to print
+
+mod bench;
+mod layers;
+mod util;
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+
+fn main() {
+    if let Err(err) = run(std::env::args().skip(1).collect()) {
+        eprintln!("xtask: error: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Vec<String>) -> anyhow::Result<()> {
+    let Some((task, rest)) = args.split_first() else {
+        print_usage();
+        bail!("no task given");
+    };
+    match task.as_str() {
+        "setup" => setup(),
+        "lint" => lint(),
+        "layer-check" => {
+            let manifest = match rest {
+                [] => util::workspace_root()?.join("Cargo.toml"),
+                [flag, path] if flag == "--manifest-path" => PathBuf::from(path),
+                _ => bail!("usage: cargo xtask layer-check [--manifest-path PATH]"),
+            };
+            let report = layers::check(&manifest)?;
+            println!("layer-check: {report}");
+            Ok(())
+        }
+        "test" => test(),
+        "bench" => bench::run(rest),
+        "help" | "--help" | "-h" => {
+            print_usage();
+            Ok(())
+        }
+        other => {
+            print_usage();
+            bail!("unknown task `{other}`")
+        }
+    }
+}
+
+fn print_usage() {
+    println!(
+        "usage: cargo xtask <task>\n\n\
+         tasks:\n  \
+         setup                          install rustfmt, clippy and cargo-deny if missing\n  \
+         lint                           fmt check, clippy -D warnings, layer-check, cargo-deny\n  \
+         layer-check [--manifest-path P] check that crates depend only on lower layers\n  \
+         test                           lint, then all tests and the docs build\n  \
+         bench [NAME] [--json] [--quick] run benchmarks next to their peers"
+    );
+}
+
+/// Installs what `lint` and `test` need on a fresh machine. Idempotent.
+fn setup() -> anyhow::Result<()> {
+    for component in ["rustfmt", "clippy"] {
+        let probe = if component == "rustfmt" { "rustfmt" } else { "cargo-clippy" };
+        if !util::command_works(probe, &["--version"]) {
+            util::run("rustup", &["component", "add", component])?;
+        }
+    }
+    if !util::command_works("cargo-deny", &["--version"]) {
+        println!("xtask: installing cargo-deny (one time, a few minutes)");
+        util::run("cargo", &["install", "cargo-deny", "--locked", "--version", "0.20.2"])
+            .context("installing cargo-deny")?;
+    }
+    Ok(())
+}
+
+fn lint() -> anyhow::Result<()> {
+    setup()?;
+    let root = util::workspace_root()?;
+    util::step("rustfmt", || util::run("cargo", &["fmt", "--all", "--check"]))?;
+    util::step("clippy", || {
+        util::run(
+            "cargo",
+            &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+        )
+    })?;
+    util::step("layer-check", || {
+        let report = layers::check(&root.join("Cargo.toml"))?;
+        println!("{report}");
+        Ok(())
+    })?;
+    // `advisories` is skipped: it fetches the RustSec database from GitHub, which this build
+    // environment cannot reach. bans, licenses and sources work offline.
+    util::step("cargo-deny", || {
+        util::run("cargo", &["deny", "--log-level", "error", "check", "bans", "licenses", "sources"])
+    })?;
+    Ok(())
+}
+
+fn test() -> anyhow::Result<()> {
+    lint()?;
+    util::step("tests", || util::run("cargo", &["test", "--workspace", "--no-fail-fast"]))?;
+    util::step("docs", || {
+        util::run_env(
+            "cargo",
+            &["doc", "--workspace", "--no-deps"],
+            &[("RUSTDOCFLAGS", "-D warnings")],
+        )
+    })?;
+    println!("xtask test: all checks passed");
+    Ok(())
+}

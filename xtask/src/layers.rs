@@ -26,8 +26,14 @@ const LAYERS: &[(&str, u8)] = &[
 
 /// External crates each layer must not pull in (through normal or build dependencies).
 const BANNED: &[(&str, &[&str])] = &[
-    ("ravi-kernel", &["tokio", "wasmtime", "reqwest", "rmcp", "hyper"]),
-    ("ravi-macros", &["tokio", "wasmtime", "reqwest", "rmcp", "hyper"]),
+    (
+        "ravi-kernel",
+        &["tokio", "wasmtime", "reqwest", "rmcp", "hyper"],
+    ),
+    (
+        "ravi-macros",
+        &["tokio", "wasmtime", "reqwest", "rmcp", "hyper"],
+    ),
     ("ravi-agents", &["wasmtime", "reqwest", "rmcp", "hyper"]),
     ("ravi-capabilities", &["rmcp"]),
 ];
@@ -56,7 +62,9 @@ pub fn check(manifest: &Path) -> anyhow::Result<String> {
     let violations = violations(&metadata)?;
     if violations.is_empty() {
         let members = metadata["workspace_members"].as_array().map_or(0, Vec::len);
-        Ok(format!("{members} workspace crates, every edge points down, no banned crate pulled in"))
+        Ok(format!(
+            "{members} workspace crates, every edge points down, no banned crate pulled in"
+        ))
     } else {
         bail!("layering violated:\n  {}", violations.join("\n  "))
     }
@@ -64,7 +72,9 @@ pub fn check(manifest: &Path) -> anyhow::Result<String> {
 
 /// Every violation found in `metadata`, as human-readable lines naming the offending edge.
 pub fn violations(metadata: &Value) -> anyhow::Result<Vec<String>> {
-    let packages = metadata["packages"].as_array().context("metadata has no `packages`")?;
+    let packages = metadata["packages"]
+        .as_array()
+        .context("metadata has no `packages`")?;
     let id_to_name: BTreeMap<&str, &str> = packages
         .iter()
         .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
@@ -87,12 +97,17 @@ pub fn violations(metadata: &Value) -> anyhow::Result<Vec<String>> {
     }
 
     // Direct edges between workspace crates, from the package manifests (all dep kinds).
-    for pkg in packages.iter().filter(|p| p["id"].as_str().is_some_and(|id| members.contains(id))) {
+    for pkg in packages
+        .iter()
+        .filter(|p| p["id"].as_str().is_some_and(|id| members.contains(id)))
+    {
         let name = pkg["name"].as_str().unwrap_or("?");
         let Some(from) = layer_of(name) else { continue };
         for dep in pkg["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or("?");
-            let Some(to) = layer_of(dep_name) else { continue };
+            let Some(to) = layer_of(dep_name) else {
+                continue;
+            };
             if dep["path"].is_null() && dep["source"].is_string() {
                 continue; // a registry crate that happens to share a name
             }
@@ -106,12 +121,20 @@ pub fn violations(metadata: &Value) -> anyhow::Result<Vec<String>> {
     }
 
     // Banned external crates, through the resolved normal/build dependency graph.
-    let nodes = metadata["resolve"]["nodes"].as_array().context("metadata has no `resolve`")?;
+    let nodes = metadata["resolve"]["nodes"]
+        .as_array()
+        .context("metadata has no `resolve`")?;
     let mut edges: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for node in nodes {
-        let Some(id) = node["id"].as_str() else { continue };
+        let Some(id) = node["id"].as_str() else {
+            continue;
+        };
         let deps = node["deps"].as_array().into_iter().flatten().filter(|d| {
-            d["dep_kinds"].as_array().into_iter().flatten().any(|k| k["kind"].as_str() != Some("dev"))
+            d["dep_kinds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|k| k["kind"].as_str() != Some("dev"))
         });
         edges.insert(id, deps.filter_map(|d| d["pkg"].as_str()).collect());
     }
@@ -141,7 +164,10 @@ pub fn violations(metadata: &Value) -> anyhow::Result<Vec<String>> {
                     cur = p;
                 }
                 path.reverse();
-                out.push(format!("`{krate}` must not pull in `{name}`: {}", path.join(" -> ")));
+                out.push(format!(
+                    "`{krate}` must not pull in `{name}`: {}",
+                    path.join(" -> ")
+                ));
             }
         }
     }
@@ -187,7 +213,9 @@ mod tests {
     #[test]
     fn layer_check_rejects_an_upward_edge() {
         let ws = upward_workspace();
-        let err = check(&ws.path().join("Cargo.toml")).err().map(|e| e.to_string());
+        let err = check(&ws.path().join("Cargo.toml"))
+            .err()
+            .map(|e| e.to_string());
         let err = err.unwrap_or_default();
         assert!(
             err.contains("`ravi-kernel` (L0) -> `ravi-agents` (L1) is an upward normal dependency"),
@@ -198,7 +226,11 @@ mod tests {
     #[test]
     fn layer_check_rejects_an_unknown_crate_and_accepts_downward_edges() {
         let tmp = tempfile::tempdir().unwrap();
-        fs::write(tmp.path().join("Cargo.toml"), "[workspace]\nresolver = \"2\"\nmembers = [\"crates/*\"]\n").unwrap();
+        fs::write(
+            tmp.path().join("Cargo.toml"),
+            "[workspace]\nresolver = \"2\"\nmembers = [\"crates/*\"]\n",
+        )
+        .unwrap();
         write_crate(tmp.path(), "ravi-kernel", "");
         write_crate(
             tmp.path(),
@@ -207,8 +239,14 @@ mod tests {
         );
         assert!(check(&tmp.path().join("Cargo.toml")).is_ok());
         write_crate(tmp.path(), "stray", "");
-        let err = check(&tmp.path().join("Cargo.toml")).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("workspace crate `stray` has no layer"), "{err}");
+        let err = check(&tmp.path().join("Cargo.toml"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("workspace crate `stray` has no layer"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -240,7 +278,10 @@ mod tests {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "cargo-deny accepted an upward edge:\n{stderr}");
+        assert!(
+            !out.status.success(),
+            "cargo-deny accepted an upward edge:\n{stderr}"
+        );
         assert!(stderr.contains("ravi-agents"), "{stderr}");
 
         // And the same workspace with the edge pointing down passes.
@@ -257,6 +298,10 @@ mod tests {
             .current_dir(ws.path())
             .output()
             .unwrap();
-        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
     }
 }

@@ -71,15 +71,22 @@ fn print_usage() {
 /// Installs what `lint` and `test` need on a fresh machine. Idempotent.
 fn setup() -> anyhow::Result<()> {
     for component in ["rustfmt", "clippy"] {
-        let probe = if component == "rustfmt" { "rustfmt" } else { "cargo-clippy" };
+        let probe = if component == "rustfmt" {
+            "rustfmt"
+        } else {
+            "cargo-clippy"
+        };
         if !util::command_works(probe, &["--version"]) {
             util::run("rustup", &["component", "add", component])?;
         }
     }
     if !util::command_works("cargo-deny", &["--version"]) {
         println!("xtask: installing cargo-deny (one time, a few minutes)");
-        util::run("cargo", &["install", "cargo-deny", "--locked", "--version", "0.20.2"])
-            .context("installing cargo-deny")?;
+        util::run(
+            "cargo",
+            &["install", "cargo-deny", "--locked", "--version", "0.20.2"],
+        )
+        .context("installing cargo-deny")?;
     }
     Ok(())
 }
@@ -87,11 +94,20 @@ fn setup() -> anyhow::Result<()> {
 fn lint() -> anyhow::Result<()> {
     setup()?;
     let root = util::workspace_root()?;
-    util::step("rustfmt", || util::run("cargo", &["fmt", "--all", "--check"]))?;
+    util::step("rustfmt", || {
+        util::run("cargo", &["fmt", "--all", "--check"])
+    })?;
     util::step("clippy", || {
         util::run(
             "cargo",
-            &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
         )
     })?;
     util::step("layer-check", || {
@@ -102,14 +118,27 @@ fn lint() -> anyhow::Result<()> {
     // `advisories` is skipped: it fetches the RustSec database from GitHub, which this build
     // environment cannot reach. bans, licenses and sources work offline.
     util::step("cargo-deny", || {
-        util::run("cargo", &["deny", "--log-level", "error", "check", "bans", "licenses", "sources"])
+        util::run(
+            "cargo",
+            &[
+                "deny",
+                "--log-level",
+                "error",
+                "check",
+                "bans",
+                "licenses",
+                "sources",
+            ],
+        )
     })?;
     Ok(())
 }
 
 fn test() -> anyhow::Result<()> {
     lint()?;
-    util::step("tests", || util::run("cargo", &["test", "--workspace", "--no-fail-fast"]))?;
+    util::step("tests", || {
+        util::run("cargo", &["test", "--workspace", "--no-fail-fast"])
+    })?;
     util::step("docs", || {
         util::run_env(
             "cargo",

@@ -7,5 +7,13 @@
 //! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
 //! ```
 
+pub mod discovery;
+
 /// The kernel contracts, re-exported so users need one dependency.
 pub use ravi_kernel as kernel;
+
+/// Items the exported macros expand to; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use inventory;
+}

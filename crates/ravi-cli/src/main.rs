@@ -1,2 +1,58 @@
-//! The `ravi` command.
-fn main() {}
+//! The `ravi` command: Ravi's tools layer from a terminal.
+//!
+//! Exit codes are part of the interface: 0 success, 1 a tool or script error, 2 a usage or
+//! configuration error, 3 a timeout, limit or cancellation, 4 a denied call.
+
+#![allow(clippy::print_stdout)] // a command-line tool prints
+
+mod commands;
+mod table;
+
+use clap::{Parser, Subcommand};
+
+/// Ravi: define tools once, run every call through one enforcement pipeline.
+#[derive(Debug, Parser)]
+#[command(name = "ravi", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the version of ravi and of its crates.
+    Version,
+    /// Inspect the tools Ravi knows.
+    #[command(subcommand)]
+    Tools(commands::tools::ToolsCommand),
+}
+
+/// The process exit codes (see the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Success.
+    Ok = 0,
+    /// A tool or script failed.
+    ToolError = 1,
+    /// Bad usage or configuration.
+    Usage = 2,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Version => {
+            println!("ravi {}", env!("CARGO_PKG_VERSION"));
+            Ok(Exit::Ok)
+        }
+        Command::Tools(cmd) => commands::tools::run(cmd),
+    };
+    let code = match result {
+        Ok(exit) => exit as i32,
+        Err(err) => {
+            eprintln!("ravi: error: {err:#}");
+            Exit::Usage as i32
+        }
+    };
+    std::process::exit(code);
+}

@@ -81,7 +81,8 @@ mod tests {
 
     #[test]
     fn unknown_decisions_deny() {
-        let d: ApprovalDecision = serde_json::from_str("\"maybe_later\"").unwrap_or(ApprovalDecision::Approved);
+        let d: ApprovalDecision =
+            serde_json::from_str("\"maybe_later\"").unwrap_or(ApprovalDecision::Approved);
         assert_eq!(d, ApprovalDecision::Unknown);
         assert!(!d.is_approved());
         assert!(!ApprovalDecision::Skipped.is_approved());

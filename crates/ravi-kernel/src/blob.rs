@@ -144,7 +144,12 @@ pub enum BlobError {
 #[async_trait]
 pub trait BlobStore: Send + Sync {
     /// Stores `data` for `scope`, pinned once (the caller owns that pin).
-    async fn put(&self, scope: &BlobScope, data: Bytes, media_type: &str) -> Result<BlobInfo, BlobError>;
+    async fn put(
+        &self,
+        scope: &BlobScope,
+        data: Bytes,
+        media_type: &str,
+    ) -> Result<BlobInfo, BlobError>;
 
     /// Returns the bytes of `artifact`, if `scope` may read it.
     async fn resolve(&self, scope: &BlobScope, artifact: &ArtifactRef) -> Result<Bytes, BlobError>;
@@ -166,7 +171,13 @@ mod tests {
     #[test]
     fn refs_are_validated() {
         assert!(ArtifactRef::parse("art_0123456789abcdefghijklmnop").is_ok());
-        for bad in ["", "art_", "art_short", "ART_0123456789abcdefghijklmnop", "art_0123456789abcdefghijklmno/"] {
+        for bad in [
+            "",
+            "art_",
+            "art_short",
+            "ART_0123456789abcdefghijklmnop",
+            "art_0123456789abcdefghijklmno/",
+        ] {
             assert!(ArtifactRef::parse(bad).is_err(), "{bad:?} accepted");
         }
         let err = serde_json::from_str::<ArtifactRef>("\"sha256:abc\"");

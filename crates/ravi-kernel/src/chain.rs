@@ -77,10 +77,14 @@ impl ChainPolicy {
 
     fn validate(self) -> Result<Self, KernelError> {
         if self.call_timeout.is_zero() {
-            return Err(KernelError::Policy("call_timeout must be greater than zero".into()));
+            return Err(KernelError::Policy(
+                "call_timeout must be greater than zero".into(),
+            ));
         }
         if self.total_timeout.is_zero() {
-            return Err(KernelError::Policy("total_timeout must be greater than zero".into()));
+            return Err(KernelError::Policy(
+                "total_timeout must be greater than zero".into(),
+            ));
         }
         if self.approval_timeout >= self.call_timeout {
             return Err(KernelError::Policy(format!(
@@ -163,9 +167,15 @@ impl TryFrom<ChainPolicyWire> for ChainPolicy {
         let d = ChainPolicy::default();
         ChainPolicy {
             max_tool_calls: w.max_tool_calls.unwrap_or(d.max_tool_calls),
-            call_timeout: w.call_timeout_ms.map_or(d.call_timeout, Duration::from_millis),
-            total_timeout: w.total_timeout_ms.map_or(d.total_timeout, Duration::from_millis),
-            max_inline_result_bytes: w.max_inline_result_bytes.unwrap_or(d.max_inline_result_bytes),
+            call_timeout: w
+                .call_timeout_ms
+                .map_or(d.call_timeout, Duration::from_millis),
+            total_timeout: w
+                .total_timeout_ms
+                .map_or(d.total_timeout, Duration::from_millis),
+            max_inline_result_bytes: w
+                .max_inline_result_bytes
+                .unwrap_or(d.max_inline_result_bytes),
             approval_timeout: w
                 .approval_timeout_ms
                 .map_or(d.approval_timeout, Duration::from_millis),
@@ -401,8 +411,7 @@ mod tests {
 
     #[test]
     fn wire_form_validates_and_fills_defaults() {
-        let p: ChainPolicy =
-            serde_json::from_str(r#"{"max_tool_calls": 3}"#).unwrap_or_default();
+        let p: ChainPolicy = serde_json::from_str(r#"{"max_tool_calls": 3}"#).unwrap_or_default();
         assert_eq!(p.max_tool_calls(), 3);
         assert_eq!(p.call_timeout(), Duration::from_secs(60));
         let bad = serde_json::from_str::<ChainPolicy>(r#"{"call_timeout_ms": 1000}"#);

@@ -112,10 +112,10 @@ impl Future for Cancelled {
         if self.token.is_cancelled() {
             return Poll::Ready(());
         }
-        if let Ok(mut wakers) = self.token.inner.wakers.lock() {
-            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                wakers.push(cx.waker().clone());
-            }
+        if let Ok(mut wakers) = self.token.inner.wakers.lock()
+            && !wakers.iter().any(|w| w.will_wake(cx.waker()))
+        {
+            wakers.push(cx.waker().clone());
         }
         // Re-check after registering so a cancel racing with the registration is not missed.
         if self.token.is_cancelled() {
@@ -234,7 +234,13 @@ impl ToolContext {
     }
 
     /// Reports the tool's own progress to the sink, if one is attached.
-    pub fn report_progress(&self, tool: &str, progress: f64, total: Option<f64>, message: Option<String>) {
+    pub fn report_progress(
+        &self,
+        tool: &str,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) {
         if let Some(sink) = &self.progress {
             sink.emit(ProgressEvent {
                 call_id: self.call_id.clone(),

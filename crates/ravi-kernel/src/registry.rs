@@ -34,6 +34,9 @@ pub trait ToolRegistry: Send + Sync {
 
     /// The tools of exactly the given risk.
     fn by_risk(&self, risk: ToolRisk) -> Vec<AnyTool> {
-        self.all().into_iter().filter(|t| t.risk() == risk).collect()
+        self.all()
+            .into_iter()
+            .filter(|t| t.risk() == risk)
+            .collect()
     }
 }

@@ -121,7 +121,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call with the given id, name and arguments.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: serde_json::Value) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: serde_json::Value,
+    ) -> Self {
         Self {
             id: id.into(),
             name: name.into(),
@@ -408,13 +412,21 @@ mod tests {
         let spec = Echo.spec();
         assert_eq!(spec.name, "echo");
         assert!(!spec.lazy_schema);
-        let out = futures::executor::block_on(Echo.execute(&ToolContext::default(), serde_json::json!({"x": 1})));
-        assert_eq!(out.ok().and_then(|r| r.structured_content), Some(serde_json::json!({"x": 1})));
+        let out = futures::executor::block_on(
+            Echo.execute(&ToolContext::default(), serde_json::json!({"x": 1})),
+        );
+        assert_eq!(
+            out.ok().and_then(|r| r.structured_content),
+            Some(serde_json::json!({"x": 1}))
+        );
     }
 
     #[test]
     fn provider_names_parse() {
-        assert_eq!("openai_responses".parse::<Provider>().ok(), Some(Provider::OpenaiResponses));
+        assert_eq!(
+            "openai_responses".parse::<Provider>().ok(),
+            Some(Provider::OpenaiResponses)
+        );
         assert!("bedrock".parse::<Provider>().is_err());
     }
 }

@@ -2,6 +2,8 @@
 //! and each value must round-trip. Regenerate after an intended change with
 //! `UPDATE_GOLDEN=1 cargo test -p ravi-kernel --test golden`, then review the diff.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
+
 use std::path::PathBuf;
 
 use chrono::{TimeZone as _, Utc};
@@ -15,13 +17,19 @@ fn golden<T>(name: &str, value: &T)
 where
     T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
 {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.json"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{name}.json"));
     let actual = serde_json::to_string_pretty(value).unwrap() + "\n";
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &actual).unwrap();
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
     assert_eq!(expected, actual, "{name}: wire format changed");
     let back: T = serde_json::from_str(&expected).unwrap();
     assert_eq!(&back, value, "{name}: does not round-trip");
@@ -40,7 +48,9 @@ fn content_blocks() {
             ContentBlock::image_bytes("image/png", &[137, 80, 78, 71]),
             ContentBlock::Image {
                 media_type: "image/jpeg".into(),
-                source: MediaSource::Url { url: "https://example.com/cat.jpg".into() },
+                source: MediaSource::Url {
+                    url: "https://example.com/cat.jpg".into(),
+                },
             },
             ContentBlock::audio_bytes("audio/wav", b"RIFF"),
             ContentBlock::ResourceLink {
@@ -49,25 +59,41 @@ fn content_blocks() {
                 description: None,
                 media_type: Some("text/csv".into()),
             },
-            ContentBlock::Json { value: json!({"rows": 3}) },
+            ContentBlock::Json {
+                value: json!({"rows": 3}),
+            },
         ],
     );
 }
 
 #[test]
 fn tool_results_and_errors() {
-    golden("tool_execution_result", &ToolExecutionResult::json(json!({"sum": 5})).with_app_data(json!({"card": "sum"})));
-    golden("tool_execution_result_error", &ToolExecutionResult::error("no such file: a.txt"));
+    golden(
+        "tool_execution_result",
+        &ToolExecutionResult::json(json!({"sum": 5})).with_app_data(json!({"card": "sum"})),
+    );
+    golden(
+        "tool_execution_result_error",
+        &ToolExecutionResult::error("no such file: a.txt"),
+    );
     golden(
         "tool_error",
-        &ToolError::not_found("no such file: a.txt; list the directory first").with_detail("ENOENT at /ws/a.txt"),
+        &ToolError::not_found("no such file: a.txt; list the directory first")
+            .with_detail("ENOENT at /ws/a.txt"),
     );
 }
 
 #[test]
 fn risk_and_modes() {
     golden("tool_risk", &ToolRisk::ALL.to_vec());
-    golden("hitl_mode", &vec![HitlMode::Blocking, HitlMode::ContinueOnTimeout, HitlMode::FireAndContinue]);
+    golden(
+        "hitl_mode",
+        &vec![
+            HitlMode::Blocking,
+            HitlMode::ContinueOnTimeout,
+            HitlMode::FireAndContinue,
+        ],
+    );
     golden("provider", &Provider::ALL.to_vec());
 }
 
@@ -90,7 +116,10 @@ fn specs_and_calls() {
             spec: json!({"type": "web_search"}),
         },
     );
-    golden("tool_call", &ToolCall::new("call_1", "read_file", json!({"path": "a.txt"})));
+    golden(
+        "tool_call",
+        &ToolCall::new("call_1", "read_file", json!({"path": "a.txt"})),
+    );
 }
 
 #[test]
@@ -113,7 +142,12 @@ fn approvals() {
     );
     golden(
         "approval_decision",
-        &vec![ApprovalDecision::Approved, ApprovalDecision::Denied, ApprovalDecision::Skipped, ApprovalDecision::Unknown],
+        &vec![
+            ApprovalDecision::Approved,
+            ApprovalDecision::Denied,
+            ApprovalDecision::Skipped,
+            ApprovalDecision::Unknown,
+        ],
     );
 }
 
@@ -134,7 +168,10 @@ fn chain_types() {
     let mut structured = InvocationResult::ok("{\"sum\":5}");
     structured.structured = Some(json!({"sum": 5}));
     golden("invocation_result_structured", &structured);
-    golden("invocation_result_denied", &InvocationResult::denied("approval timed out after 55 s"));
+    golden(
+        "invocation_result_denied",
+        &InvocationResult::denied("approval timed out after 55 s"),
+    );
     let records = vec![
         ChainCallRecord {
             seq: 0,
@@ -176,7 +213,13 @@ fn chain_types() {
     );
     golden(
         "chain_status",
-        &vec![ChainStatus::Ok, ChainStatus::Error, ChainStatus::Timeout, ChainStatus::Cancelled, ChainStatus::ResourceExhausted],
+        &vec![
+            ChainStatus::Ok,
+            ChainStatus::Error,
+            ChainStatus::Timeout,
+            ChainStatus::Cancelled,
+            ChainStatus::ResourceExhausted,
+        ],
     );
 }
 
@@ -186,15 +229,39 @@ fn blobs_hooks_skills_progress() {
     golden("blob_scope", &BlobScope::root("run_1").child("session_2"));
     golden(
         "blob_info",
-        &BlobInfo { artifact_ref: art(3), size: 10, media_type: "text/plain".into(), owner: "session_2".into(), pins: 1 },
+        &BlobInfo {
+            artifact_ref: art(3),
+            size: 10,
+            media_type: "text/plain".into(),
+            owner: "session_2".into(),
+            pins: 1,
+        },
     );
     golden(
         "hook_events",
         &vec![
-            HookEvent::ToolStart { call_id: "c0".into(), tool: "read_file".into(), args_digest: "sha256:00".into() },
-            HookEvent::ToolEnd { call_id: "c0".into(), tool: "read_file".into(), status: CallStatus::Denied, duration_ms: 1 },
-            HookEvent::ApprovalRequested { call_id: "c1".into(), tool: "shell".into(), risk: ToolRisk::Critical },
-            HookEvent::ApprovalResolved { call_id: "c1".into(), tool: "shell".into(), approved: false, reason: "timeout".into() },
+            HookEvent::ToolStart {
+                call_id: "c0".into(),
+                tool: "read_file".into(),
+                args_digest: "sha256:00".into(),
+            },
+            HookEvent::ToolEnd {
+                call_id: "c0".into(),
+                tool: "read_file".into(),
+                status: CallStatus::Denied,
+                duration_ms: 1,
+            },
+            HookEvent::ApprovalRequested {
+                call_id: "c1".into(),
+                tool: "shell".into(),
+                risk: ToolRisk::Critical,
+            },
+            HookEvent::ApprovalResolved {
+                call_id: "c1".into(),
+                tool: "shell".into(),
+                approved: false,
+                reason: "timeout".into(),
+            },
         ],
     );
     golden(
@@ -211,13 +278,30 @@ fn blobs_hooks_skills_progress() {
     golden(
         "progress_events",
         &vec![
-            ProgressEvent { call_id: "c0".into(), tool: "http_get".into(), kind: ProgressKind::ToolCall { args_digest: "sha256:00".into() } },
             ProgressEvent {
                 call_id: "c0".into(),
                 tool: "http_get".into(),
-                kind: ProgressKind::Progress { progress: 50.0, total: Some(100.0), message: Some("half way".into()) },
+                kind: ProgressKind::ToolCall {
+                    args_digest: "sha256:00".into(),
+                },
             },
-            ProgressEvent { call_id: "c0".into(), tool: "http_get".into(), kind: ProgressKind::ToolResult { status: "ok".into(), duration_ms: 12 } },
+            ProgressEvent {
+                call_id: "c0".into(),
+                tool: "http_get".into(),
+                kind: ProgressKind::Progress {
+                    progress: 50.0,
+                    total: Some(100.0),
+                    message: Some("half way".into()),
+                },
+            },
+            ProgressEvent {
+                call_id: "c0".into(),
+                tool: "http_get".into(),
+                kind: ProgressKind::ToolResult {
+                    status: "ok".into(),
+                    duration_ms: 12,
+                },
+            },
         ],
     );
 }

@@ -1,0 +1,3 @@
+//! One module per top-level command.
+
+pub mod tools;

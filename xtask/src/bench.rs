@@ -128,10 +128,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             }
         }
     }
-    if let Some(n) = &name {
-        if !targets.iter().any(|t| t.target.contains(n.as_str())) {
-            figures.retain(|f| f["bench"].as_str().is_some_and(|b| b.contains(n.as_str())));
-        }
+    if let Some(n) = &name
+        && !targets.iter().any(|t| t.target.contains(n.as_str()))
+    {
+        figures.retain(|f| f["bench"].as_str().is_some_and(|b| b.contains(n.as_str())));
     }
     if figures.is_empty() {
         bail!("no figures matched");

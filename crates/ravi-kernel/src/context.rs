@@ -188,6 +188,24 @@ where
     }
 }
 
+/// Read access to the blob store on behalf of the calling session, so a tool (such as
+/// `read_result`) can read an offloaded result without being able to read other sessions' data.
+#[derive(Clone)]
+pub struct ArtifactAccess {
+    /// The store holding the session's artifacts.
+    pub store: Arc<dyn crate::BlobStore>,
+    /// The calling session's scope; resolution is limited to what it may read.
+    pub scope: crate::BlobScope,
+}
+
+impl std::fmt::Debug for ArtifactAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArtifactAccess")
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Everything a tool may consult while it runs, besides its arguments.
 ///
 /// Built by the invoker per call; a tool called directly (tests, scripts) can use
@@ -202,6 +220,8 @@ pub struct ToolContext {
     pub deadline: Option<Instant>,
     /// Where progress goes, if anyone listens.
     pub progress: Option<Arc<dyn ProgressSink>>,
+    /// The calling session's artifacts, when the call comes through an invoker with a store.
+    pub artifacts: Option<ArtifactAccess>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -211,6 +231,7 @@ impl std::fmt::Debug for ToolContext {
             .field("cancellation", &self.cancellation)
             .field("deadline", &self.deadline)
             .field("progress", &self.progress.is_some())
+            .field("artifacts", &self.artifacts)
             .finish()
     }
 }

@@ -62,8 +62,8 @@ pub use chain::{
 };
 pub use content::{ContentBlock, MediaSource};
 pub use context::{
-    CancellationToken, Cancelled, CancelledError, ProgressEvent, ProgressKind, ProgressSink,
-    ToolContext,
+    ArtifactAccess, CancellationToken, Cancelled, CancelledError, ProgressEvent, ProgressKind,
+    ProgressSink, ToolContext,
 };
 pub use digest::{args_digest, canonical_json};
 pub use error::KernelError;

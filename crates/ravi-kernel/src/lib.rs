@@ -6,7 +6,8 @@
 //! how approvals are asked and answered ([`ApprovalRequest`], [`ApprovalDecision`],
 //! [`ApprovalHandler`]), the limits and records of a chain of calls ([`ChainPolicy`],
 //! [`InvocationResult`], [`ChainCallRecord`], [`ChainRunResult`]), and the registry and blob
-//! store contracts ([`ToolRegistry`], [`BlobStore`], [`ArtifactRef`]).
+//! store contracts ([`ToolRegistry`], [`BlobStore`], [`ArtifactRef`]), and the provider-neutral
+//! conversation model ([`Message`], [`MessagePart`], [`ChatModel`]).
 //!
 //! The kernel has no async runtime and does no I/O, so it can be depended on from anywhere
 //! (a WASM guest, a plugin, a storage backend) without dragging a runtime along. Every wire
@@ -45,6 +46,7 @@ mod blob;
 mod chain;
 mod content;
 mod context;
+mod conversation;
 mod digest;
 mod error;
 mod hooks;
@@ -64,6 +66,10 @@ pub use content::{ContentBlock, MediaSource};
 pub use context::{
     ArtifactAccess, CancellationToken, Cancelled, CancelledError, ProgressEvent, ProgressKind,
     ProgressSink, ToolContext,
+};
+pub use conversation::{
+    ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError, Role, StopReason,
+    StreamEvent, ToolChoice, Usage,
 };
 pub use digest::{args_digest, canonical_json};
 pub use error::KernelError;

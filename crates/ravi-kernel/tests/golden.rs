@@ -305,3 +305,101 @@ fn blobs_hooks_skills_progress() {
         ],
     );
 }
+
+#[test]
+fn conversation_types() {
+    let transcript = vec![
+        Message::system("You are careful."),
+        Message::user("What is 2+3?"),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                MessagePart::Reasoning {
+                    text: "Use the tool.".into(),
+                    signature: Some("sig_1".into()),
+                },
+                MessagePart::text("Let me compute."),
+                MessagePart::ToolUse {
+                    id: "toolu_1".into(),
+                    name: "calculator".into(),
+                    arguments: json!({"expression": "2+3"}),
+                },
+                MessagePart::ProviderItem {
+                    provider: "openai-responses".into(),
+                    value: json!({"type": "web_search_call", "id": "ws_1"}),
+                },
+            ],
+        },
+        Message {
+            role: Role::Tool,
+            content: vec![MessagePart::ToolResult {
+                tool_use_id: "toolu_1".into(),
+                content: vec![ContentBlock::text("5")],
+                is_error: false,
+            }],
+        },
+        Message {
+            role: Role::User,
+            content: vec![MessagePart::Image {
+                media_type: "image/png".into(),
+                source: MediaSource::Url {
+                    url: "https://example.com/a.png".into(),
+                },
+            }],
+        },
+    ];
+    golden("transcript", &transcript);
+    golden(
+        "chat_response",
+        &ChatResponse {
+            id: "msg_1".into(),
+            model: "claude-x".into(),
+            message: Message::assistant("5"),
+            stop_reason: StopReason::EndTurn,
+            usage: Usage {
+                input_tokens: 12,
+                output_tokens: 1,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+            },
+        },
+    );
+    golden(
+        "stop_reasons",
+        &vec![
+            StopReason::EndTurn,
+            StopReason::ToolUse,
+            StopReason::MaxTokens,
+            StopReason::StopSequence,
+            StopReason::PauseTurn,
+            StopReason::Refusal,
+            StopReason::Other,
+        ],
+    );
+    golden(
+        "tool_choices",
+        &vec![
+            ToolChoice::Auto,
+            ToolChoice::None,
+            ToolChoice::Required,
+            ToolChoice::Tool {
+                name: "calculator".into(),
+            },
+        ],
+    );
+    golden(
+        "stream_events",
+        &vec![
+            StreamEvent::TextDelta { text: "Let".into() },
+            StreamEvent::ToolUseStart {
+                index: 0,
+                id: "t1".into(),
+                name: "calculator".into(),
+            },
+            StreamEvent::ToolUseDelta {
+                index: 0,
+                partial_json: "{\"expr".into(),
+            },
+        ],
+    );
+}

@@ -8,9 +8,11 @@
 //! ```
 
 pub mod discovery;
+pub mod schema;
 pub mod toolbox;
 pub mod typed;
 
+pub use schema::{LintFinding, Rendered, SchemaOptions, Severity};
 pub use toolbox::{Toolbox, ToolboxError, validate_tool_name};
 pub use typed::{
     FnTool, IntoToolOutput, Json, Typed, TypedTool, input_schema_for, output_schema_for,

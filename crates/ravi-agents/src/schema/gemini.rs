@@ -48,19 +48,20 @@ const SILENT: [&str; 6] = [
 /// How deep one reference chain may be inlined before it is treated as recursive.
 const MAX_REF_DEPTH: usize = 16;
 
-/// Rewrites `schema` into Gemini's subset; `lossy` lists what could not be kept. Gemini accepts
-/// every output, so `blocking` stays empty.
+/// Rewrites `schema` into Gemini's subset; `lossy` lists what could not be kept, `blocking`
+/// what leaves the tool uncallable (a required property Gemini cannot declare).
 pub fn to_gemini(schema: &Value) -> Transformed {
     let defs = collect_defs(schema);
     let mut t = Ctx {
         defs,
         stack: Vec::new(),
         lossy: Vec::new(),
+        blocking: Vec::new(),
     };
     let schema = t.node(schema, "#");
     Transformed {
         schema,
-        blocking: Vec::new(),
+        blocking: t.blocking,
         lossy: t.lossy,
     }
 }
@@ -81,6 +82,19 @@ struct Ctx {
     defs: Map<String, Value>,
     stack: Vec<String>,
     lossy: Vec<String>,
+    blocking: Vec<String>,
+}
+
+/// An object with no named properties, or an array of them: Gemini cannot declare either.
+fn is_empty_object(schema: &Value) -> bool {
+    match schema.get("type").and_then(Value::as_str) {
+        Some("object") => schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_none_or(Map::is_empty),
+        Some("array") => schema.get("items").is_some_and(is_empty_object),
+        _ => false,
+    }
 }
 
 fn string_format_ok(ty: Option<&str>, f: &str) -> bool {
@@ -144,12 +158,45 @@ impl Ctx {
         {
             let kept: Vec<&Value> = branches.iter().filter(|b| !is_null_schema(b)).collect();
             nullable |= kept.len() < branches.len();
-            if key == "oneOf" && kept.len() > 1 {
+            let kept_value = Value::Array(kept.iter().map(|b| (*b).clone()).collect());
+            if kept.len() > 1
+                && super::is_const_union(&kept_value)
+                && kept
+                    .iter()
+                    .all(|b| super::branch_const(b).is_some_and(Value::is_string))
+            {
+                // A documented unit enum: one string `enum`, the variants' docs folded into
+                // the description so the model still reads them.
+                let values: Vec<Value> = kept
+                    .iter()
+                    .filter_map(|b| super::branch_const(b))
+                    .cloned()
+                    .collect();
+                let docs: Vec<String> = kept
+                    .iter()
+                    .filter_map(|b| {
+                        let v = super::branch_const(b)?.as_str()?;
+                        let d = b.get("description")?.as_str()?;
+                        Some(format!("`{v}`: {d}"))
+                    })
+                    .collect();
+                out.insert("type".into(), "string".into());
+                out.insert("enum".into(), Value::Array(values));
+                if !docs.is_empty() {
+                    let own = src.get("description").and_then(Value::as_str);
+                    let text = match own {
+                        Some(d) => format!("{d} {}", docs.join(" ")),
+                        None => docs.join(" "),
+                    };
+                    out.insert("description".into(), text.into());
+                }
+            } else if key == "oneOf" && kept.len() > 1 {
                 self.lossy.push(format!(
                     "{path}: `oneOf` rewritten as `anyOf` (exclusivity not enforced)"
                 ));
             }
             match kept.as_slice() {
+                _ if out.contains_key("enum") => {}
                 [one] => {
                     let inner = self.node(one, &format!("{path}/{key}/0"));
                     if let Value::Object(inner) = inner {
@@ -191,10 +238,28 @@ impl Ctx {
                     let mut props = Map::new();
                     if let Value::Object(ps) = value {
                         for (name, s) in ps {
-                            props.insert(
-                                name.clone(),
-                                self.node(s, &format!("{path}/properties/{name}")),
-                            );
+                            let p = format!("{path}/properties/{name}");
+                            let schema = self.node(s, &p);
+                            if is_empty_object(&schema) {
+                                // Gemini rejects an OBJECT with no properties ("should be
+                                // non-empty for OBJECT type"), so the property cannot be sent.
+                                let required = src
+                                    .get("required")
+                                    .and_then(Value::as_array)
+                                    .is_some_and(|r| r.iter().any(|n| n == name));
+                                let msg = format!(
+                                    "{p}: removed; an object with no named properties (a free-form map) cannot be declared to Gemini"
+                                );
+                                if required {
+                                    self.blocking.push(format!(
+                                        "{msg}, and it is required, so the model cannot make a valid call"
+                                    ));
+                                } else {
+                                    self.lossy.push(msg);
+                                }
+                                continue;
+                            }
+                            props.insert(name.clone(), schema);
                         }
                     }
                     if !props.is_empty() {
@@ -248,6 +313,19 @@ impl Ctx {
                         .push(format!("{path}: {what} cannot be expressed; dropped"));
                 }
                 k if SILENT.contains(&k) => {}
+                "description" => {
+                    // The outer text describes this use; text merged from a referenced or
+                    // single-branch schema describes the type. Keep both, outer first.
+                    let outer = value.as_str().unwrap_or_default();
+                    let text = match out.get("description").and_then(Value::as_str) {
+                        Some(inner) if !inner.is_empty() && !inner.starts_with(outer) => {
+                            format!("{outer} {inner}")
+                        }
+                        Some(inner) if !inner.is_empty() => inner.to_owned(),
+                        _ => outer.to_owned(),
+                    };
+                    out.insert("description".into(), text.into());
+                }
                 k if ALLOWED.contains(&k) => {
                     out.insert(key.clone(), value.clone());
                 }
@@ -304,7 +382,20 @@ impl Ctx {
             && let Some(obj) = inlined.as_object_mut()
         {
             for (k, v) in extra {
-                obj.insert(k, v);
+                match (
+                    k.as_str(),
+                    obj.get("description").and_then(Value::as_str),
+                    v.as_str(),
+                ) {
+                    ("description", Some(inner), Some(outer)) if !inner.starts_with(outer) => {
+                        let text = format!("{outer} {inner}");
+                        obj.insert(k, text.into());
+                    }
+                    ("description", Some(_), Some(_)) => {}
+                    _ => {
+                        obj.insert(k, v);
+                    }
+                }
             }
         }
         inlined
@@ -386,8 +477,8 @@ mod tests {
         });
         let t = to_gemini(&s);
         assert_eq!(
-            t.schema["properties"]["root"]["properties"]["children"]["items"],
-            json!({"type": "object"})
+            t.schema["properties"]["root"],
+            json!({"type": "object", "properties": {"name": {"type": "string"}}})
         );
         assert!(
             t.lossy

@@ -37,7 +37,7 @@ use ravi_kernel::{AnyTool, FunctionSpec, Provider, Tool};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use gemini::to_gemini;
+pub use gemini::{ALLOWED as GEMINI_ALLOWED, to_gemini};
 pub use mcp::annotations_for_risk;
 pub use strict::{MAX_NESTING, MAX_PROPERTIES, make_strict};
 
@@ -166,13 +166,19 @@ fn gemini_function(spec: &FunctionSpec) -> Entry {
     if t.schema.get("properties").is_some() {
         decl["parameters"] = t.schema;
     }
+    let mut findings: Vec<(Severity, String)> = t
+        .blocking
+        .into_iter()
+        .map(|b| (Severity::Error, b))
+        .collect();
+    findings.extend(
+        t.lossy
+            .into_iter()
+            .map(|l| (Severity::Warning, format!("lossy rewrite: {l}"))),
+    );
     Entry {
         value: Some(decl),
-        findings: t
-            .lossy
-            .into_iter()
-            .map(|l| (Severity::Warning, format!("lossy rewrite: {l}")))
-            .collect(),
+        findings,
     }
 }
 
@@ -356,6 +362,29 @@ impl Toolbox {
         out.extend(self.render(provider, opts, true).findings);
         out
     }
+}
+
+/// The constant a branch of a union pins (`{"const": x}` or `{"enum": [x]}`).
+pub(crate) fn branch_const(branch: &Value) -> Option<&Value> {
+    branch.get("const").or_else(|| match branch.get("enum") {
+        Some(Value::Array(values)) if values.len() == 1 => values.first(),
+        _ => None,
+    })
+}
+
+/// Whether a union's branches are all distinct constants (how schemars spells a documented
+/// unit enum): such a `oneOf` is exactly an `anyOf`, or an `enum`.
+pub(crate) fn is_const_union(branches: &Value) -> bool {
+    let Some(bs) = branches.as_array() else {
+        return false;
+    };
+    let consts: Vec<&Value> = bs.iter().filter_map(branch_const).collect();
+    !bs.is_empty()
+        && consts.len() == bs.len()
+        && consts
+            .iter()
+            .enumerate()
+            .all(|(i, c)| !consts.iter().skip(i + 1).any(|d| d == c))
 }
 
 /// Turns a strict transform into an entry's schema, strict flag and findings.

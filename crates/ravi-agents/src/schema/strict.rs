@@ -195,9 +195,12 @@ impl Ctx {
             }
         }
         if let Some(one_of) = obj.remove("oneOf") {
-            self.lossy.push(format!(
-                "{path}: `oneOf` rewritten as `anyOf` (exclusivity not enforced)"
-            ));
+            // Distinct constants exclude each other already; any other union loses exclusivity.
+            if !super::is_const_union(&one_of) {
+                self.lossy.push(format!(
+                    "{path}: `oneOf` rewritten as `anyOf` (exclusivity not enforced)"
+                ));
+            }
             obj.insert("anyOf".into(), one_of);
         }
         if matches!(obj.get("unevaluatedProperties"), Some(Value::Bool(false))) {

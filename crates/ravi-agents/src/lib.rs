@@ -7,12 +7,16 @@
 //! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
 //! ```
 
+pub mod capability;
 pub mod discovery;
 pub mod schema;
+pub mod skills;
 pub mod toolbox;
 pub mod typed;
 
+pub use capability::{CapabilityEntry, CapabilityError, CapabilityRegistry, SearchHit};
 pub use schema::{LintFinding, Rendered, SchemaOptions, Severity};
+pub use skills::{SkillError, compose_system_prompt, load_skills_dir};
 pub use toolbox::{Toolbox, ToolboxError, validate_tool_name};
 pub use typed::{
     FnTool, IntoToolOutput, Json, Typed, TypedTool, input_schema_for, output_schema_for,

@@ -8,6 +8,8 @@
 //! ```
 
 pub mod discovery;
+pub mod serialize;
+pub mod validate;
 
 /// The kernel contracts, re-exported so users need one dependency.
 pub use ravi_kernel as kernel;

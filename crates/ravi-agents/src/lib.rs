@@ -7,7 +7,12 @@
 //! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
 //! ```
 
+pub mod approval;
+pub mod blob;
 pub mod discovery;
+pub mod guardrail;
+pub mod hooks;
+pub mod invoker;
 pub mod serialize;
 pub mod validate;
 

@@ -243,3 +243,61 @@ fn pins_return_to_zero_after_ten_thousand_sessions() {
     store.gc(Duration::ZERO);
     assert!(store.is_empty());
 }
+
+/// The same with the file-system store, fewer sessions (each put touches the disk), and a
+/// restart in the middle: pins persisted by one store instance are released through another.
+#[test]
+fn fs_store_pins_return_to_zero_and_survive_a_restart() {
+    use ravi_agents::blob::FsBlobStore;
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = Arc::new(FsBlobStore::open(dir.path()).unwrap().durable(false));
+        let inv = ToolInvoker::builder(Arc::new(registry()))
+            .policy(policy(5))
+            .blob_store(store.clone())
+            .build();
+        let ctx = ToolContext::default();
+        // A session that stays open across the "restart".
+        let kept = inv.open_session();
+        let big = inv
+            .invoke(&kept, call("k1", "big", json!({"bytes": 400})), &ctx)
+            .await;
+        let art = big.artifact_ref.clone().unwrap();
+        for n in 0..300 {
+            let s = inv.open_session();
+            for (i, kind) in [Kind::Offloaded, Kind::Media, Kind::Ok, Kind::Panic]
+                .iter()
+                .enumerate()
+            {
+                if (n + i) % 2 == 0 {
+                    let (name, args, _, _) = call_for(*kind);
+                    inv.invoke(&s, call(&format!("s{n}c{i}"), name, args), &ctx)
+                        .await;
+                }
+            }
+            s.close().await;
+        }
+        assert_eq!(store.total_pins(), 1);
+
+        // The process "dies" with `kept` still open: nothing unpins it.
+        let kept_scope = kept.scope().clone();
+        std::mem::forget(kept);
+        drop(inv);
+        drop(store);
+
+        // Restart: a new store over the same directory still has the pinned result.
+        let reopened = Arc::new(FsBlobStore::open(dir.path()).unwrap());
+        assert_eq!(reopened.total_pins(), 1);
+        reopened.gc(Duration::ZERO).await.unwrap();
+        let bytes = reopened.resolve(&kept_scope, &art).await.unwrap();
+        assert_eq!(bytes.len(), 400);
+        reopened.unpin(&art).await.unwrap();
+        assert_eq!(reopened.total_pins(), 0);
+        let report = reopened.gc(Duration::ZERO).await.unwrap();
+        assert!(report.blobs_removed >= 1);
+        assert!(reopened.is_empty());
+    });
+}
+
+use ravi_agents::kernel::BlobStore as _;

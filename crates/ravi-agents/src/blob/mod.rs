@@ -5,8 +5,10 @@
 //! never a content hash, and scoped: a session resolves only refs it or an ancestor created
 //! (see [`BlobScope`](ravi_kernel::BlobScope)).
 
+mod fs;
 mod memory;
 
+pub use fs::{FsBlobStore, GcReport};
 pub use memory::MemoryBlobStore;
 
 use rand::Rng as _;

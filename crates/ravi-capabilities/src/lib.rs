@@ -16,6 +16,7 @@
 
 pub mod backend;
 mod error;
+pub mod tools;
 
 pub use error::BackendError;
 

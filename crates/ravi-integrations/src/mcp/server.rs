@@ -149,7 +149,11 @@ pub trait PromptHandler: Send + Sync + 'static {
     async fn get(&self, name: &str, arguments: serde_json::Map<String, Value>) -> Option<Value>;
 }
 
-fn from_wire<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ErrorData> {
+fn from_wire<T: serde::de::DeserializeOwned>(mut v: Value, what: &str) -> Result<T, ErrorData> {
+    // 2026-07-28 results carry `resultType`; rmcp strips it again for peers on older versions.
+    if let Some(m) = v.as_object_mut() {
+        m.entry("resultType").or_insert_with(|| json!("complete"));
+    }
     serde_json::from_value(v)
         .map_err(|e| ErrorData::internal_error(format!("could not encode {what}: {e}"), None))
 }

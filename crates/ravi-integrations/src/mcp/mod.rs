@@ -33,8 +33,8 @@ pub use error::McpError;
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
 pub use risk::{annotations_for, risk_for};
 pub use server::{
-    DirectTools, HttpOptions, HttpServerHandle, McpServer, PromptHandler, ResourceHandler,
-    ServedTool, ServerTools,
+    ClientPeer, DirectTools, HttpOptions, HttpServerHandle, McpServer, PromptHandler,
+    ResourceHandler, ServedTool, ServerTools,
 };
 pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec};
 pub use tool::McpTool;

@@ -158,6 +158,75 @@ fn from_wire<T: serde::de::DeserializeOwned>(mut v: Value, what: &str) -> Result
         .map_err(|e| ErrorData::internal_error(format!("could not encode {what}: {e}"), None))
 }
 
+tokio::task_local! {
+    static CLIENT_PEER: ClientPeer;
+}
+
+/// The MCP client behind the call being served, for tools that want to talk back to it: log
+/// (`notifications/message`), ask the user (`elicitation/create`) or ask its model
+/// (`sampling/createMessage`).
+///
+/// Available through [`ClientPeer::current`] while a `tools/call` served by [`McpServer`] runs,
+/// in the task that runs it. Each method fails with a readable message when the client did not
+/// declare the capability or the negotiated revision forbids server-to-client requests.
+#[derive(Clone)]
+pub struct ClientPeer {
+    peer: rmcp::Peer<RoleServer>,
+}
+
+impl std::fmt::Debug for ClientPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientPeer").finish_non_exhaustive()
+    }
+}
+
+impl ClientPeer {
+    /// The client of the call running in this task, if it is served over MCP.
+    pub fn current() -> Option<Self> {
+        CLIENT_PEER.try_with(Clone::clone).ok()
+    }
+
+    /// Sends a log message (`level`: debug, info, notice, warning, error …).
+    pub async fn log(&self, level: &str, logger: &str, data: Value) -> Result<(), String> {
+        let param = serde_json::from_value(json!({"level": level, "logger": logger, "data": data}))
+            .map_err(|e| format!("bad log message: {e}"))?;
+        self.peer
+            .notify_logging_message(param)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Asks the user to fill a form; returns the `ElicitResult` (wire JSON: `action`, `content`).
+    pub async fn elicit(&self, message: &str, schema: Value) -> Result<Value, String> {
+        let params = serde_json::from_value(
+            json!({"mode": "form", "message": message, "requestedSchema": schema}),
+        )
+        .map_err(|e| format!("bad elicitation schema: {e}"))?;
+        let r = self
+            .peer
+            .create_elicitation(params)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(r).map_err(|e| e.to_string())
+    }
+
+    /// Asks the client's model for a completion of one user message; returns the
+    /// `CreateMessageResult` (wire JSON).
+    pub async fn sample(&self, prompt: &str, max_tokens: u32) -> Result<Value, String> {
+        let params = serde_json::from_value(json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "maxTokens": max_tokens
+        }))
+        .map_err(|e| format!("bad sampling request: {e}"))?;
+        let r = self
+            .peer
+            .create_message(params)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(r).map_err(|e| e.to_string())
+    }
+}
+
 /// Forwards the tool's own progress to the client as `notifications/progress`, in order.
 struct ProgressForward {
     tx: tokio::sync::mpsc::UnboundedSender<(f64, Option<f64>, Option<String>)>,
@@ -246,7 +315,10 @@ impl ServerHandler for Handler {
         });
         let ct = context.ct.clone();
         let outcome = tokio::select! {
-            r = self.tools.call(&name, args, ctx) => r,
+            r = CLIENT_PEER.scope(
+                ClientPeer { peer: context.peer.clone() },
+                self.tools.call(&name, args, ctx),
+            ) => r,
             () = ct.cancelled() => {
                 token.cancel();
                 Some(ToolExecutionResult::error("the client cancelled the call"))

@@ -6,5 +6,8 @@
 //! let _ = ravi_integrations::LAYER;
 //! ```
 
+#[cfg(feature = "providers")]
+pub mod providers;
+
 /// This crate's layer in Ravi's architecture.
 pub const LAYER: &str = "L3";

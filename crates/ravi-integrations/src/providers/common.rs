@@ -65,13 +65,17 @@ pub(crate) fn strict_schema(schema: &Value) -> Value {
 
 fn make_strict(node: &mut Value) {
     let Value::Object(obj) = node else { return };
-    let is_object = obj.get("type").and_then(Value::as_str) == Some("object")
-        || obj.contains_key("properties");
+    let is_object =
+        obj.get("type").and_then(Value::as_str) == Some("object") || obj.contains_key("properties");
     if is_object {
         let required: Vec<String> = obj
             .get("required")
             .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut all = Vec::new();
         if let Some(Value::Object(props)) = obj.get_mut("properties") {
@@ -115,34 +119,32 @@ fn make_nullable(prop: &mut Value) {
 /// Turns a provider's SSE events into kernel stream events.
 pub(crate) trait StreamDecoder: Send {
     /// Handles one SSE event, pushing any kernel events it yields; `Ok(true)` ends the stream.
-    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>)
-    -> Result<bool, ModelError>;
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, ModelError>;
 
     /// The assembled response once the stream ended.
     fn finish(&mut self) -> Result<ChatResponse, ModelError>;
 }
 
+/// The SSE event stream of one provider response.
+pub(crate) type SseStream = BoxStream<'static, Result<SseEvent, ModelError>>;
+
+type OpenFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<SseStream, ModelError>> + Send + 'a>>;
+
 /// Drives `events` through `decoder`, ending with `StreamEvent::Done` (or the first error).
 pub(crate) fn decode_stream<'a, D: StreamDecoder + 'a>(
-    open: impl std::future::Future<Output = Result<BoxStream<'static, Result<SseEvent, ModelError>>, ModelError>>
-    + Send
+    open: impl std::future::Future<
+        Output = Result<BoxStream<'static, Result<SseEvent, ModelError>>, ModelError>,
+    > + Send
     + 'a,
     decoder: D,
 ) -> BoxStream<'a, Result<StreamEvent, ModelError>> {
     enum Phase<'a> {
-        Opening(
-            std::pin::Pin<
-                Box<
-                    dyn std::future::Future<
-                            Output = Result<
-                                BoxStream<'static, Result<SseEvent, ModelError>>,
-                                ModelError,
-                            >,
-                        > + Send
-                        + 'a,
-                >,
-            >,
-        ),
+        Opening(OpenFuture<'a>),
         Reading(BoxStream<'static, Result<SseEvent, ModelError>>),
         Finished,
     }

@@ -211,7 +211,17 @@ impl HttpClient {
         path: &str,
         body: &serde_json::Value,
     ) -> Result<serde_json::Value, ModelError> {
-        let response = self.send(path, body).await?;
+        self.post_json_with(path, body, &[]).await
+    }
+
+    /// [`Self::post_json`] with extra headers for this request only.
+    pub(crate) async fn post_json_with(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        extra: &[(&str, &str)],
+    ) -> Result<serde_json::Value, ModelError> {
+        let response = self.send(path, body, extra).await?;
         let timeout = self.config.timeout;
         let bytes = tokio::time::timeout(timeout, response.bytes())
             .await
@@ -230,9 +240,18 @@ impl HttpClient {
         &self,
         path: &str,
         body: &serde_json::Value,
-    ) -> Result<futures::stream::BoxStream<'static, Result<SseEvent, ModelError>>, ModelError>
-    {
-        let response = self.send(path, body).await?;
+    ) -> Result<futures::stream::BoxStream<'static, Result<SseEvent, ModelError>>, ModelError> {
+        self.post_sse_with(path, body, &[]).await
+    }
+
+    /// [`Self::post_sse`] with extra headers for this request only.
+    pub(crate) async fn post_sse_with(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        extra: &[(&str, &str)],
+    ) -> Result<futures::stream::BoxStream<'static, Result<SseEvent, ModelError>>, ModelError> {
+        let response = self.send(path, body, extra).await?;
         let deadline = tokio::time::Instant::now() + self.config.timeout;
         let timeout_ms = millis(self.config.timeout);
         let bytes = response.bytes_stream();
@@ -284,14 +303,24 @@ impl HttpClient {
         &self,
         path: &str,
         body: &serde_json::Value,
+        extra: &[(&str, &str)],
     ) -> Result<reqwest::Response, ModelError> {
         let url = format!("{}/{}", self.config.base_url, path.trim_start_matches('/'));
+        let mut headers = self.headers.clone();
+        for (name, value) in extra {
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.append(n, v);
+            }
+        }
         let mut attempt = 0u32;
         loop {
             let result = self
                 .client
                 .post(&url)
-                .headers(self.headers.clone())
+                .headers(headers.clone())
                 .timeout(self.config.timeout)
                 .json(body)
                 .send()
@@ -304,11 +333,15 @@ impl HttpClient {
                     let text = resp.text().await.unwrap_or_default();
                     (status_error(status, &text, delay), delay)
                 }
-                Err(e) if e.is_timeout() => (ModelError::Timeout(millis(self.config.timeout)), None),
+                Err(e) if e.is_timeout() => {
+                    (ModelError::Timeout(millis(self.config.timeout)), None)
+                }
                 Err(e) => (ModelError::Network(describe(&e)), None),
             };
             let retryable = match &err {
-                ModelError::Server { status, .. } => *status >= 500 || *status == 408 || *status == 409,
+                ModelError::Server { status, .. } => {
+                    *status >= 500 || *status == 408 || *status == 409
+                }
                 other => other.is_retryable(),
             };
             if !retryable || attempt >= self.config.max_retries {
@@ -350,10 +383,11 @@ pub(crate) fn backoff(initial: Duration, attempt: u32) -> Duration {
 /// The provider's requested delay: `retry-after-ms` (OpenAI) or `retry-after` in seconds.
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
-        }
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
     }
     let secs = get("retry-after")?.trim().parse::<f64>().ok()?;
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
@@ -410,12 +444,20 @@ mod tests {
 
     #[test]
     fn status_mapping_keeps_the_provider_message() {
-        let body = r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#;
+        let body =
+            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#;
         assert_eq!(
             status_error(401, body, None),
             ModelError::Auth("HTTP 401: Incorrect API key provided".into())
         );
-        assert!(status_error(529, r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#, None).is_retryable());
+        assert!(
+            status_error(
+                529,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                None
+            )
+            .is_retryable()
+        );
         assert_eq!(
             status_error(429, "", Some(Duration::from_millis(1500))),
             ModelError::RateLimited {

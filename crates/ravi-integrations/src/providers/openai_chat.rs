@@ -99,7 +99,9 @@ pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -
             match &request.tool_choice {
                 ToolChoice::None => json!("none"),
                 ToolChoice::Required => json!("required"),
-                ToolChoice::Tool { name } => json!({"type": "function", "function": {"name": name}}),
+                ToolChoice::Tool { name } => {
+                    json!({"type": "function", "function": {"name": name}})
+                }
                 _ => json!("auto"),
             },
         );

@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)] // a command-line tool prints
 
+mod approval;
 mod commands;
 mod table;
 

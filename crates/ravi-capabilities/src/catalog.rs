@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ravi_agents::discovery::registered_tools;
+use ravi_agents::{Toolbox, ToolboxError};
 use ravi_kernel::{AnyTool, ToolRegistry};
 
 use crate::BackendError;
@@ -136,6 +137,11 @@ impl Catalog {
                 .push(e.name().to_owned());
         }
         out
+    }
+
+    /// A [`Toolbox`] holding every catalogued tool, for an invoker or a model's tool list.
+    pub fn toolbox(&self) -> Result<Toolbox, ToolboxError> {
+        Toolbox::try_from_tools(self.entries.iter().map(|e| e.tool.clone()))
     }
 
     /// Keeps only the entries `keep` accepts (e.g. a risk ceiling or a category).

@@ -109,6 +109,9 @@ fn lookups_by_alias_category_and_tag() {
     // As a registry.
     assert!(catalog.contains("read_result"));
     assert_eq!(catalog.get("rm").unwrap().risk(), ToolRisk::Critical);
+    let toolbox = catalog.toolbox().unwrap();
+    assert_eq!(toolbox.len(), catalog.entries().len());
+    assert!(toolbox.contains("greeter") && toolbox.contains("http_get"));
     let safe = catalog.clone().filter(|e| e.tool.risk() == ToolRisk::Safe);
     assert!(
         safe.entries()

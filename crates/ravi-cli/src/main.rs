@@ -37,6 +37,8 @@ pub enum Exit {
     ToolError = 1,
     /// Bad usage or configuration.
     Usage = 2,
+    /// A call was denied (no approval, a guardrail).
+    Denied = 4,
 }
 
 fn main() {

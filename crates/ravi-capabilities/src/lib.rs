@@ -9,6 +9,9 @@
 
 use ravi_kernel::AnyTool;
 
+#[cfg(feature = "code-mode")]
+pub mod chain;
+
 /// The built-in tools shipped with Ravi.
 pub fn builtin_tools() -> Vec<AnyTool> {
     Vec::new()

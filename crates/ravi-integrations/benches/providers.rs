@@ -1,0 +1,2 @@
+//! Provider benchmarks (filled in below).
+fn main() {}

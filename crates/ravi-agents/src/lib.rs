@@ -7,9 +7,16 @@
 //! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
 //! ```
 
+pub mod approval;
+pub mod blob;
 pub mod discovery;
+pub mod guardrail;
+pub mod hooks;
+pub mod invoker;
+pub mod serialize;
 pub mod toolbox;
 pub mod typed;
+pub mod validate;
 
 pub use toolbox::{Toolbox, ToolboxError, validate_tool_name};
 pub use typed::{

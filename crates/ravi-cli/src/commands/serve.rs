@@ -1,5 +1,5 @@
 //! `ravi serve --stdio | --http ADDR`: expose a toolbox (built-in tools plus attached MCP
-//! servers) as an MCP server.
+//! servers) as an MCP server. Every `tools/call` goes through the ToolInvoker.
 
 use std::net::SocketAddr;
 
@@ -9,7 +9,7 @@ use ravi_agents::Toolbox;
 use ravi_integrations::mcp::{HttpOptions, McpServer};
 
 use super::mcp_attach::McpArgs;
-use super::serve_tools::toolbox_server_tools;
+use super::serve_tools::{ApproveMode, toolbox_server_tools};
 use crate::Exit;
 
 /// Arguments of `ravi serve`.
@@ -29,6 +29,9 @@ pub struct ServeArgs {
     /// Also accept browser requests from this origin (repeatable), e.g. `https://app.example`.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// Who approves calls above the policy's risk threshold (Critical tools always ask).
+    #[arg(long, value_enum, default_value_t = ApproveMode::Elicit)]
+    pub approve: ApproveMode,
     #[command(flatten)]
     pub mcp: McpArgs,
 }
@@ -45,7 +48,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
 async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
     let mut toolbox = Toolbox::try_from_tools(ravi_capabilities::builtin_tools())?;
     let clients = args.mcp.attach(&mut toolbox).await?;
-    let server = McpServer::new(toolbox_server_tools(toolbox)?);
+    let server = McpServer::new(toolbox_server_tools(toolbox, args.approve));
     if let Some(addr) = args.http {
         if !addr.ip().is_loopback() && args.allow_host.is_empty() {
             eprintln!(

@@ -7,7 +7,49 @@
 //! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
 //! ```
 
+pub mod approval;
+pub mod blob;
 pub mod discovery;
+pub mod guardrail;
+pub mod hooks;
+pub mod invoker;
+pub mod serialize;
+pub mod toolbox;
+pub mod typed;
+pub mod validate;
+
+pub use toolbox::{Toolbox, ToolboxError, validate_tool_name};
+pub use typed::{
+    FnTool, IntoToolOutput, Json, Typed, TypedTool, input_schema_for, output_schema_for,
+    parse_args, tool_fn,
+};
+
+/// Turns an async function into a tool: the name and description come from the function and its
+/// doc comment, the input schema from the parameters (schemars), and the generated unit struct
+/// (`add` → `AddTool`) implements the kernel `Tool` and registers itself for discovery.
+///
+/// ```
+/// use ravi_agents::kernel::{Tool, ToolContext, ToolRisk};
+///
+/// /// Add two integers and return the sum.
+/// #[ravi_agents::tool(risk = safe, category = "data", tags = ["math"])]
+/// async fn add(a: i64, b: i64) -> i64 {
+///     a + b
+/// }
+///
+/// let out = futures::executor::block_on(
+///     AddTool.execute(&ToolContext::default(), serde_json::json!({"a": 2, "b": 3})),
+/// ).unwrap();
+/// assert_eq!(out.structured_content, Some(serde_json::json!(5)));
+/// assert_eq!(AddTool.description(), "Add two integers and return the sum.");
+/// assert_eq!(AddTool.input_schema()["required"], serde_json::json!(["a", "b"]));
+/// ```
+///
+/// Options, parameter forms and return types are listed in `docs/tools.md`.
+pub use ravi_macros::tool;
+
+// Lets the `#[tool]` expansion's `::ravi_agents::…` paths resolve inside this crate too.
+extern crate self as ravi_agents;
 
 /// The kernel contracts, re-exported so users need one dependency.
 pub use ravi_kernel as kernel;
@@ -15,5 +57,12 @@ pub use ravi_kernel as kernel;
 /// Items the exported macros expand to; not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use async_trait::async_trait;
     pub use inventory;
+    pub use schemars;
+    pub use serde;
+    pub use serde_json;
+
+    pub use crate::typed::spec::{ViaDisplay, ViaIntoOutput, ViaIntoToolError, ViaSerialize, Wrap};
+    pub use crate::typed::{input_schema_for, output_schema_for, parse_args};
 }

@@ -4,8 +4,21 @@
 //! code-mode `tool_chain` tool with its sandbox.
 //!
 //! ```
-//! assert!(ravi_capabilities::builtin_tools().is_empty());
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use ravi_capabilities::backend::{Backend, LocalBackend, ShellRun};
+//! let dir = tempfile::tempdir()?;
+//! let backend = LocalBackend::open(dir.path())?;
+//! let out = backend.shell(ShellRun::new("echo hi")).await?;
+//! assert_eq!(out.stdout, "hi\n");
+//! # Ok(()) }
 //! ```
+
+pub mod backend;
+mod error;
+pub mod tools;
+
+pub use error::BackendError;
 
 use ravi_kernel::AnyTool;
 

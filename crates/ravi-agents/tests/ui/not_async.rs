@@ -1,0 +1,7 @@
+/// Add.
+#[ravi_agents::tool]
+fn add(a: i64, b: i64) -> i64 {
+    a + b
+}
+
+fn main() {}

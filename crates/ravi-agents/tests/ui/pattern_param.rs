@@ -1,0 +1,7 @@
+/// Add a pair.
+#[ravi_agents::tool]
+async fn add((a, b): (i64, i64)) -> i64 {
+    a + b
+}
+
+fn main() {}

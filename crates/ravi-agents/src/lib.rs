@@ -13,6 +13,7 @@ pub mod discovery;
 pub mod guardrail;
 pub mod hooks;
 pub mod invoker;
+pub mod react;
 pub mod schema;
 pub mod serialize;
 pub mod toolbox;

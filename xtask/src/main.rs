@@ -7,10 +7,13 @@
 //! | `layer-check [--manifest-path P]` | checks that Ravi crates depend only downward |
 //! | `test` | `lint`, then every test of the workspace (unit, scenario, doc) and the docs build |
 //! | `bench [NAME] [--json] [--quick]` | runs benchmarks, each figure next to its peer |
+//! | `mcp-setup` | installs Node 22, the MCP conformance suite, reference servers and the Python SDK |
+//! | `conformance` | runs the official MCP conformance suite against Ravi's server and client |
 
 #![allow(clippy::print_stdout)] // a command-line tool's job is to print
 
 mod bench;
+mod conformance;
 mod layers;
 mod util;
 
@@ -45,6 +48,11 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         "test" => test(),
         "bench" => bench::run(rest),
+        "mcp-setup" => match conformance::setup()? {
+            None => Ok(()),
+            Some(reason) => bail!("cannot install the MCP harness: {reason}"),
+        },
+        "conformance" => conformance::run(rest),
         "help" | "--help" | "-h" => {
             print_usage();
             Ok(())
@@ -64,7 +72,9 @@ fn print_usage() {
          lint                           fmt check, clippy -D warnings, layer-check, cargo-deny\n  \
          layer-check [--manifest-path P] check that crates depend only on lower layers\n  \
          test                           lint, then all tests and the docs build\n  \
-         bench [NAME] [--json] [--quick] run benchmarks next to their peers"
+         bench [NAME] [--json] [--quick] run benchmarks next to their peers\n  \
+         mcp-setup                      install the MCP conformance suite and test peers\n  \
+         conformance                    run the MCP conformance suite (server and client)"
     );
 }
 
@@ -136,8 +146,24 @@ fn lint() -> anyhow::Result<()> {
 
 fn test() -> anyhow::Result<()> {
     lint()?;
+    // The MCP scenario tests drive real third-party peers (npm servers, the Python SDK); with
+    // the harness installed they must run, without it they say they are skipped.
+    let mut mcp_skip = None;
+    util::step("mcp-setup", || {
+        mcp_skip = conformance::setup()?;
+        if let Some(reason) = &mcp_skip {
+            println!("SKIP MCP interop tests and conformance: {reason}");
+        }
+        Ok(())
+    })?;
+    let require = if mcp_skip.is_none() { "1" } else { "" };
     util::step("tests", || {
-        util::run("cargo", &["test", "--workspace", "--no-fail-fast"])
+        let env: &[(&str, &str)] = if require.is_empty() {
+            &[]
+        } else {
+            &[("RAVI_REQUIRE_MCP_HARNESS", "1")]
+        };
+        util::run_env("cargo", &["test", "--workspace", "--no-fail-fast"], env)
     })?;
     util::step("docs", || {
         util::run_env(
@@ -146,6 +172,9 @@ fn test() -> anyhow::Result<()> {
             &[("RUSTDOCFLAGS", "-D warnings")],
         )
     })?;
+    if mcp_skip.is_none() {
+        util::step("conformance", || conformance::run(&[]))?;
+    }
     println!("xtask test: all checks passed");
     Ok(())
 }

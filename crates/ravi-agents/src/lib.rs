@@ -7,12 +7,20 @@
 //! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
 //! ```
 
+pub mod approval;
+pub mod blob;
 pub mod capability;
 pub mod discovery;
+pub mod guardrail;
+pub mod hooks;
+pub mod invoker;
+pub mod react;
 pub mod schema;
+pub mod serialize;
 pub mod skills;
 pub mod toolbox;
 pub mod typed;
+pub mod validate;
 
 pub use capability::{CapabilityEntry, CapabilityError, CapabilityRegistry, SearchHit};
 pub use schema::{LintFinding, Rendered, SchemaOptions, Severity};

@@ -13,10 +13,21 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+/// The wakers of the [`Cancelled`] futures currently waiting on a token, one slot per future.
+///
+/// A future takes a slot on its first pending poll, overwrites it on later polls and frees it
+/// when dropped, so a long-lived token (a whole run, awaited once per call) holds only the
+/// wakers of futures that are still alive.
+#[derive(Default)]
+struct WakerSlots {
+    next_id: u64,
+    slots: Vec<(u64, Waker)>,
+}
+
 #[derive(Default)]
 struct TokenInner {
     cancelled: AtomicBool,
-    wakers: Mutex<Vec<Waker>>,
+    wakers: Mutex<WakerSlots>,
     children: Mutex<Vec<Weak<TokenInner>>>,
 }
 
@@ -26,10 +37,10 @@ impl TokenInner {
             return;
         }
         let wakers = match self.wakers.lock() {
-            Ok(mut w) => std::mem::take(&mut *w),
-            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+            Ok(mut w) => std::mem::take(&mut w.slots),
+            Err(poisoned) => std::mem::take(&mut poisoned.into_inner().slots),
         };
-        for w in wakers {
+        for (_, w) in wakers {
             w.wake();
         }
         let children = match self.children.lock() {
@@ -95,7 +106,14 @@ impl CancellationToken {
     pub fn cancelled(&self) -> Cancelled {
         Cancelled {
             token: self.clone(),
+            slot: None,
         }
+    }
+
+    /// How many futures are currently registered as waiting on this token (for leak tests).
+    #[doc(hidden)]
+    pub fn waiting_futures(&self) -> usize {
+        self.inner.wakers.lock().map_or(0, |w| w.slots.len())
     }
 }
 
@@ -103,19 +121,45 @@ impl CancellationToken {
 #[derive(Debug)]
 pub struct Cancelled {
     token: CancellationToken,
+    /// The id of this future's waker slot once it has been polled and left pending.
+    slot: Option<u64>,
+}
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        if let Some(id) = self.slot.take()
+            && let Ok(mut wakers) = self.token.inner.wakers.lock()
+        {
+            wakers.slots.retain(|(slot, _)| *slot != id);
+        }
+    }
 }
 
 impl Future for Cancelled {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.token.is_cancelled() {
             return Poll::Ready(());
         }
-        if let Ok(mut wakers) = self.token.inner.wakers.lock()
-            && !wakers.iter().any(|w| w.will_wake(cx.waker()))
-        {
-            wakers.push(cx.waker().clone());
+        let this = &mut *self;
+        if let Ok(mut wakers) = this.token.inner.wakers.lock() {
+            let existing = this
+                .slot
+                .and_then(|id| wakers.slots.iter_mut().find(|(slot, _)| *slot == id));
+            match existing {
+                Some((_, waker)) => {
+                    if !waker.will_wake(cx.waker()) {
+                        waker.clone_from(cx.waker());
+                    }
+                }
+                None => {
+                    let id = wakers.next_id;
+                    wakers.next_id = wakers.next_id.wrapping_add(1);
+                    wakers.slots.push((id, cx.waker().clone()));
+                    this.slot = Some(id);
+                }
+            }
         }
         // Re-check after registering so a cancel racing with the registration is not missed.
         if self.token.is_cancelled() {
@@ -290,6 +334,25 @@ mod tests {
         assert!(child.is_cancelled());
         assert!(grandchild.is_cancelled());
         futures::executor::block_on(fut);
+    }
+
+    #[test]
+    fn dropped_futures_release_their_wakers() {
+        let token = CancellationToken::new();
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..1_000 {
+            let mut fut = token.cancelled();
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+            assert_eq!(token.waiting_futures(), 1, "a re-poll reuses the slot");
+        }
+        assert_eq!(token.waiting_futures(), 0);
+        let mut live = token.cancelled();
+        assert!(Pin::new(&mut live).poll(&mut cx).is_pending());
+        token.cancel();
+        assert_eq!(token.waiting_futures(), 0);
+        assert!(Pin::new(&mut live).poll(&mut cx).is_ready());
     }
 
     #[test]

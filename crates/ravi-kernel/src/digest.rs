@@ -51,8 +51,10 @@ pub fn args_digest(value: &serde_json::Value) -> String {
     let hash = Sha256::digest(canonical_json(value).as_bytes());
     let mut hex = String::with_capacity(7 + 64);
     hex.push_str("sha256:");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     for byte in hash {
-        hex.push_str(&format!("{byte:02x}"));
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
     hex
 }

@@ -1,0 +1,781 @@
+//! The ToolInvoker: the one enforcement pipeline every call passes through.
+//!
+//! Algorithm, in order (seed 000): budget → lookup → type gate → skill gate + argument
+//! validation → guardrails → risk/approval (bounded wait, fail closed) → inbound `$artifact`
+//! refs → cancellation check → progress → execute under `call_timeout` (panics caught) →
+//! output guardrails + result shaping (inline / offload / media as files) → hooks and a trace
+//! record on every outcome.
+//!
+//! [`ToolInvoker::invoke`] never panics and never returns `Err`: every failure is an
+//! [`InvocationResult`] with status `error` or `denied` and a message written for the model.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
+//! use ravi_agents::kernel::{
+//!     InvocationStatus, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult,
+//! };
+//! use serde_json::{json, Value};
+//!
+//! struct Echo;
+//! #[ravi_agents::kernel::async_trait]
+//! impl Tool for Echo {
+//!     fn name(&self) -> &str { "echo" }
+//!     fn description(&self) -> &str { "Echo the text back." }
+//!     fn input_schema(&self) -> Value {
+//!         json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+//!     }
+//!     async fn execute(&self, _: &ToolContext, args: Value) -> Result<ToolExecutionResult, ToolError> {
+//!         Ok(ToolExecutionResult::text(args["text"].as_str().unwrap_or_default()))
+//!     }
+//! }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let registry = Arc::new(StaticRegistry::new([Arc::new(Echo) as Arc<dyn Tool>]));
+//! let invoker = ToolInvoker::builder(registry).build();
+//! let session = invoker.open_session();
+//! let ctx = ToolContext::default();
+//! let ok = invoker.invoke(&session, ToolCall::new("c1", "echo", json!({"text": "hi"})), &ctx).await;
+//! assert_eq!((ok.status, ok.text.as_str()), (InvocationStatus::Ok, "hi"));
+//! let bad = invoker.invoke(&session, ToolCall::new("c2", "echo", json!({})), &ctx).await;
+//! assert_eq!(bad.status, InvocationStatus::Error);
+//! assert!(bad.text.contains("`text`: missing required field"));
+//! assert_eq!(session.trace().len(), 2);
+//! session.close().await;
+//! # });
+//! ```
+
+mod digest;
+mod exec;
+mod refs;
+mod registry;
+mod session;
+mod shape;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::FutureExt as _;
+use ravi_kernel::{
+    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobStore, CallStatus,
+    ChainPolicy, HitlMode, HookEvent, InvocationResult, InvocationStatus, ProgressEvent,
+    ProgressKind, ProgressSink, Tool, ToolCall, ToolContext, ToolExecutionResult, ToolRegistry,
+    ToolRisk,
+};
+
+pub use refs::{ARTIFACT_KEY, contains_artifact_ref, is_artifact_ref};
+pub use registry::StaticRegistry;
+pub use session::{InvokerSession, SessionGuard};
+
+use crate::blob::new_scope_id;
+use crate::guardrail::{GuardrailVerdict, OutputGuardrail, ToolCallGuardrail};
+use crate::hooks::HookRegistry;
+use crate::validate::ArgumentValidator;
+use exec::Finished;
+
+/// The name of the code-mode chain tool. The type gate refuses it inside a chain: chains do
+/// not nest.
+pub const TOOL_CHAIN_NAME: &str = "tool_chain";
+
+/// How many characters of a result or failure reason go into a trace record's summary.
+const SUMMARY_CHARS: usize = 200;
+
+/// The shared, stateless enforcement pipeline. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct ToolInvoker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Arc<dyn ToolRegistry>,
+    policy: ChainPolicy,
+    approval: Option<Arc<dyn ApprovalHandler>>,
+    store: Option<Arc<dyn BlobStore>>,
+    hooks: HookRegistry,
+    guardrails: Vec<Arc<dyn ToolCallGuardrail>>,
+    output_guardrails: Vec<Arc<dyn OutputGuardrail>>,
+    progress: Option<Arc<dyn ProgressSink>>,
+    validator: ArgumentValidator,
+}
+
+impl std::fmt::Debug for ToolInvoker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let i = &self.inner;
+        f.debug_struct("ToolInvoker")
+            .field("policy", &i.policy)
+            .field("approval_handler", &i.approval.is_some())
+            .field("blob_store", &i.store.is_some())
+            .field("hooks", &i.hooks.len())
+            .field("guardrails", &i.guardrails.len())
+            .field("output_guardrails", &i.output_guardrails.len())
+            .field("progress_sink", &i.progress.is_some())
+            .finish()
+    }
+}
+
+/// Builds a [`ToolInvoker`]. Everything but the registry is optional; the defaults are the
+/// safe ones: the default [`ChainPolicy`], no approval handler (so every call that needs
+/// approval is denied), no blob store (so every result is inline), no hooks or guardrails.
+pub struct ToolInvokerBuilder {
+    inner: Inner,
+}
+
+impl ToolInvokerBuilder {
+    /// The limits every call is held to.
+    #[must_use]
+    pub fn policy(mut self, policy: ChainPolicy) -> Self {
+        self.inner.policy = policy;
+        self
+    }
+    /// Who answers approval requests.
+    #[must_use]
+    pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
+        self.inner.approval = Some(handler);
+        self
+    }
+    /// Where large results, media and inbound refs live.
+    #[must_use]
+    pub fn blob_store(mut self, store: Arc<dyn BlobStore>) -> Self {
+        self.inner.store = Some(store);
+        self
+    }
+    /// Lifecycle hooks notified of every call.
+    #[must_use]
+    pub fn hooks(mut self, hooks: HookRegistry) -> Self {
+        self.inner.hooks = hooks;
+        self
+    }
+    /// Adds an input guardrail (runs after validation, before approval).
+    #[must_use]
+    pub fn guardrail(mut self, guardrail: Arc<dyn ToolCallGuardrail>) -> Self {
+        self.inner.guardrails.push(guardrail);
+        self
+    }
+    /// Adds an output guardrail (runs on the result, before shaping).
+    #[must_use]
+    pub fn output_guardrail(mut self, guardrail: Arc<dyn OutputGuardrail>) -> Self {
+        self.inner.output_guardrails.push(guardrail);
+        self
+    }
+    /// Where TOOL_CALL / TOOL_RESULT progress events go. Without one, events go to the
+    /// call context's sink, if any.
+    #[must_use]
+    pub fn progress_sink(mut self, sink: Arc<dyn ProgressSink>) -> Self {
+        self.inner.progress = Some(sink);
+        self
+    }
+    /// The invoker.
+    pub fn build(self) -> ToolInvoker {
+        ToolInvoker {
+            inner: Arc::new(self.inner),
+        }
+    }
+}
+
+/// What the pipeline learned about a call, for the trace and the hooks.
+struct Outcome {
+    status: CallStatus,
+    executed: bool,
+}
+
+impl ToolInvoker {
+    /// Starts building an invoker over `registry` (normally a `Toolbox`).
+    pub fn builder(registry: Arc<dyn ToolRegistry>) -> ToolInvokerBuilder {
+        ToolInvokerBuilder {
+            inner: Inner {
+                registry,
+                policy: ChainPolicy::default(),
+                approval: None,
+                store: None,
+                hooks: HookRegistry::default(),
+                guardrails: Vec::new(),
+                output_guardrails: Vec::new(),
+                progress: None,
+                validator: ArgumentValidator::new(),
+            },
+        }
+    }
+
+    /// The policy calls are held to.
+    pub fn policy(&self) -> &ChainPolicy {
+        &self.inner.policy
+    }
+
+    /// The registry tools are looked up in.
+    pub fn registry(&self) -> &Arc<dyn ToolRegistry> {
+        &self.inner.registry
+    }
+
+    /// The blob store, if one is configured.
+    pub fn blob_store(&self) -> Option<&Arc<dyn BlobStore>> {
+        self.inner.store.as_ref()
+    }
+
+    /// A fresh session with its own budget, trace, pins and a new root blob scope.
+    pub fn open_session(&self) -> InvokerSession {
+        InvokerSession::new(
+            self.inner.store.clone(),
+            ravi_kernel::BlobScope::root(new_scope_id()),
+        )
+    }
+
+    /// A fresh session wrapped in a guard that closes it when dropped, even when the task
+    /// holding it fails or is cancelled.
+    pub fn session_guard(&self) -> SessionGuard {
+        SessionGuard::new(self.open_session())
+    }
+
+    /// Runs `body` with a fresh session and closes the session afterwards, whether `body`
+    /// returns, fails or is cancelled (dropped).
+    pub async fn with_session<F, Fut, T>(&self, body: F) -> T
+    where
+        F: FnOnce(InvokerSession) -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let guard = self.session_guard();
+        let out = body(guard.session().clone()).await;
+        guard.close().await;
+        out
+    }
+
+    /// Runs one call through the whole pipeline. Never panics, never fails: every outcome is
+    /// an [`InvocationResult`], and every outcome fires the hooks and appends a trace record.
+    pub async fn invoke(
+        &self,
+        session: &InvokerSession,
+        mut call: ToolCall,
+        ctx: &ToolContext,
+    ) -> InvocationResult {
+        let started = Instant::now();
+        let inner = &*self.inner;
+        let digest = digest::args_digest(&call.arguments);
+        if !inner.hooks.is_empty() {
+            inner
+                .hooks
+                .dispatch(&HookEvent::ToolStart {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    args_digest: digest.clone(),
+                })
+                .await;
+        }
+        let mut outcome = Outcome {
+            status: CallStatus::Error,
+            executed: false,
+        };
+        let result = match AssertUnwindSafe(self.pipeline(
+            session,
+            &mut call,
+            &digest,
+            ctx,
+            started,
+            &mut outcome,
+        ))
+        .catch_unwind()
+        .await
+        {
+            Ok(result) => result,
+            Err(panic) => {
+                outcome.status = CallStatus::Error;
+                InvocationResult::error(format!(
+                    "invoker error while calling `{}`: {}; the call failed, try again or use \
+                     another tool",
+                    call.name,
+                    exec::panic_message(panic.as_ref())
+                ))
+            }
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if !inner.hooks.is_empty() {
+            inner
+                .hooks
+                .dispatch(&HookEvent::ToolEnd {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    status: outcome.status,
+                    duration_ms,
+                })
+                .await;
+        }
+        session.record(
+            call.id,
+            call.name,
+            digest,
+            outcome.status,
+            duration_ms,
+            outcome.executed,
+            summary(&result.text),
+            result.artifact_ref.clone(),
+        );
+        result
+    }
+
+    /// Steps 1–11. Sets `outcome` as it goes; the caller does step 12.
+    async fn pipeline(
+        &self,
+        session: &InvokerSession,
+        call: &mut ToolCall,
+        digest: &str,
+        ctx: &ToolContext,
+        started: Instant,
+        outcome: &mut Outcome,
+    ) -> InvocationResult {
+        let inner = &*self.inner;
+        let policy = &inner.policy;
+
+        if session.is_closed() {
+            return InvocationResult::error(
+                "this session is closed; open a new session to make more calls",
+            );
+        }
+
+        // 1. Budget.
+        if let Err(made) = session.claim(policy.max_tool_calls()) {
+            return InvocationResult::error(format!(
+                "budget exhausted: this chain already made {made} of its {} allowed tool calls; \
+                 stop calling tools and finish with the results you have",
+                policy.max_tool_calls()
+            ));
+        }
+
+        // 2. Lookup.
+        let Some(any) = inner.registry.get(&call.name) else {
+            return InvocationResult::error(unknown_tool_message(
+                &call.name,
+                &inner.registry.names(),
+            ));
+        };
+
+        // 3. Type gate.
+        let tool: Arc<dyn Tool> = match any {
+            AnyTool::Function(t) if call.name != TOOL_CHAIN_NAME => t,
+            AnyTool::Function(_) => {
+                return InvocationResult::error(format!(
+                    "tool `{TOOL_CHAIN_NAME}` cannot be called from inside a chain: chains do \
+                     not nest; call the tools you need directly"
+                ));
+            }
+            AnyTool::Hosted(_) => {
+                return InvocationResult::error(format!(
+                    "tool `{}` is hosted by the model provider and cannot be called from a \
+                     chain; call it directly in a model turn",
+                    call.name
+                ));
+            }
+            AnyTool::ProviderDefined(_) => {
+                return InvocationResult::error(format!(
+                    "tool `{}` is provider-defined (it answers provider-shaped calls) and \
+                     cannot be called from a chain; call it directly in a model turn",
+                    call.name
+                ));
+            }
+            // A tool kind added to the kernel later is not executable here until supported.
+            _ => {
+                return InvocationResult::error(format!(
+                    "tool `{}` is of a kind this invoker cannot execute",
+                    call.name
+                ));
+            }
+        };
+
+        // 4. Skill gate, then argument validation.
+        if !session.skills.is_empty() && !session.skills.iter().any(|s| s.allows(&call.name)) {
+            outcome.status = CallStatus::Denied;
+            return InvocationResult::denied(skill_message(&call.name, &session.skills));
+        }
+        if let Err(failure) =
+            inner
+                .validator
+                .validate_except(&tool, &call.arguments, refs::is_artifact_ref)
+        {
+            return InvocationResult::error(failure.to_string());
+        }
+
+        // 5. Guardrails.
+        let risk = tool.risk();
+        for g in &inner.guardrails {
+            if let GuardrailVerdict::Tripwire { reason } = g.check(call, risk).await {
+                outcome.status = CallStatus::Denied;
+                return InvocationResult::denied(format!(
+                    "guardrail `{}` blocked the call to `{}`: {reason}",
+                    g.name(),
+                    call.name
+                ));
+            }
+        }
+
+        // 6. Risk / approval, bound to this tool and these arguments.
+        let approved_digest = if risk.needs_approval(policy.max_risk_unapproved()) {
+            // Boxed: the approval path is rare, and keeping its state out of this future keeps
+            // the hot path's future small.
+            if let Err(denial) = Box::pin(self.approve(call, digest, &tool, risk)).await {
+                outcome.status = CallStatus::Denied;
+                return denial;
+            }
+            Some(digest)
+        } else {
+            None
+        };
+
+        // The arguments leave the call here; the approval binding is re-checked on them.
+        let mut args = std::mem::take(&mut call.arguments);
+        if let Some(approved) = approved_digest
+            && digest::args_digest(&args) != approved
+        {
+            outcome.status = CallStatus::Denied;
+            return InvocationResult::denied(format!(
+                "the arguments of `{}` changed after they were approved, so the call was denied",
+                call.name
+            ));
+        }
+
+        // 7. Inbound refs.
+        if refs::contains_artifact_ref(&args) {
+            match Box::pin(refs::resolve_refs(
+                &mut args,
+                inner.store.as_deref(),
+                session.scope(),
+            ))
+            .await
+            {
+                Ok(_) => {
+                    if let Err(failure) = inner.validator.validate(&tool, &args) {
+                        return InvocationResult::error(format!(
+                            "{failure}\n(The values checked are the ones the artifact refs \
+                             resolved to.)"
+                        ));
+                    }
+                }
+                Err(message) => return InvocationResult::error(message),
+            }
+        }
+
+        // 8. Cancellation.
+        if ctx.check().is_err() {
+            return InvocationResult::error(format!(
+                "the call to `{}` was cancelled before it ran",
+                call.name
+            ));
+        }
+
+        // 9. Progress: TOOL_CALL.
+        let sink = inner.progress.as_ref().or(ctx.progress.as_ref());
+        if let Some(sink) = sink {
+            sink.emit(ProgressEvent {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                kind: ProgressKind::ToolCall {
+                    args_digest: digest.to_owned(),
+                },
+            });
+        }
+
+        // 10. Execute under the call timeout, panics caught.
+        // The deadline counts from entering the invoker: gates and approval waits are part of
+        // the call's time, and reusing `started` saves a clock read on the hot path.
+        let exec_started = sink.map(|_| Instant::now());
+        let deadline = started + policy.call_timeout();
+        let call_ctx = ToolContext {
+            call_id: call.id.clone(),
+            cancellation: ctx.cancellation.clone(),
+            deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
+            progress: sink.cloned(),
+            artifacts: session.artifact_access(),
+        };
+        outcome.executed = true;
+        let finished = exec::run(tool.execute(&call_ctx, args), deadline, &ctx.cancellation).await;
+        let (result, status) = match finished {
+            Finished::Done(Ok(r)) => {
+                let status = if r.is_error {
+                    CallStatus::Error
+                } else {
+                    CallStatus::Ok
+                };
+                (Ok(r), status)
+            }
+            Finished::Done(Err(e)) => (Ok(ToolExecutionResult::from(e)), CallStatus::Error),
+            Finished::Panicked(msg) => (
+                Err(format!(
+                    "tool `{}` crashed (panic: {msg}); the call failed, try different arguments \
+                     or another tool",
+                    call.name
+                )),
+                CallStatus::Error,
+            ),
+            Finished::TimedOut => (
+                Err(format!(
+                    "tool `{}` timed out after {} ms; it may still have had side effects, so \
+                     check before calling it again",
+                    call.name,
+                    policy.call_timeout().as_millis()
+                )),
+                CallStatus::Timeout,
+            ),
+            Finished::Cancelled => (
+                Err(format!(
+                    "the call to `{}` was cancelled while running; it may have had partial side \
+                     effects",
+                    call.name
+                )),
+                CallStatus::Error,
+            ),
+            Finished::NoRuntime => (
+                Err(format!(
+                    "the call to `{}` could not be bounded by a timeout because no Tokio runtime \
+                     is running; run the invoker inside a Tokio runtime with the time driver",
+                    call.name
+                )),
+                CallStatus::Error,
+            ),
+        };
+        outcome.status = status;
+        if let Some(sink) = sink {
+            sink.emit(ProgressEvent {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                kind: ProgressKind::ToolResult {
+                    status: status.as_str().to_owned(),
+                    duration_ms: exec_started.map_or(0, |t| {
+                        u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+                    }),
+                },
+            });
+        }
+        let result = match result {
+            Ok(r) => r,
+            Err(message) => return InvocationResult::error(message),
+        };
+
+        // 11. Output guardrails, then shaping.
+        for g in &inner.output_guardrails {
+            if let GuardrailVerdict::Tripwire { reason } = g.check(call, &result).await {
+                outcome.status = CallStatus::Denied;
+                return InvocationResult::denied(format!(
+                    "guardrail `{}` withheld the result of `{}`: {reason}",
+                    g.name(),
+                    call.name
+                ));
+            }
+        }
+        let status = if status == CallStatus::Ok {
+            InvocationStatus::Ok
+        } else {
+            InvocationStatus::Error
+        };
+        match shape::inline_fast(
+            inner.store.is_some(),
+            policy.max_inline_result_bytes(),
+            status,
+            result,
+        ) {
+            Ok(shaped) => shaped,
+            // Media or a large result: the store is involved. Boxed to keep this future small.
+            Err(result) => {
+                Box::pin(shape::shape(
+                    inner.store.as_deref(),
+                    session,
+                    &call.name,
+                    policy.max_inline_result_bytes(),
+                    status,
+                    result,
+                ))
+                .await
+            }
+        }
+    }
+
+    /// Step 6: asks the handler within the approval timeout; `Err` is the denial to return.
+    async fn approve(
+        &self,
+        call: &ToolCall,
+        digest: &str,
+        tool: &Arc<dyn Tool>,
+        risk: ToolRisk,
+    ) -> Result<(), InvocationResult> {
+        let inner = &*self.inner;
+        let policy = &inner.policy;
+        let mode = tool.hitl_mode().effective(risk);
+        let Some(handler) = &inner.approval else {
+            self.approval_resolved(call, false, "no handler").await;
+            return Err(InvocationResult::denied(format!(
+                "`{}` needs approval (risk {risk}) but no approval handler is configured, so \
+                 the call was denied; do not retry it from here",
+                call.name
+            )));
+        };
+        let now = chrono::Utc::now();
+        let wait = policy.approval_timeout();
+        let request = ApprovalRequest {
+            id: format!("apr_{}", new_scope_id().trim_start_matches("ses_")),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            args_digest: digest.to_owned(),
+            risk,
+            hitl_mode: mode,
+            reason: approval_reason(risk, policy.max_risk_unapproved()),
+            created_at: now,
+            deadline: now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+        };
+        if !inner.hooks.is_empty() {
+            inner
+                .hooks
+                .dispatch(&HookEvent::ApprovalRequested {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    risk,
+                })
+                .await;
+        }
+        if mode == HitlMode::FireAndContinue {
+            // Tell the human, bounded so a stuck notifier cannot hang the call, and proceed.
+            let _ = exec::bounded(wait, handler.notify(&request)).await;
+            self.approval_resolved(call, true, "fire and continue")
+                .await;
+            return Ok(());
+        }
+        let answer = exec::bounded(
+            wait,
+            AssertUnwindSafe(handler.request(&request)).catch_unwind(),
+        )
+        .await;
+        let (approved, why, message) = match answer {
+            Some(Ok(ApprovalDecision::Approved)) => (true, "approved", None),
+            Some(Ok(ApprovalDecision::Denied)) => (
+                false,
+                "denied",
+                Some(format!(
+                    "a human denied the call to `{}`; do not retry it with the same arguments",
+                    call.name
+                )),
+            ),
+            Some(Ok(other)) => {
+                let why = if other == ApprovalDecision::Skipped {
+                    "skipped"
+                } else {
+                    "unknown decision"
+                };
+                (
+                    false,
+                    why,
+                    Some(format!(
+                        "approval for `{}` was not granted ({why}), so the call was denied",
+                        call.name
+                    )),
+                )
+            }
+            Some(Err(_panic)) => (
+                false,
+                "handler failed",
+                Some(format!(
+                    "the approval handler failed while asking about `{}`, so the call was denied",
+                    call.name
+                )),
+            ),
+            None if mode == HitlMode::ContinueOnTimeout => (true, "timeout, continue", None),
+            None => (
+                false,
+                "timeout",
+                Some(format!(
+                    "approval for `{}` timed out after {} ms, so the call was denied; call the \
+                     tool directly outside the chain if it is still needed",
+                    call.name,
+                    wait.as_millis()
+                )),
+            ),
+        };
+        self.approval_resolved(call, approved, why).await;
+        match message {
+            None => Ok(()),
+            Some(m) => Err(InvocationResult::denied(m)),
+        }
+    }
+
+    async fn approval_resolved(&self, call: &ToolCall, approved: bool, reason: &str) {
+        if self.inner.hooks.is_empty() {
+            return;
+        }
+        self.inner
+            .hooks
+            .dispatch(&HookEvent::ApprovalResolved {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                approved,
+                reason: reason.to_owned(),
+            })
+            .await;
+    }
+}
+
+fn approval_reason(risk: ToolRisk, max: ToolRisk) -> String {
+    if risk == ToolRisk::Critical {
+        "critical tools always need a human's approval".into()
+    } else {
+        format!("risk {risk} is above the policy's unapproved maximum ({max})")
+    }
+}
+
+fn unknown_tool_message(name: &str, names: &[String]) -> String {
+    let mut scored: Vec<(f64, &String)> = names
+        .iter()
+        .map(|n| {
+            (
+                strsim::jaro_winkler(&name.to_lowercase(), &n.to_lowercase()),
+                n,
+            )
+        })
+        .filter(|(score, n)| *score >= 0.8 || n.contains(name) || name.contains(n.as_str()))
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let close: Vec<String> = scored
+        .iter()
+        .take(3)
+        .map(|(_, n)| format!("`{n}`"))
+        .collect();
+    let mut msg = format!("unknown tool `{name}`");
+    if !close.is_empty() {
+        msg.push_str(&format!("; did you mean {}?", close.join(", ")));
+    }
+    if names.is_empty() {
+        msg.push_str(" (no tools are available)");
+    } else {
+        let shown: Vec<&str> = names.iter().take(30).map(String::as_str).collect();
+        msg.push_str(&format!(" Available tools: {}", shown.join(", ")));
+        if names.len() > shown.len() {
+            msg.push_str(&format!(" and {} more", names.len() - shown.len()));
+        }
+        msg.push('.');
+    }
+    msg
+}
+
+fn skill_message(tool: &str, skills: &[ravi_kernel::Skill]) -> String {
+    let names: Vec<String> = skills.iter().map(|s| format!("`{}`", s.name)).collect();
+    let mut allowed: Vec<&str> = skills
+        .iter()
+        .filter_map(|s| s.allowed_tools.as_ref())
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    allowed.sort_unstable();
+    allowed.dedup();
+    format!(
+        "tool `{tool}` is not allowed by the active skill{} {}; use one of: {}",
+        if names.len() == 1 { "" } else { "s" },
+        names.join(", "),
+        allowed.join(", ")
+    )
+}
+
+fn summary(text: &str) -> String {
+    match text.char_indices().nth(SUMMARY_CHARS) {
+        Some((cut, _)) => {
+            let mut s = String::with_capacity(cut + 3);
+            s.push_str(&text[..cut]);
+            s.push('…');
+            s
+        }
+        None => text.to_owned(),
+    }
+}

@@ -1,0 +1,271 @@
+//! Per-chain state: call count, trace, pinned artifacts and the blob scope.
+//!
+//! The invoker is shared and stateless; everything that belongs to one chain lives here.
+//! Closing a session unpins every artifact it pinned. If a session is dropped without being
+//! closed (an error path, a cancelled task), its last clone's drop unpins in the background,
+//! so pins do not leak either way.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ravi_kernel::{
+    ArtifactAccess, ArtifactRef, BlobScope, BlobStore, CallStatus, ChainCallRecord, Skill,
+};
+
+use crate::blob::new_scope_id;
+
+pub(crate) struct SessionInner {
+    pub(crate) store: Option<Arc<dyn BlobStore>>,
+    pub(crate) scope: BlobScope,
+    pub(crate) count: AtomicU32,
+    pub(crate) media_seq: AtomicU32,
+    closed: AtomicBool,
+    state: Mutex<SessionState>,
+}
+
+#[derive(Default)]
+struct SessionState {
+    trace: Vec<ChainCallRecord>,
+    pins: Vec<ArtifactRef>,
+}
+
+/// One chain's view of the invoker: its budget count, its trace, the artifacts it pinned and
+/// the skills that restrict it. Cheap to clone; clones share the same state.
+///
+/// Open with [`ToolInvoker::open_session`](super::ToolInvoker::open_session), pass to every
+/// [`invoke`](super::ToolInvoker::invoke) of the chain, and [`close`](Self::close) at the end
+/// (or use [`ToolInvoker::with_session`](super::ToolInvoker::with_session), which always closes).
+#[derive(Clone)]
+pub struct InvokerSession {
+    pub(crate) inner: Arc<SessionInner>,
+    pub(crate) skills: Arc<[Skill]>,
+}
+
+impl std::fmt::Debug for InvokerSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InvokerSession")
+            .field("scope", &self.inner.scope)
+            .field("call_count", &self.call_count())
+            .field("closed", &self.is_closed())
+            .field("skills", &self.skills.len())
+            .finish()
+    }
+}
+
+impl InvokerSession {
+    pub(crate) fn new(store: Option<Arc<dyn BlobStore>>, scope: BlobScope) -> Self {
+        Self {
+            inner: Arc::new(SessionInner {
+                store,
+                scope,
+                count: AtomicU32::new(0),
+                media_seq: AtomicU32::new(0),
+                closed: AtomicBool::new(false),
+                state: Mutex::new(SessionState::default()),
+            }),
+            skills: Arc::from(Vec::new()),
+        }
+    }
+
+    /// The same session restricted by `skills`: a call to a tool that none of them allows is
+    /// denied. An empty list lifts the restriction. Clones made earlier keep their skills.
+    #[must_use]
+    pub fn with_skills(mut self, skills: Vec<Skill>) -> Self {
+        self.skills = Arc::from(skills);
+        self
+    }
+
+    /// The active skills.
+    pub fn skills(&self) -> &[Skill] {
+        &self.skills
+    }
+
+    /// A nested session (a sub-agent, a nested run): its own count, trace and pins, a child
+    /// blob scope that can read this session's artifacts (but not the other way round), and
+    /// the same skills.
+    pub fn child(&self) -> Self {
+        let scope = self.inner.scope.child(new_scope_id());
+        let mut child = Self::new(self.inner.store.clone(), scope);
+        child.skills = Arc::clone(&self.skills);
+        child
+    }
+
+    /// The blob scope artifacts of this session are stored under.
+    pub fn scope(&self) -> &BlobScope {
+        &self.inner.scope
+    }
+
+    /// Read access to this session's artifacts, for tools such as `read_result`.
+    pub fn artifact_access(&self) -> Option<ArtifactAccess> {
+        self.inner.store.as_ref().map(|store| ArtifactAccess {
+            store: Arc::clone(store),
+            scope: self.inner.scope.clone(),
+        })
+    }
+
+    /// How many calls were made (every outcome counts, budget refusals excepted).
+    pub fn call_count(&self) -> u32 {
+        self.inner.count.load(Ordering::Acquire)
+    }
+
+    /// A copy of the trace: one record per call that reached the invoker, in order.
+    pub fn trace(&self) -> Vec<ChainCallRecord> {
+        self.inner
+            .state
+            .lock()
+            .map(|s| s.trace.clone())
+            .unwrap_or_default()
+    }
+
+    /// The artifacts this session currently holds a pin on.
+    pub fn pinned(&self) -> Vec<ArtifactRef> {
+        self.inner
+            .state
+            .lock()
+            .map(|s| s.pins.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether [`close`](Self::close) ran.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// Unpins everything this session pinned and refuses further calls. Idempotent. Errors
+    /// from the store are logged, not returned: closing must always complete.
+    pub async fn close(&self) {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let pins = self.inner.take_pins();
+        if let Some(store) = &self.inner.store {
+            unpin_all(store.as_ref(), &pins).await;
+        }
+    }
+
+    /// Claims the next budget slot; `Err(count)` when `max` calls were already made.
+    pub(crate) fn claim(&self, max: u32) -> Result<(), u32> {
+        self.inner
+            .count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                (c < max).then_some(c + 1)
+            })
+            .map(|_| ())
+    }
+
+    pub(crate) fn add_pin(&self, r: ArtifactRef) {
+        if let Ok(mut s) = self.inner.state.lock() {
+            s.pins.push(r);
+        }
+    }
+
+    pub(crate) fn next_media_index(&self) -> u32 {
+        self.inner.media_seq.fetch_add(1, Ordering::AcqRel)
+    }
+
+    #[allow(clippy::too_many_arguments)] // one record's fields, all needed
+    pub(crate) fn record(
+        &self,
+        call_id: String,
+        tool: String,
+        args_digest: String,
+        status: CallStatus,
+        duration_ms: u64,
+        executed: bool,
+        summary: String,
+        artifact_ref: Option<ArtifactRef>,
+    ) {
+        if let Ok(mut s) = self.inner.state.lock() {
+            let seq = u32::try_from(s.trace.len()).unwrap_or(u32::MAX);
+            s.trace.push(ChainCallRecord {
+                seq,
+                call_id,
+                tool,
+                args_digest,
+                status,
+                duration_ms,
+                executed,
+                summary,
+                artifact_ref,
+            });
+        }
+    }
+}
+
+impl SessionInner {
+    fn take_pins(&self) -> Vec<ArtifactRef> {
+        match self.state.lock() {
+            Ok(mut s) => std::mem::take(&mut s.pins),
+            Err(poisoned) => std::mem::take(&mut poisoned.into_inner().pins),
+        }
+    }
+}
+
+async fn unpin_all(store: &dyn BlobStore, pins: &[ArtifactRef]) {
+    for r in pins {
+        if let Err(e) = store.unpin(r).await {
+            tracing::warn!(artifact = %r, error = %e, "could not unpin an artifact on session close");
+        }
+    }
+}
+
+impl Drop for SessionInner {
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let pins = self.take_pins();
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        if pins.is_empty() {
+            return;
+        }
+        // The session was dropped without `close` (an error path or a cancelled task): unpin
+        // on the runtime if there is one, else right here.
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move { unpin_all(store.as_ref(), &pins).await });
+            }
+            Err(_) => futures::executor::block_on(unpin_all(store.as_ref(), &pins)),
+        }
+    }
+}
+
+/// Closes a session when dropped, even if the task holding it fails or is cancelled.
+/// Returned by [`ToolInvoker::session_guard`](super::ToolInvoker::session_guard).
+#[derive(Debug)]
+pub struct SessionGuard {
+    session: InvokerSession,
+}
+
+impl SessionGuard {
+    pub(crate) fn new(session: InvokerSession) -> Self {
+        Self { session }
+    }
+
+    /// The guarded session.
+    pub fn session(&self) -> &InvokerSession {
+        &self.session
+    }
+
+    /// Closes now and waits for the unpins to finish.
+    pub async fn close(self) {
+        self.session.close().await;
+    }
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        if self.session.is_closed() {
+            return;
+        }
+        let session = self.session.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move { session.close().await });
+            }
+            Err(_) => futures::executor::block_on(session.close()),
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The backend: where tools' side effects happen.
+//!
+//! Tools turn model arguments into [`BackendRequest`] payloads; a [`Backend`] executes them.
+//! [`LocalBackend`] runs them on this machine, confined to a workspace directory. A
+//! [`BackendStream`] queues payloads FIFO, one at a time, while separate streams run
+//! concurrently (seed 002).
+
+mod local;
+mod path;
+mod payload;
+mod shell;
+mod stream;
+
+use async_trait::async_trait;
+
+pub use local::{BackendLimits, LocalBackend};
+pub use path::confine;
+pub use payload::{
+    BackendRequest, BackendResponse, CodeOutput, CodeRun, Deleted, DirEntry, EntryKind, Existence,
+    FileData, FilesDelete, FilesExists, FilesList, FilesRead, FilesWrite, Listing, ShellOutput,
+    ShellRun, WriteMode, WriteOutcome,
+};
+pub use stream::{BackendStream, StreamTicket};
+
+use crate::BackendError;
+
+fn mismatch(expected: &str, got: &BackendResponse) -> BackendError {
+    BackendError::Unavailable(format!(
+        "the backend answered a {expected} payload with a {} response",
+        got.op()
+    ))
+}
+
+/// Executes backend payloads. Implementations: [`LocalBackend`]; a remote sandbox would be
+/// another.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Runs one payload to completion.
+    async fn execute(&self, request: BackendRequest) -> Result<BackendResponse, BackendError>;
+
+    /// Runs a [`ShellRun`] and returns its typed result.
+    async fn shell(&self, payload: ShellRun) -> Result<ShellOutput, BackendError> {
+        match self.execute(BackendRequest::ShellRun(payload)).await? {
+            BackendResponse::ShellRun(out) => Ok(out),
+            other => Err(mismatch("ShellRun", &other)),
+        }
+    }
+
+    /// Runs a [`FilesRead`] and returns its typed result.
+    async fn read(&self, payload: FilesRead) -> Result<FileData, BackendError> {
+        match self.execute(BackendRequest::FilesRead(payload)).await? {
+            BackendResponse::FilesRead(out) => Ok(out),
+            other => Err(mismatch("FilesRead", &other)),
+        }
+    }
+
+    /// Runs a [`FilesWrite`] and returns its typed result.
+    async fn write(&self, payload: FilesWrite) -> Result<WriteOutcome, BackendError> {
+        match self.execute(BackendRequest::FilesWrite(payload)).await? {
+            BackendResponse::FilesWrite(out) => Ok(out),
+            other => Err(mismatch("FilesWrite", &other)),
+        }
+    }
+
+    /// Runs a [`FilesList`] and returns its typed result.
+    async fn list(&self, payload: FilesList) -> Result<Listing, BackendError> {
+        match self.execute(BackendRequest::FilesList(payload)).await? {
+            BackendResponse::FilesList(out) => Ok(out),
+            other => Err(mismatch("FilesList", &other)),
+        }
+    }
+
+    /// Runs a [`FilesExists`] and returns its typed result.
+    async fn exists(&self, payload: FilesExists) -> Result<Existence, BackendError> {
+        match self.execute(BackendRequest::FilesExists(payload)).await? {
+            BackendResponse::FilesExists(out) => Ok(out),
+            other => Err(mismatch("FilesExists", &other)),
+        }
+    }
+
+    /// Runs a [`FilesDelete`] and returns its typed result.
+    async fn delete(&self, payload: FilesDelete) -> Result<Deleted, BackendError> {
+        match self.execute(BackendRequest::FilesDelete(payload)).await? {
+            BackendResponse::FilesDelete(out) => Ok(out),
+            other => Err(mismatch("FilesDelete", &other)),
+        }
+    }
+
+    /// Runs a [`CodeRun`] and returns its typed result.
+    async fn run_code(&self, payload: CodeRun) -> Result<CodeOutput, BackendError> {
+        match self.execute(BackendRequest::CodeRun(payload)).await? {
+            BackendResponse::CodeRun(out) => Ok(out),
+            other => Err(mismatch("CodeRun", &other)),
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! Shell commands: `sh -c` in the workspace, in a process group of its own.
+//!
+//! The command gets an empty environment plus the backend's allow-list and the payload's own
+//! variables, stdin from `/dev/null`, and its working directory inside the workspace. When the
+//! time limit passes (or the caller stops waiting) the whole process group is killed, so
+//! background children cannot outlive the call; after a normal exit the group is killed too, for
+//! the same reason. stdout and stderr are drained concurrently and kept up to the output cap.
+//!
+//! The working directory is confined; the command itself is not a filesystem sandbox (`cat
+//! /etc/passwd` works). That is why the `shell` tool is Critical and always asks for approval.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+use tokio::process::Command;
+
+use super::local::Inner;
+use super::path::{confine, io_error};
+use super::payload::{ShellOutput, ShellRun};
+use crate::BackendError;
+
+/// Kills a process group when dropped (timeout, cancellation, or normal completion).
+struct GroupGuard(Option<rustix::process::Pid>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            // ESRCH (group already gone) is the normal case after a clean exit.
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+async fn capture<R: AsyncRead + Unpin>(mut pipe: R, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                if n > room {
+                    truncated = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                // Keep draining past the cap so the command never blocks on a full pipe.
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, BackendError> {
+    let limits = &inner.limits;
+    if p.command.trim().is_empty() {
+        return Err(BackendError::InvalidInput {
+            field: "command",
+            reason: "the command is empty".into(),
+        });
+    }
+    if p.command.contains('\0') {
+        return Err(BackendError::InvalidInput {
+            field: "command",
+            reason: "the command contains a NUL byte".into(),
+        });
+    }
+    let timeout = match p.timeout_ms {
+        Some(0) => {
+            return Err(BackendError::InvalidInput {
+                field: "timeout_ms",
+                reason: "must be at least 1".into(),
+            });
+        }
+        Some(ms) => Duration::from_millis(ms).min(limits.max_shell_timeout),
+        None => limits.shell_timeout,
+    };
+    let cwd_rel = confine(p.cwd.as_deref().unwrap_or("."))?;
+    let cwd_shown = p.cwd.clone().unwrap_or_else(|| ".".into());
+    let meta = inner
+        .dir
+        .metadata(&cwd_rel)
+        .map_err(|e| io_error("cwd", &cwd_shown, &e))?;
+    if !meta.is_dir() {
+        return Err(BackendError::WrongKind {
+            path: cwd_shown,
+            expected: "a directory (cwd)",
+            actual: "not a directory",
+        });
+    }
+    let cwd = if cwd_rel.as_os_str() == "." {
+        inner.root.clone()
+    } else {
+        inner.root.join(&cwd_rel)
+    };
+
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(&p.command)
+        .current_dir(&cwd)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for name in &limits.env_allow {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd.env("HOME", &inner.root);
+    for (name, value) in &p.env {
+        if !valid_env_name(name) {
+            return Err(BackendError::InvalidInput {
+                field: "env",
+                reason: format!(
+                    "`{name}` is not a valid variable name (letters, digits and _, not starting with a digit)"
+                ),
+            });
+        }
+        if value.contains('\0') {
+            return Err(BackendError::InvalidInput {
+                field: "env",
+                reason: format!("the value of `{name}` contains a NUL byte"),
+            });
+        }
+        cmd.env(name, value);
+    }
+
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| BackendError::Io {
+        op: "spawn",
+        path: "/bin/sh".into(),
+        message: e.to_string(),
+    })?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(rustix::process::Pid::from_raw);
+    let mut guard = GroupGuard(pgid);
+    let cap = limits.max_output_bytes;
+    let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, cap)));
+    let stderr = child.stderr.take().map(|s| tokio::spawn(capture(s, cap)));
+
+    let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(status) => (status.ok(), false),
+        Err(_) => {
+            guard.kill();
+            (child.wait().await.ok(), true)
+        }
+    };
+    // Background children that kept the pipes open die with their group.
+    guard.kill();
+
+    async fn collect(task: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>) -> (String, bool) {
+        let Some(task) = task else {
+            return (String::new(), false);
+        };
+        // A process that left the group (setsid) could hold the pipe open forever; stop
+        // waiting for it after a grace period.
+        let abort = task.abort_handle();
+        match tokio::time::timeout(Duration::from_secs(2), task).await {
+            Ok(Ok((bytes, truncated))) => (String::from_utf8_lossy(&bytes).into_owned(), truncated),
+            _ => {
+                abort.abort();
+                (String::new(), true)
+            }
+        }
+    }
+    let ((stdout, stdout_truncated), (stderr, stderr_truncated)) =
+        tokio::join!(collect(stdout), collect(stderr));
+
+    use std::os::unix::process::ExitStatusExt as _;
+    Ok(ShellOutput {
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        stdout,
+        stderr,
+        stdout_truncated,
+        stderr_truncated,
+        timed_out,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
+}

@@ -1,0 +1,105 @@
+//! `calculator` (Safe): evaluates an arithmetic expression with a real parser.
+
+mod expr;
+
+use ravi_kernel::{ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use expr::{BinOp, CalcError, Expr, MAX_DEPTH, MAX_LEN, eval, evaluate, format_number, parse};
+
+use super::parse_args;
+
+/// Evaluates arithmetic: `+ - * / % ^`, parentheses, unary minus, functions (`sqrt`, `log`,
+/// `sin`, `min`, …) and constants (`pi`, `e`, `tau`). Division by zero, overflow and domain
+/// errors are tool errors, never `inf` or `NaN`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Calculator;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    expression: String,
+}
+
+impl Calculator {
+    /// The tool's name.
+    pub const NAME: &'static str = "calculator";
+}
+
+#[ravi_kernel::async_trait]
+impl Tool for Calculator {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn description(&self) -> &str {
+        "Evaluate an arithmetic expression exactly as written and return the number. Supports \
+         + - * / % ^ (power, right-associative; -2^2 = -4), parentheses, unary minus, \
+         scientific notation (1.5e3), the constants pi, e and tau, and the functions sqrt, cbrt, \
+         abs, exp, ln, log (base 10, or log(x, base)), log2, log10, sin, cos, tan, asin, acos, \
+         atan, atan2, sinh, cosh, tanh, floor, ceil, round, trunc, sign, min, max, pow, hypot. \
+         Angles are in radians. Use it instead of doing arithmetic in your head."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "expression": {
+                    "type": "string",
+                    "description": "The expression, e.g. \"(3.5 + 2) * 4 ^ 2 / sqrt(16)\".",
+                    "minLength": 1,
+                    "maxLength": MAX_LEN,
+                }
+            },
+            "required": ["expression"],
+            "additionalProperties": false,
+        })
+    }
+
+    fn output_schema(&self) -> Option<Value> {
+        Some(json!({
+            "type": "object",
+            "properties": {
+                "expression": {"type": "string"},
+                "result": {"type": "number"},
+            },
+            "required": ["expression", "result"],
+        }))
+    }
+
+    fn risk(&self) -> ToolRisk {
+        ToolRisk::Safe
+    }
+
+    fn input_examples(&self) -> Vec<Value> {
+        vec![
+            json!({"expression": "12 * (3 + 4)"}),
+            json!({"expression": "sqrt(2) ^ 2"}),
+        ]
+    }
+
+    async fn execute(
+        &self,
+        _ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let Args { expression } = parse_args(Self::NAME, args)?;
+        let value = evaluate(&expression).map_err(|e| {
+            let hint = match e {
+                CalcError::Syntax { .. } => " Fix the expression and call again.",
+                CalcError::DivisionByZero(_) | CalcError::Domain(_) => {
+                    " The expression has no real value; check the inputs."
+                }
+                _ => "",
+            };
+            ToolError::invalid_arguments(format!("cannot evaluate `{expression}`: {e}.{hint}"))
+        })?;
+        Ok(ToolExecutionResult {
+            content: vec![ContentBlock::text(format_number(value))],
+            structured_content: Some(json!({"expression": expression, "result": value})),
+            ..ToolExecutionResult::default()
+        })
+    }
+}

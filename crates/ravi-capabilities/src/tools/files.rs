@@ -1,0 +1,462 @@
+//! The file tools: `read_file` (Safe), `file_exists` (Safe), `list_files` (Sensitive),
+//! `write_file` (High) and `delete_file` (Critical). Each goes through a [`Backend`], so every
+//! path is confined to the workspace.
+
+use std::sync::Arc;
+
+use ravi_kernel::{ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::parse_args;
+use crate::backend::{
+    Backend, EntryKind, FilesDelete, FilesExists, FilesList, FilesRead, FilesWrite, WriteMode,
+};
+
+/// Most bytes `read_file` returns in one call unless asked for fewer (256 KiB).
+pub const READ_DEFAULT_LIMIT: u64 = 256 * 1024;
+/// Largest image `read_file` returns as an image block (5 MiB, what providers accept).
+pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// The media type of a supported image, from its first bytes.
+pub fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && bytes.get(8..12) == Some(b"WEBP") {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// The longest prefix of `bytes` that is valid UTF-8 if the only problem is a character cut at
+/// the end (a read limit can split one); `None` for binary data.
+fn utf8_prefix(bytes: &[u8]) -> Option<&str> {
+    if bytes.contains(&0) {
+        return None; // valid UTF-8, but NUL bytes mean a binary format
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Some(s),
+        Err(e) if e.error_len().is_none() && bytes.len() - e.valid_up_to() < 4 => {
+            std::str::from_utf8(bytes.get(..e.valid_up_to())?).ok()
+        }
+        Err(_) => None,
+    }
+}
+
+fn string_schema(description: &str) -> Value {
+    json!({"type": "string", "description": description, "minLength": 1})
+}
+
+macro_rules! backend_tool {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone)]
+        pub struct $name {
+            backend: Arc<dyn Backend>,
+        }
+
+        impl $name {
+            /// The tool over `backend`.
+            pub fn new(backend: Arc<dyn Backend>) -> Self {
+                Self { backend }
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name)).finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+backend_tool!(
+    /// `read_file` (Safe): text files as text (with byte offset/limit for large files), PNG,
+    /// JPEG, GIF and WebP files as image blocks.
+    ReadFile
+);
+backend_tool!(
+    /// `file_exists` (Safe): whether a path exists and whether it is a file or a directory.
+    FileExists
+);
+backend_tool!(
+    /// `list_files` (Sensitive): a directory's entries, optionally recursive.
+    ListFiles
+);
+backend_tool!(
+    /// `write_file` (High): creates, overwrites or appends to a text file, atomically.
+    WriteFile
+);
+backend_tool!(
+    /// `delete_file` (Critical): deletes a file, a symlink or (with `recursive`) a directory.
+    DeleteFile
+);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    path: String,
+    #[serde(default)]
+    offset: u64,
+    #[serde(default)]
+    limit: Option<u64>,
+}
+
+#[ravi_kernel::async_trait]
+impl Tool for ReadFile {
+    fn name(&self) -> &str {
+        "read_file"
+    }
+
+    fn description(&self) -> &str {
+        "Read a file from the workspace. Text files come back as text; PNG, JPEG, GIF and WebP \
+         images come back as images you can see. Large text files are returned in parts of at \
+         most 256 KiB: the result ends with a note giving the offset to continue from. Paths are \
+         relative to the workspace root (no `..`, no absolute paths)."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": string_schema("File path relative to the workspace root, e.g. \"src/main.rs\"."),
+                "offset": {"type": "integer", "minimum": 0, "description": "Byte offset to start reading at (default 0)."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": READ_DEFAULT_LIMIT, "description": "Most bytes to return (default and maximum 262144)."},
+            },
+            "required": ["path"],
+            "additionalProperties": false,
+        })
+    }
+
+    async fn execute(
+        &self,
+        _ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let a: ReadArgs = parse_args("read_file", args)?;
+        if a.limit == Some(0) {
+            return Err(ToolError::invalid_arguments("limit must be at least 1"));
+        }
+        let limit = a
+            .limit
+            .unwrap_or(READ_DEFAULT_LIMIT)
+            .min(READ_DEFAULT_LIMIT);
+        // Sniff the first bytes: an image is returned whole, as an image block.
+        let head = self
+            .backend
+            .read(FilesRead {
+                path: a.path.clone(),
+                offset: 0,
+                limit: Some(16),
+            })
+            .await?;
+        if a.offset == 0
+            && let Some(media_type) = sniff_image(&head.data)
+        {
+            if head.size > MAX_IMAGE_BYTES {
+                return Err(ToolError::limit_exceeded(format!(
+                    "`{}` is a {media_type} image of {} bytes; images larger than {MAX_IMAGE_BYTES} bytes cannot be returned",
+                    a.path, head.size
+                )));
+            }
+            let full = self
+                .backend
+                .read(FilesRead {
+                    path: a.path.clone(),
+                    offset: 0,
+                    limit: Some(MAX_IMAGE_BYTES),
+                })
+                .await?;
+            return Ok(ToolExecutionResult::blocks(vec![
+                ContentBlock::text(format!("{} ({media_type}, {} bytes)", a.path, full.size)),
+                ContentBlock::image_bytes(media_type, &full.data),
+            ]));
+        }
+        let data = self
+            .backend
+            .read(FilesRead {
+                path: a.path.clone(),
+                offset: a.offset,
+                limit: Some(limit),
+            })
+            .await?;
+        let Some(text) = utf8_prefix(&data.data) else {
+            return Err(ToolError::invalid_arguments(format!(
+                "`{}` is a binary file ({} bytes) that is neither text nor a PNG/JPEG/GIF/WebP image; \
+                 read_file cannot show it. Inspect it with the shell tool if you have it (e.g. `file` or `xxd | head`).",
+                a.path, data.size
+            )));
+        };
+        let end = data.offset + text.len() as u64;
+        let mut out = text.to_owned();
+        if end < data.size {
+            out.push_str(&format!(
+                "\n\n[read_file: showed bytes {}..{end} of {}; call read_file with offset={end} to continue]",
+                data.offset, data.size
+            ));
+        }
+        Ok(ToolExecutionResult::text(out))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PathArgs {
+    path: String,
+}
+
+#[ravi_kernel::async_trait]
+impl Tool for FileExists {
+    fn name(&self) -> &str {
+        "file_exists"
+    }
+
+    fn description(&self) -> &str {
+        "Check whether a path exists in the workspace, and whether it is a file or a directory. \
+         Cheaper than reading or listing when you only need to know that."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"path": string_schema("Path relative to the workspace root.")},
+            "required": ["path"],
+            "additionalProperties": false,
+        })
+    }
+
+    async fn execute(
+        &self,
+        _ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let a: PathArgs = parse_args("file_exists", args)?;
+        let e = self.backend.exists(FilesExists { path: a.path }).await?;
+        Ok(ToolExecutionResult::json(json!({
+            "path": e.path,
+            "exists": e.exists,
+            "kind": e.kind.map(EntryKind::as_str),
+        })))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    #[serde(default = "dot")]
+    path: String,
+    #[serde(default)]
+    recursive: bool,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+fn dot() -> String {
+    ".".into()
+}
+
+#[ravi_kernel::async_trait]
+impl Tool for ListFiles {
+    fn name(&self) -> &str {
+        "list_files"
+    }
+
+    fn description(&self) -> &str {
+        "List the entries of a workspace directory, one per line: `dir  path/` or `file  path  \
+         (N bytes)`. Set recursive to include subdirectories (symlinked directories are shown, not \
+         entered). At most 1000 entries unless a smaller limit is given; a note says when the \
+         list was cut."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Directory relative to the workspace root (default \".\", the root)."},
+                "recursive": {"type": "boolean", "description": "Include subdirectories (default false)."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Most entries to return (default 1000)."},
+            },
+            "additionalProperties": false,
+        })
+    }
+
+    fn risk(&self) -> ToolRisk {
+        ToolRisk::Sensitive
+    }
+
+    async fn execute(
+        &self,
+        _ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let a: ListArgs = parse_args("list_files", args)?;
+        if a.limit == Some(0) {
+            return Err(ToolError::invalid_arguments("limit must be at least 1"));
+        }
+        let listing = self
+            .backend
+            .list(FilesList {
+                path: a.path,
+                recursive: a.recursive,
+                limit: Some(a.limit.unwrap_or(1000).min(1000)),
+            })
+            .await?;
+        let mut text = String::new();
+        for e in &listing.entries {
+            let line = match (e.kind, e.size) {
+                (EntryKind::Dir, _) => format!("dir      {}/", e.path),
+                (EntryKind::File, Some(size)) => format!("file     {}  ({size} bytes)", e.path),
+                (kind, _) => format!("{:<8} {}", kind.as_str(), e.path),
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        if listing.entries.is_empty() {
+            text.push_str(&format!("(`{}` is empty)\n", listing.path));
+        }
+        if listing.truncated {
+            text.push_str(&format!(
+                "[list_files: stopped after {} entries; list a subdirectory or raise limit]\n",
+                listing.entries.len()
+            ));
+        }
+        let structured = serde_json::to_value(&listing)
+            .map_err(|e| ToolError::internal(format!("could not encode the listing: {e}")))?;
+        Ok(ToolExecutionResult {
+            content: vec![ContentBlock::text(text)],
+            structured_content: Some(structured),
+            ..ToolExecutionResult::default()
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    path: String,
+    content: String,
+    #[serde(default)]
+    mode: WriteMode,
+}
+
+#[ravi_kernel::async_trait]
+impl Tool for WriteFile {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn description(&self) -> &str {
+        "Write a UTF-8 text file in the workspace, creating missing parent directories. mode \
+         \"overwrite\" (default) replaces the file, \"create_new\" fails if it exists, \"append\" \
+         adds to its end. The write is atomic: on failure the old file is left unchanged."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": string_schema("File path relative to the workspace root."),
+                "content": {"type": "string", "description": "The full text to write (or to append)."},
+                "mode": {"type": "string", "enum": ["overwrite", "create_new", "append"], "description": "What to do if the file exists (default \"overwrite\")."},
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false,
+        })
+    }
+
+    fn risk(&self) -> ToolRisk {
+        ToolRisk::High
+    }
+
+    async fn execute(
+        &self,
+        _ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let a: WriteArgs = parse_args("write_file", args)?;
+        let out = self
+            .backend
+            .write(FilesWrite {
+                path: a.path,
+                content: a.content.into_bytes(),
+                mode: a.mode,
+                create_parents: true,
+            })
+            .await?;
+        let verb = if out.created { "created" } else { "updated" };
+        Ok(ToolExecutionResult {
+            content: vec![ContentBlock::text(format!(
+                "{verb} {} ({} bytes written, {} bytes now)",
+                out.path, out.bytes_written, out.size
+            ))],
+            structured_content: serde_json::to_value(&out).ok(),
+            ..ToolExecutionResult::default()
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeleteArgs {
+    path: String,
+    #[serde(default)]
+    recursive: bool,
+}
+
+#[ravi_kernel::async_trait]
+impl Tool for DeleteFile {
+    fn name(&self) -> &str {
+        "delete_file"
+    }
+
+    fn description(&self) -> &str {
+        "Delete a file or symlink in the workspace (a symlink's target is kept). A directory is \
+         deleted only if empty, unless recursive is true, which deletes everything in it. This \
+         cannot be undone."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": string_schema("Path relative to the workspace root."),
+                "recursive": {"type": "boolean", "description": "Delete a non-empty directory with its contents (default false)."},
+            },
+            "required": ["path"],
+            "additionalProperties": false,
+        })
+    }
+
+    fn risk(&self) -> ToolRisk {
+        ToolRisk::Critical
+    }
+
+    async fn execute(
+        &self,
+        _ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let a: DeleteArgs = parse_args("delete_file", args)?;
+        let out = self
+            .backend
+            .delete(FilesDelete {
+                path: a.path,
+                recursive: a.recursive,
+            })
+            .await?;
+        Ok(ToolExecutionResult::text(format!(
+            "deleted {} `{}`",
+            match out.kind {
+                EntryKind::Dir => "directory",
+                EntryKind::Symlink => "symlink",
+                _ => "file",
+            },
+            out.path
+        )))
+    }
+}

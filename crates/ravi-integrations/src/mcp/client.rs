@@ -1,0 +1,621 @@
+//! `McpClient`: one connection to an upstream MCP server, over stdio or streamable HTTP.
+//!
+//! Lifecycle: connect (spawn or dial) → `initialize` with the newest version that still has a
+//! handshake (older servers answer with theirs, which rmcp accepts) → `tools/list`. Each call
+//! registers its progress token so `notifications/progress` reach the caller's sink; a per-call
+//! timeout or a cancelled context sends `notifications/cancelled`. A call that finds the
+//! transport closed drops the connection, and the next call reconnects. A
+//! `notifications/tools/list_changed` marks the tool list stale; it is re-fetched before the
+//! next listing.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ravi_kernel::{ProgressEvent, ProgressKind, ProgressSink, ToolContext};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, ServiceError, serve_client};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt as _;
+
+use super::error::McpError;
+use super::spec::{McpServerSpec, McpTransportSpec};
+
+/// How long connecting and the `initialize` handshake may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the client answers when a server asks the user for input (`elicitation/create`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ElicitationPolicy {
+    /// Do not advertise elicitation; decline if asked anyway.
+    #[default]
+    Decline,
+    /// Advertise form elicitation and accept with every field's schema `default` (unattended
+    /// runs where the server's defaults are acceptable).
+    AcceptDefaults,
+}
+
+/// A tool as an upstream server lists it (`tools/list` entry, kept as wire JSON).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamTool {
+    /// The upstream name.
+    pub name: String,
+    /// The description, empty when the server sent none.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// JSON Schema of `structuredContent`, when declared.
+    pub output_schema: Option<Value>,
+    /// The server's annotations (untrusted hints), when sent.
+    pub annotations: Option<Value>,
+}
+
+impl UpstreamTool {
+    fn from_wire(v: &Value) -> Option<Self> {
+        Some(Self {
+            name: v.get("name")?.as_str()?.to_owned(),
+            description: v
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            input_schema: v
+                .get("inputSchema")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+            output_schema: v.get("outputSchema").filter(|s| !s.is_null()).cloned(),
+            annotations: v.get("annotations").filter(|s| !s.is_null()).cloned(),
+        })
+    }
+}
+
+/// Why a call produced no result; `McpTool` turns each into an error result for the model.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// No answer within the per-call timeout; `notifications/cancelled` was sent.
+    #[error(
+        "MCP tool `{tool}` on server `{server}` timed out after {timeout:?}; the server was told to cancel"
+    )]
+    Timeout {
+        /// Server name.
+        server: String,
+        /// Upstream tool name.
+        tool: String,
+        /// The timeout that expired.
+        timeout: Duration,
+    },
+    /// The caller cancelled; `notifications/cancelled` was sent.
+    #[error("MCP tool `{tool}` on server `{server}` was cancelled")]
+    Cancelled {
+        /// Server name.
+        server: String,
+        /// Upstream tool name.
+        tool: String,
+    },
+    /// The server went away (process exited, connection dropped); the next call reconnects.
+    #[error("MCP server `{server}` is not reachable ({reason}); the next call will reconnect")]
+    Disconnected {
+        /// Server name.
+        server: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The server answered with a JSON-RPC error (unknown tool, invalid params …).
+    #[error("MCP server `{server}` rejected `{tool}`: {message}")]
+    Protocol {
+        /// Server name.
+        server: String,
+        /// Upstream tool name.
+        tool: String,
+        /// The server's error message.
+        message: String,
+    },
+}
+
+type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, (Arc<dyn ProgressSink>, String, String)>>>;
+
+/// The rmcp client handler: routes progress, notes list changes, answers elicitation.
+#[derive(Clone)]
+struct Handler {
+    config: ClientConfig,
+    routes: ProgressRoutes,
+    tools_stale: Arc<AtomicBool>,
+    elicitation: ElicitationPolicy,
+}
+
+/// Fills an elicitation form from its schema defaults.
+fn defaults_from_schema(schema: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, p) in props {
+            if let Some(d) = p.get("default") {
+                out.insert(k.clone(), d.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let route = self
+            .routes
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&params.progress_token).cloned());
+        if let Some((sink, call_id, tool)) = route {
+            sink.emit(ProgressEvent {
+                call_id,
+                tool,
+                kind: ProgressKind::Progress {
+                    progress: params.progress,
+                    total: params.total,
+                    message: params.message,
+                },
+            });
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_stale.store(true, Ordering::SeqCst);
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let schema = match (&self.elicitation, &request) {
+            (
+                ElicitationPolicy::AcceptDefaults,
+                ElicitRequestParams::FormElicitationParams {
+                    requested_schema, ..
+                },
+            ) => serde_json::to_value(requested_schema).ok(),
+            _ => None,
+        };
+        Ok(match schema {
+            Some(s) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(defaults_from_schema(&s))
+            }
+            None => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
+}
+
+struct Connection {
+    service: RunningService<RoleClient, Handler>,
+}
+
+impl Connection {
+    fn peer(&self) -> Peer<RoleClient> {
+        self.service.peer().clone()
+    }
+}
+
+struct Inner {
+    spec: McpServerSpec,
+    handler: Handler,
+    conn: tokio::sync::Mutex<Option<Connection>>,
+    tools: Mutex<Vec<UpstreamTool>>,
+    protocol_version: Mutex<Option<String>>,
+    server_name: Mutex<Option<String>>,
+    connects: AtomicU64,
+}
+
+/// A connection to one upstream MCP server, shared by all of its tools. Cheap to clone.
+#[derive(Clone)]
+pub struct McpClient {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient")
+            .field("server", &self.inner.spec.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options for [`McpClient::connect_with`].
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The protocol version offered in `initialize` (default 2025-11-25, the newest with a
+    /// handshake; servers that only know older versions answer with theirs).
+    pub protocol_version: String,
+    /// How to answer elicitation requests.
+    pub elicitation: ElicitationPolicy,
+    /// The name this client reports as `clientInfo.name`.
+    pub client_name: String,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            protocol_version: ProtocolVersion::LATEST_WITH_INITIALIZE.to_string(),
+            elicitation: ElicitationPolicy::Decline,
+            client_name: "ravi".to_owned(),
+        }
+    }
+}
+
+impl McpClient {
+    /// Connects with default options and fetches the tool list.
+    pub async fn connect(spec: McpServerSpec) -> Result<Self, McpError> {
+        Self::connect_with(spec, ClientOptions::default()).await
+    }
+
+    /// Connects with the given options and fetches the tool list.
+    pub async fn connect_with(spec: McpServerSpec, opts: ClientOptions) -> Result<Self, McpError> {
+        let version: ProtocolVersion =
+            serde_json::from_value(Value::String(opts.protocol_version.clone())).map_err(|e| {
+                McpError::InvalidSpec {
+                    spec: spec.name.clone(),
+                    reason: format!("protocol version `{}`: {e}", opts.protocol_version),
+                }
+            })?;
+        let caps: ClientCapabilities = match opts.elicitation {
+            ElicitationPolicy::AcceptDefaults => {
+                serde_json::from_value(serde_json::json!({"elicitation": {"form": {}}}))
+                    .unwrap_or_default()
+            }
+            _ => ClientCapabilities::default(),
+        };
+        let config = ClientConfig::new(
+            caps,
+            Implementation::new(opts.client_name, env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(version);
+        let inner = Arc::new(Inner {
+            handler: Handler {
+                config,
+                routes: ProgressRoutes::default(),
+                tools_stale: Arc::new(AtomicBool::new(true)),
+                elicitation: opts.elicitation,
+            },
+            spec,
+            conn: tokio::sync::Mutex::new(None),
+            tools: Mutex::new(Vec::new()),
+            protocol_version: Mutex::new(None),
+            server_name: Mutex::new(None),
+            connects: AtomicU64::new(0),
+        });
+        let client = Self { inner };
+        client.peer().await?;
+        client.refresh_tools().await?;
+        Ok(client)
+    }
+
+    /// The server's configured name.
+    pub fn name(&self) -> &str {
+        &self.inner.spec.name
+    }
+
+    /// The specification this client was built from.
+    pub fn spec(&self) -> &McpServerSpec {
+        &self.inner.spec
+    }
+
+    /// The protocol version the server agreed to, once connected.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.inner.protocol_version.lock().ok()?.clone()
+    }
+
+    /// The server's `serverInfo.name`, once connected.
+    pub fn server_name(&self) -> Option<String> {
+        self.inner.server_name.lock().ok()?.clone()
+    }
+
+    /// How many times a connection was (re)established.
+    pub fn connect_count(&self) -> u64 {
+        self.inner.connects.load(Ordering::SeqCst)
+    }
+
+    /// The last fetched tool list.
+    pub fn tools(&self) -> Vec<UpstreamTool> {
+        self.inner
+            .tools
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether the server announced a tool-list change since the last fetch.
+    pub fn tools_stale(&self) -> bool {
+        self.inner.handler.tools_stale.load(Ordering::SeqCst)
+    }
+
+    /// Re-fetches the tool list (all pages) and returns it.
+    pub async fn refresh_tools(&self) -> Result<Vec<UpstreamTool>, McpError> {
+        let peer = self.peer().await?;
+        self.inner
+            .handler
+            .tools_stale
+            .store(false, Ordering::SeqCst);
+        let listed = peer.list_all_tools().await.map_err(|e| McpError::Request {
+            server: self.name().to_owned(),
+            what: "tools/list".into(),
+            reason: e.to_string(),
+        })?;
+        let tools: Vec<UpstreamTool> = listed
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .filter_map(|v| UpstreamTool::from_wire(&v))
+            .collect();
+        if let Ok(mut slot) = self.inner.tools.lock() {
+            slot.clone_from(&tools);
+        }
+        Ok(tools)
+    }
+
+    /// The tool list, re-fetched first if the server announced a change.
+    pub async fn current_tools(&self) -> Result<Vec<UpstreamTool>, McpError> {
+        if self.tools_stale() {
+            self.refresh_tools().await
+        } else {
+            Ok(self.tools())
+        }
+    }
+
+    /// The live peer, connecting or reconnecting first when needed.
+    async fn peer(&self) -> Result<Peer<RoleClient>, McpError> {
+        let mut slot = self.inner.conn.lock().await;
+        if let Some(c) = slot.as_ref()
+            && !c.service.is_closed()
+            && !c.service.peer().is_transport_closed()
+        {
+            return Ok(c.peer());
+        }
+        if let Some(mut old) = slot.take() {
+            let _ = old.service.close_with_timeout(Duration::from_secs(1)).await;
+        }
+        let conn = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
+            .await
+            .map_err(|_| McpError::Connect {
+                server: self.name().to_owned(),
+                reason: format!("no answer to `initialize` within {CONNECT_TIMEOUT:?}"),
+            })??;
+        if let Some(info) = conn.service.peer().peer_info() {
+            if let Ok(mut v) = self.inner.protocol_version.lock() {
+                *v = Some(info.protocol_version.to_string());
+            }
+            if let Ok(mut n) = self.inner.server_name.lock() {
+                *n = info.server_info.as_ref().map(|i| i.name.clone());
+            }
+        }
+        self.inner.connects.fetch_add(1, Ordering::SeqCst);
+        let peer = conn.peer();
+        *slot = Some(conn);
+        Ok(peer)
+    }
+
+    async fn open(&self) -> Result<Connection, McpError> {
+        let name = self.name().to_owned();
+        let connect_err = |reason: String| McpError::Connect {
+            server: name.clone(),
+            reason,
+        };
+        let handler = self.inner.handler.clone();
+        let service = match &self.inner.spec.transport {
+            McpTransportSpec::Stdio { command, args, env } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env).kill_on_drop(true);
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| connect_err(format!("could not start `{command}`: {e}")))?;
+                if let Some(stderr) = stderr {
+                    // Drain the server's log so a chatty server never blocks on a full pipe.
+                    let server = name.clone();
+                    tokio::spawn(async move {
+                        let mut lines = tokio::io::BufReader::new(stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            tracing::debug!(server = %server, "{line}");
+                        }
+                    });
+                }
+                serve_client(handler, transport)
+                    .await
+                    .map_err(|e| connect_err(e.to_string()))?
+            }
+            McpTransportSpec::Http {
+                url,
+                bearer,
+                headers,
+            } => {
+                let mut map = HashMap::new();
+                for (k, v) in headers {
+                    let key = http::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| connect_err(format!("header name `{k}`: {e}")))?;
+                    let val = http::HeaderValue::from_str(v)
+                        .map_err(|e| connect_err(format!("header `{k}` value: {e}")))?;
+                    map.insert(key, val);
+                }
+                let mut config =
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                if let Some(token) = bearer {
+                    config = config.auth_header(token.clone());
+                }
+                let transport = StreamableHttpClientTransport::from_config(config);
+                serve_client(handler, transport)
+                    .await
+                    .map_err(|e| connect_err(format!("{url}: {e}")))?
+            }
+        };
+        Ok(Connection { service })
+    }
+
+    /// Calls an upstream tool and returns its `CallToolResult` as wire JSON.
+    ///
+    /// `timeout` bounds the wait (the spec's default when `None`); expiry or cancellation of
+    /// `ctx` sends `notifications/cancelled`. Progress goes to `ctx.progress` under `tool_label`.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        ctx: &ToolContext,
+        timeout: Option<Duration>,
+        tool_label: &str,
+    ) -> Result<Value, CallError> {
+        let server = self.name().to_owned();
+        let timeout = timeout.unwrap_or_else(|| self.inner.spec.timeout());
+        let timeout = match ctx.deadline {
+            Some(d) => timeout.min(d.saturating_duration_since(std::time::Instant::now())),
+            None => timeout,
+        };
+        let peer = self.peer().await.map_err(|e| CallError::Disconnected {
+            server: server.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = match arguments {
+            Value::Object(m) => Some(m),
+            Value::Null => None,
+            other => {
+                return Err(CallError::Protocol {
+                    server,
+                    tool: tool.to_owned(),
+                    message: format!("arguments must be a JSON object, got {other}"),
+                });
+            }
+        };
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.service_error(tool, e))?;
+        let token = handle.progress_token.clone();
+        if let Some(sink) = &ctx.progress
+            && let Ok(mut routes) = self.inner.handler.routes.lock()
+        {
+            routes.insert(
+                token.clone(),
+                (sink.clone(), ctx.call_id.clone(), tool_label.to_owned()),
+            );
+        }
+        let mut handle = handle;
+        let outcome = tokio::select! {
+            r = &mut handle.rx => Some(r),
+            () = tokio::time::sleep(timeout) => None,
+            () = ctx.cancellation.cancelled() => {
+                if let Ok(mut routes) = self.inner.handler.routes.lock() {
+                    routes.remove(&token);
+                }
+                let _ = handle.cancel(Some("cancelled by the caller".into())).await;
+                return Err(CallError::Cancelled { server, tool: tool.to_owned() });
+            }
+        };
+        if ctx.progress.is_some() {
+            // rmcp hands each notification to its own task, so the last progress notification
+            // can still be in flight when the response (sent after it) is delivered. Give
+            // those tasks a moment before unrouting; only calls with a sink pay for it.
+            for _ in 0..8 {
+                tokio::task::yield_now().await;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if let Ok(mut routes) = self.inner.handler.routes.lock() {
+            routes.remove(&token);
+        }
+        let Some(reply) = outcome else {
+            let _ = handle.cancel(Some("request timeout".into())).await;
+            return Err(CallError::Timeout {
+                server,
+                tool: tool.to_owned(),
+                timeout,
+            });
+        };
+        let result = match reply {
+            Ok(r) => r.map_err(|e| self.service_error(tool, e))?,
+            Err(_) => return Err(self.service_error(tool, ServiceError::TransportClosed)),
+        };
+        match result {
+            ServerResult::CallToolResult(r) => {
+                serde_json::to_value(r).map_err(|e| CallError::Protocol {
+                    server,
+                    tool: tool.to_owned(),
+                    message: e.to_string(),
+                })
+            }
+            other => Err(CallError::Protocol {
+                server,
+                tool: tool.to_owned(),
+                message: format!(
+                    "expected a tools/call result, got {}",
+                    serde_json::to_string(&other).unwrap_or_default()
+                ),
+            }),
+        }
+    }
+
+    fn service_error(&self, tool: &str, e: ServiceError) -> CallError {
+        let server = self.name().to_owned();
+        match e {
+            ServiceError::McpError(err) => CallError::Protocol {
+                server,
+                tool: tool.to_owned(),
+                message: err.message.to_string(),
+            },
+            other => CallError::Disconnected {
+                server,
+                reason: other.to_string(),
+            },
+        }
+    }
+
+    /// Closes the connection (stops a spawned server). Later calls reconnect.
+    pub async fn close(&self) {
+        if let Some(mut c) = self.inner.conn.lock().await.take() {
+            let _ = c.service.close_with_timeout(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn elicitation_defaults_fill_every_default() {
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "free": {"type": "string"}}});
+        assert_eq!(
+            defaults_from_schema(&schema),
+            json!({"name": "John Doe", "age": 30})
+        );
+    }
+
+    #[test]
+    fn upstream_tools_parse_from_wire_json() {
+        let t = UpstreamTool::from_wire(&json!({"name": "x", "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true}}))
+        .unwrap();
+        assert_eq!(t.name, "x");
+        assert_eq!(t.annotations, Some(json!({"readOnlyHint": true})));
+        assert!(UpstreamTool::from_wire(&json!({"description": "no name"})).is_none());
+    }
+}

@@ -1,0 +1,248 @@
+//! Conversion between MCP tool results (wire JSON) and kernel results.
+//!
+//! Works on the JSON of `CallToolResult` rather than on rmcp's structs: the MCP schema is the
+//! stable contract, and converting at the JSON level keeps every field, including ones a given
+//! rmcp version does not model yet. Nothing is dropped in either direction: text, images, audio,
+//! resource links and embedded resources map onto kernel blocks; unknown block types are kept
+//! as JSON blocks; `structuredContent`, `isError` and `_meta` are carried over.
+
+use ravi_kernel::{ContentBlock, MediaSource, ToolExecutionResult};
+use serde_json::{Map, Value, json};
+
+fn str_field(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// One MCP content block (JSON) as a kernel block.
+pub fn block_from_mcp(block: &Value) -> ContentBlock {
+    let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "text" => ContentBlock::Text {
+            text: str_field(block, "text").unwrap_or_default(),
+        },
+        "image" | "audio" => {
+            let media_type = str_field(block, "mimeType").unwrap_or_default();
+            let source = MediaSource::Base64 {
+                data: str_field(block, "data").unwrap_or_default(),
+            };
+            if kind == "image" {
+                ContentBlock::Image { media_type, source }
+            } else {
+                ContentBlock::Audio { media_type, source }
+            }
+        }
+        "resource_link" => ContentBlock::ResourceLink {
+            uri: str_field(block, "uri").unwrap_or_default(),
+            name: str_field(block, "name"),
+            description: str_field(block, "description"),
+            media_type: str_field(block, "mimeType"),
+        },
+        // Embedded resources and anything newer than this code stay as the original JSON, so a
+        // Ravi server relaying them emits exactly what it received.
+        _ => ContentBlock::Json {
+            value: block.clone(),
+        },
+    }
+}
+
+/// A `CallToolResult` (JSON) as a kernel result.
+pub fn result_from_mcp(result: &Value) -> ToolExecutionResult {
+    let content = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| blocks.iter().map(block_from_mcp).collect())
+        .unwrap_or_default();
+    let structured_content = result
+        .get("structuredContent")
+        .filter(|v| !v.is_null())
+        .cloned();
+    let is_error = result
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let app_data = result.get("_meta").map(|m| json!({"mcp_meta": m}));
+    ToolExecutionResult {
+        content,
+        is_error,
+        structured_content,
+        app_data,
+    }
+}
+
+fn media_to_mcp(kind: &str, media_type: &str, source: &MediaSource) -> Value {
+    match source {
+        MediaSource::Base64 { data } => json!({"type": kind, "data": data, "mimeType": media_type}),
+        // MCP media blocks carry bytes only; a URL becomes a link the client can fetch.
+        MediaSource::Url { url } => {
+            json!({"type": "resource_link", "uri": url, "name": url, "mimeType": media_type})
+        }
+        // MediaSource is non-exhaustive; a future source kind is described, not dropped silently.
+        #[allow(unreachable_patterns)]
+        other => json!({"type": "text", "text": format!("[{kind} {media_type}: {other:?}]")}),
+    }
+}
+
+/// A kernel block as an MCP content block (JSON).
+pub fn block_to_mcp(block: &ContentBlock) -> Value {
+    match block {
+        ContentBlock::Text { text } => json!({"type": "text", "text": text}),
+        ContentBlock::Image { media_type, source } => media_to_mcp("image", media_type, source),
+        ContentBlock::Audio { media_type, source } => media_to_mcp("audio", media_type, source),
+        ContentBlock::ResourceLink {
+            uri,
+            name,
+            description,
+            media_type,
+        } => {
+            let mut m = Map::new();
+            m.insert("type".into(), json!("resource_link"));
+            m.insert("uri".into(), json!(uri));
+            m.insert(
+                "name".into(),
+                json!(name.clone().unwrap_or_else(|| uri.clone())),
+            );
+            if let Some(d) = description {
+                m.insert("description".into(), json!(d));
+            }
+            if let Some(t) = media_type {
+                m.insert("mimeType".into(), json!(t));
+            }
+            Value::Object(m)
+        }
+        ContentBlock::Json { value } => {
+            let is_mcp_block = value.get("type").and_then(Value::as_str).is_some_and(|t| {
+                t == "resource" && value.get("resource").is_some_and(Value::is_object)
+            });
+            if is_mcp_block {
+                value.clone()
+            } else {
+                json!({"type": "text", "text": value.to_string()})
+            }
+        }
+        #[allow(unreachable_patterns)]
+        other => json!({"type": "text", "text": format!("{other:?}")}),
+    }
+}
+
+/// A kernel result as a `CallToolResult` (JSON). Structured output is sent both as
+/// `structuredContent` and as JSON text, as the spec asks of servers for older clients.
+pub fn result_to_mcp(result: &ToolExecutionResult) -> Value {
+    let mut content: Vec<Value> = result.content.iter().map(block_to_mcp).collect();
+    if let Some(s) = &result.structured_content {
+        let text = s.to_string();
+        let mirrored = result
+            .content
+            .iter()
+            .any(|b| b.as_text().is_some_and(|t| t == text));
+        if !mirrored {
+            content.push(json!({"type": "text", "text": text}));
+        }
+    }
+    let mut out = Map::new();
+    out.insert("content".into(), Value::Array(content));
+    if let Some(s) = &result.structured_content {
+        // MCP requires structuredContent to be an object; other values are wrapped.
+        let s = if s.is_object() {
+            s.clone()
+        } else {
+            json!({"result": s})
+        };
+        out.insert("structuredContent".into(), s);
+    }
+    if result.is_error {
+        out.insert("isError".into(), json!(true));
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use proptest::prelude::*;
+
+    fn sample() -> Value {
+        json!({
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+                {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+                {"type": "resource_link", "uri": "file:///a.txt", "name": "a.txt", "mimeType": "text/plain"},
+                {"type": "resource", "resource": {"uri": "test://r", "mimeType": "text/plain", "text": "body"}}
+            ],
+            "structuredContent": {"temperature": 22.5},
+            "isError": false
+        })
+    }
+
+    #[test]
+    fn every_block_kind_survives_a_round_trip() {
+        let kernel = result_from_mcp(&sample());
+        assert_eq!(kernel.content.len(), 5);
+        assert!(kernel.content[1].is_media());
+        assert_eq!(
+            kernel.structured_content,
+            Some(json!({"temperature": 22.5}))
+        );
+        let back = result_to_mcp(&kernel);
+        let mut want = sample();
+        want["content"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "text", "text": "{\"temperature\":22.5}"}));
+        want.as_object_mut().unwrap().remove("isError");
+        assert_eq!(back, want);
+    }
+
+    #[test]
+    fn errors_and_meta_are_kept() {
+        let r = result_from_mcp(&json!({"content": [{"type": "text", "text": "boom"}],
+            "isError": true, "_meta": {"k": 1}}));
+        assert!(r.is_error);
+        assert_eq!(r.text_content(), "boom");
+        assert_eq!(r.app_data, Some(json!({"mcp_meta": {"k": 1}})));
+        assert_eq!(result_to_mcp(&r)["isError"], json!(true));
+    }
+
+    #[test]
+    fn structured_results_carry_json_text_once() {
+        let r = ToolExecutionResult::json(json!({"sum": 5}));
+        let v = result_to_mcp(&r);
+        assert_eq!(
+            v,
+            json!({"content": [{"type": "text", "text": "{\"sum\":5}"}], "structuredContent": {"sum": 5}})
+        );
+        let scalar = result_to_mcp(&ToolExecutionResult::json(json!(5)));
+        assert_eq!(scalar["structuredContent"], json!({"result": 5}));
+    }
+
+    #[test]
+    fn golden_wire_result() {
+        let r = ToolExecutionResult::blocks(vec![
+            ContentBlock::text("a"),
+            ContentBlock::image_bytes("image/png", &[1, 2, 3]),
+            ContentBlock::ResourceLink {
+                uri: "file:///x".into(),
+                name: None,
+                description: Some("d".into()),
+                media_type: None,
+            },
+            ContentBlock::Json {
+                value: json!({"k": [1, 2]}),
+            },
+        ]);
+        crate::mcp::golden::check("call_tool_result.json", &result_to_mcp(&r));
+    }
+
+    proptest! {
+        #[test]
+        fn text_blocks_round_trip(texts in proptest::collection::vec(".{0,40}", 0..6), err: bool) {
+            let r = ToolExecutionResult {
+                content: texts.iter().map(|t| ContentBlock::text(t.clone())).collect(),
+                is_error: err,
+                ..ToolExecutionResult::default()
+            };
+            prop_assert_eq!(result_from_mcp(&result_to_mcp(&r)), r);
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! MCP both ways, over the `rmcp` crate.
+//!
+//! - Client: [`McpClient`] connects to an upstream server (stdio or streamable HTTP);
+//!   [`McpTool::from_client`] turns its tools into kernel tools named `server__tool`, with risk
+//!   from configuration first and the server's annotations second ([`risk_for`]).
+//! - Server: [`McpServer`] exposes any [`ServerTools`] (list + call) over stdio or streamable
+//!   HTTP, with Host/Origin validation against DNS rebinding.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ravi_integrations::mcp::McpError> {
+//! use ravi_integrations::mcp::{McpClient, McpServerSpec, McpTool};
+//! let spec = McpServerSpec::parse_cli("fs=npx -y @modelcontextprotocol/server-filesystem /tmp", false)?;
+//! let client = McpClient::connect(spec).await?;
+//! let tools = McpTool::from_client(&client); // `fs__read_text_file`, …
+//! # let _ = tools; Ok(()) }
+//! ```
+
+mod client;
+mod convert;
+mod error;
+mod invoked;
+mod names;
+mod risk;
+mod server;
+mod spec;
+mod tool;
+
+#[cfg(test)]
+pub(crate) mod golden;
+
+pub use client::{CallError, ClientOptions, ElicitationPolicy, McpClient, UpstreamTool};
+pub use convert::{block_from_mcp, block_to_mcp, result_from_mcp, result_to_mcp};
+pub use error::McpError;
+pub use invoked::{ElicitationApproval, InvokerTools};
+pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
+pub use risk::{annotations_for, risk_for};
+pub use server::{
+    ClientPeer, DirectTools, HttpOptions, HttpServerHandle, McpServer, PromptHandler,
+    ResourceHandler, ServedTool, ServerTools,
+};
+pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec};
+pub use tool::McpTool;

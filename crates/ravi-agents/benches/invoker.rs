@@ -16,10 +16,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
-use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
+use ravi_agents::invoker::ToolInvoker;
 use ravi_agents::kernel::{
-    ChainPolicy, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult,
+    AnyTool, ChainPolicy, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult,
 };
+use ravi_agents::toolbox::Toolbox;
 use serde_json::{Value, json};
 
 struct Noop;
@@ -45,7 +46,8 @@ const CALLS_PER_SESSION: u32 = 1000;
 
 fn setup() -> (Arc<dyn Tool>, ToolInvoker) {
     let tool: Arc<dyn Tool> = Arc::new(Noop);
-    let registry = StaticRegistry::new([Arc::clone(&tool)]);
+    // The standard registry, as every real caller uses it.
+    let registry = Toolbox::try_from_tools([AnyTool::Function(Arc::clone(&tool))]).unwrap();
     let policy = ChainPolicy::builder()
         .max_tool_calls(CALLS_PER_SESSION)
         .build()

@@ -249,14 +249,14 @@ impl ToolInvoker {
     ) -> InvocationResult {
         let started = Instant::now();
         let inner = &*self.inner;
-        let digest = digest::args_digest(&call.arguments);
+        let hash = digest::args_hash(&call.arguments);
         if !inner.hooks.is_empty() {
             inner
                 .hooks
                 .dispatch(&HookEvent::ToolStart {
                     call_id: call.id.clone(),
                     tool: call.name.clone(),
-                    args_digest: digest.clone(),
+                    args_digest: digest::hex(&hash),
                 })
                 .await;
         }
@@ -267,7 +267,7 @@ impl ToolInvoker {
         let result = match AssertUnwindSafe(self.pipeline(
             session,
             &mut call,
-            &digest,
+            &hash,
             ctx,
             started,
             &mut outcome,
@@ -298,16 +298,16 @@ impl ToolInvoker {
                 })
                 .await;
         }
-        session.record(
-            call.id,
-            call.name,
-            digest,
-            outcome.status,
+        session.record(session::Record {
+            call_id: call.id,
+            tool: call.name,
+            args_hash: hash,
+            status: outcome.status,
             duration_ms,
-            outcome.executed,
-            summary(&result.text),
-            result.artifact_ref.clone(),
-        );
+            executed: outcome.executed,
+            summary: summary(&result.text),
+            artifact_ref: result.artifact_ref.clone(),
+        });
         result
     }
 
@@ -316,7 +316,7 @@ impl ToolInvoker {
         &self,
         session: &InvokerSession,
         call: &mut ToolCall,
-        digest: &str,
+        hash: &[u8; 32],
         ctx: &ToolContext,
         started: Instant,
         outcome: &mut Outcome,
@@ -406,22 +406,22 @@ impl ToolInvoker {
         }
 
         // 6. Risk / approval, bound to this tool and these arguments.
-        let approved_digest = if risk.needs_approval(policy.max_risk_unapproved()) {
+        let approved_hash = if risk.needs_approval(policy.max_risk_unapproved()) {
             // Boxed: the approval path is rare, and keeping its state out of this future keeps
             // the hot path's future small.
-            if let Err(denial) = Box::pin(self.approve(call, digest, &tool, risk)).await {
+            if let Err(denial) = Box::pin(self.approve(call, hash, &tool, risk)).await {
                 outcome.status = CallStatus::Denied;
                 return denial;
             }
-            Some(digest)
+            Some(hash)
         } else {
             None
         };
 
         // The arguments leave the call here; the approval binding is re-checked on them.
         let mut args = std::mem::take(&mut call.arguments);
-        if let Some(approved) = approved_digest
-            && digest::args_digest(&args) != approved
+        if let Some(approved) = approved_hash
+            && digest::args_hash(&args) != *approved
         {
             outcome.status = CallStatus::Denied;
             return InvocationResult::denied(format!(
@@ -466,7 +466,7 @@ impl ToolInvoker {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 kind: ProgressKind::ToolCall {
-                    args_digest: digest.to_owned(),
+                    args_digest: digest::hex(hash),
                 },
             });
         }
@@ -476,8 +476,10 @@ impl ToolInvoker {
         // the call's time, and reusing `started` saves a clock read on the hot path.
         let exec_started = sink.map(|_| Instant::now());
         let deadline = started + policy.call_timeout();
+        // The call id moves into the tool's context and back out after execution, saving a
+        // copy per call.
         let call_ctx = ToolContext {
-            call_id: call.id.clone(),
+            call_id: std::mem::take(&mut call.id),
             cancellation: ctx.cancellation.clone(),
             deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
             progress: sink.cloned(),
@@ -485,6 +487,7 @@ impl ToolInvoker {
         };
         outcome.executed = true;
         let finished = exec::run(tool.execute(&call_ctx, args), deadline, &ctx.cancellation).await;
+        call.id = call_ctx.call_id;
         let (result, status) = match finished {
             Finished::Done(Ok(r)) => {
                 let status = if r.is_error {
@@ -589,7 +592,7 @@ impl ToolInvoker {
     async fn approve(
         &self,
         call: &ToolCall,
-        digest: &str,
+        hash: &[u8; 32],
         tool: &Arc<dyn Tool>,
         risk: ToolRisk,
     ) -> Result<(), InvocationResult> {
@@ -611,7 +614,7 @@ impl ToolInvoker {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
-            args_digest: digest.to_owned(),
+            args_digest: digest::hex(hash),
             risk,
             hitl_mode: mode,
             reason: approval_reason(risk, policy.max_risk_unapproved()),

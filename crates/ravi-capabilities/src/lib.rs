@@ -42,3 +42,6 @@ pub use builtin::{BUILTIN_NAMES, builtin_tools, builtin_tools_in, builtin_tools_
 pub use catalog::{Catalog, CatalogEntry};
 pub use error::BackendError;
 pub use tools::HttpPolicy;
+
+#[cfg(feature = "code-mode")]
+pub mod chain;

@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)] // a command-line tool prints
 
+mod approval;
 mod commands;
 mod table;
 
@@ -25,6 +26,8 @@ enum Command {
     /// Inspect the tools Ravi knows.
     #[command(subcommand)]
     Tools(commands::tools::ToolsCommand),
+    /// Serve a toolbox over MCP (stdio or streamable HTTP).
+    Serve(commands::serve::ServeArgs),
 }
 
 /// The process exit codes (see the crate docs).
@@ -48,6 +51,7 @@ fn main() {
             Ok(Exit::Ok)
         }
         Command::Tools(cmd) => commands::tools::run(cmd),
+        Command::Serve(args) => commands::serve::run(args),
     };
     let code = match result {
         Ok(exit) => exit as i32,

@@ -1,3 +1,6 @@
 //! One module per top-level command.
 
+pub mod mcp_attach;
+pub mod serve;
+pub mod serve_tools;
 pub mod tools;

@@ -51,7 +51,7 @@ impl SseParser {
                 rest = tail;
             }
         }
-        while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', rest) {
             let (head, tail) = rest.split_at(pos);
             let Some((&terminator, after)) = tail.split_first() else {
                 break;
@@ -107,7 +107,7 @@ impl SseParser {
         if line.first() == Some(&b':') {
             return; // a comment (keep-alive)
         }
-        let (name, value) = match line.iter().position(|&b| b == b':') {
+        let (name, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let (name, rest) = line.split_at(colon);
                 let value = rest.get(1..).unwrap_or_default();
@@ -137,9 +137,13 @@ impl SseParser {
             return None;
         }
         self.has_data = false;
+        // Hand the text over and start the next event with room for one of the same size, so
+        // a long stream does not regrow its buffer from zero on every event.
+        let room = self.data.len();
+        let data = std::mem::replace(&mut self.data, String::with_capacity(room));
         Some(SseEvent {
             event,
-            data: std::mem::take(&mut self.data),
+            data,
             id: self.id.clone(),
         })
     }

@@ -79,21 +79,23 @@ fn default_builtin(name: &str) -> AnyTool {
         .unwrap_or_else(|| AnyTool::Function(Arc::new(Calculator)))
 }
 
-register_tool!(name: "calculator", category: "math", tags: ["arithmetic", "math", "safe"],
+// Categories follow seed 004's category tree (`system`, `development/execution`, `research`,
+// `data/exploration`, `general`), so the catalog and the CapabilityRegistry agree.
+register_tool!(name: "calculator", category: "general/math", tags: ["arithmetic", "math", "safe"],
     aliases: ["calc"], build: || default_builtin("calculator"));
-register_tool!(name: "read_file", category: "filesystem/read", tags: ["files", "read", "images"],
+register_tool!(name: "read_file", category: "system/files", tags: ["files", "read", "images"],
     aliases: ["cat"], build: || default_builtin("read_file"));
-register_tool!(name: "file_exists", category: "filesystem/read", tags: ["files", "read"],
+register_tool!(name: "file_exists", category: "system/files", tags: ["files", "read"],
     build: || default_builtin("file_exists"));
-register_tool!(name: "list_files", category: "filesystem/read", tags: ["files", "list", "directory"],
+register_tool!(name: "list_files", category: "system/files", tags: ["files", "list", "directory"],
     aliases: ["ls"], build: || default_builtin("list_files"));
-register_tool!(name: "write_file", category: "filesystem/write", tags: ["files", "write"],
+register_tool!(name: "write_file", category: "system/files", tags: ["files", "write"],
     build: || default_builtin("write_file"));
-register_tool!(name: "delete_file", category: "filesystem/write", tags: ["files", "delete", "destructive"],
+register_tool!(name: "delete_file", category: "system/files", tags: ["files", "delete", "destructive"],
     aliases: ["rm"], build: || default_builtin("delete_file"));
 register_tool!(name: "shell", category: "development/execution", tags: ["shell", "command", "process"],
     aliases: ["bash", "sh"], build: || default_builtin("shell"));
-register_tool!(name: "http_get", category: "web", tags: ["http", "fetch", "network"],
+register_tool!(name: "http_get", category: "research/web", tags: ["http", "fetch", "network"],
     aliases: ["fetch"], build: || default_builtin("http_get"));
-register_tool!(name: "read_result", category: "data/artifacts", tags: ["artifacts", "results", "read"],
+register_tool!(name: "read_result", category: "data/exploration", tags: ["artifacts", "results", "read"],
     build: || default_builtin("read_result"));

@@ -21,7 +21,7 @@ use crate::tools::HttpPolicy;
 pub struct CatalogEntry {
     /// The tool itself.
     pub tool: AnyTool,
-    /// Category path, e.g. `filesystem/read`.
+    /// Category path, e.g. `system/files`.
     pub category: String,
     /// Search tags.
     pub tags: Vec<String>,

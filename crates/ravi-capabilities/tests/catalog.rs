@@ -82,7 +82,7 @@ fn lookups_by_alias_category_and_tag() {
     assert_eq!(catalog.entry("ls").unwrap().name(), "list_files");
     assert_eq!(catalog.entry("bash").unwrap().name(), "shell");
     let mut fs: Vec<_> = catalog
-        .in_category("filesystem")
+        .in_category("system")
         .iter()
         .map(|e| e.name().to_owned())
         .collect();
@@ -97,7 +97,11 @@ fn lookups_by_alias_category_and_tag() {
             "write_file"
         ]
     );
-    assert_eq!(catalog.in_category("filesystem/write").len(), 2);
+    assert_eq!(catalog.in_category("system/files").len(), 5);
+    assert!(
+        catalog.in_category("system/file").is_empty(),
+        "a category matches whole segments"
+    );
     assert!(
         catalog
             .with_tag("NETWORK")
@@ -105,7 +109,7 @@ fn lookups_by_alias_category_and_tag() {
             .any(|e| e.name() == "http_get")
     );
     let cats = catalog.categories();
-    assert_eq!(cats["math"], ["calculator"]);
+    assert_eq!(cats["general/math"], ["calculator"]);
     // As a registry.
     assert!(catalog.contains("read_result"));
     assert_eq!(catalog.get("rm").unwrap().risk(), ToolRisk::Critical);

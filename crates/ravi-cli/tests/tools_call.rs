@@ -43,7 +43,7 @@ fn list_shows_risk_and_category() {
         .iter()
         .find(|t| t["name"] == "read_file")
         .unwrap();
-    assert_eq!(read["category"], "filesystem/read");
+    assert_eq!(read["category"], "system/files");
     assert_eq!(read["risk"], "safe");
 }
 

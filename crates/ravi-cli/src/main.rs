@@ -25,6 +25,8 @@ enum Command {
     /// Inspect the tools Ravi knows.
     #[command(subcommand)]
     Tools(commands::tools::ToolsCommand),
+    /// Run a code-mode Python script against the built-in toolbox.
+    Run(commands::run::RunArgs),
 }
 
 /// The process exit codes (see the crate docs).
@@ -36,6 +38,8 @@ pub enum Exit {
     ToolError = 1,
     /// Bad usage or configuration.
     Usage = 2,
+    /// A timeout, limit or cancellation stopped the run.
+    Limit = 3,
 }
 
 fn main() {
@@ -46,6 +50,7 @@ fn main() {
             Ok(Exit::Ok)
         }
         Command::Tools(cmd) => commands::tools::run(cmd),
+        Command::Run(args) => commands::run::run(args),
     };
     let code = match result {
         Ok(exit) => exit as i32,

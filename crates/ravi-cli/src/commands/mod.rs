@@ -1,3 +1,4 @@
 //! One module per top-level command.
 
+pub mod run;
 pub mod tools;

@@ -28,6 +28,8 @@ enum Command {
     Tools(commands::tools::ToolsCommand),
     /// Serve a toolbox over MCP (stdio or streamable HTTP).
     Serve(commands::serve::ServeArgs),
+    /// Run a code-mode Python script against the built-in toolbox.
+    Run(commands::run::RunArgs),
 }
 
 /// The process exit codes (see the crate docs).
@@ -39,6 +41,8 @@ pub enum Exit {
     ToolError = 1,
     /// Bad usage or configuration.
     Usage = 2,
+    /// A timeout, limit or cancellation stopped the run.
+    Limit = 3,
     /// A call was denied (no approval, a guardrail).
     Denied = 4,
 }
@@ -52,6 +56,7 @@ fn main() {
         }
         Command::Tools(cmd) => commands::tools::run(cmd),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Run(args) => commands::run::run(args),
     };
     let code = match result {
         Ok(exit) => exit as i32,

@@ -236,6 +236,7 @@ pub fn chain_description(specs: &[FunctionSpec], limits: &SandboxLimits, max_cal
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
     use serde_json::json;
 
     #[test]
@@ -246,6 +247,31 @@ mod tests {
         assert_eq!(python_name("class"), "class_");
         assert_eq!(python_name("print"), "print_");
         assert_eq!(python_name(""), "_");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_tool_name_maps_to_a_usable_identifier(name in "\\PC{0,40}") {
+            let py = python_name(&name);
+            proptest::prop_assert!(!py.is_empty());
+            proptest::prop_assert!(!py.starts_with(|c: char| c.is_ascii_digit()));
+            proptest::prop_assert!(py.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+            proptest::prop_assert!(!RESERVED.contains(&py.as_str()));
+            // Names that are already identifiers (and not reserved) are kept as they are.
+            if python_name(&py) != py {
+                proptest::prop_assert!(false, "not stable: {name:?} -> {py:?}");
+            }
+        }
+
+        #[test]
+        fn signatures_never_panic(schema in proptest::arbitrary::any::<u8>().prop_map(|n| {
+            let ty = ["string", "integer", "number", "boolean", "array", "object", "null", "x"];
+            json!({"type": "object", "properties": {"a": {"type": ty[n as usize % ty.len()]}},
+                   "required": if n % 2 == 0 { json!(["a"]) } else { json!([]) }})
+        })) {
+            let sig = signature("f", &schema);
+            proptest::prop_assert!(sig.starts_with("f(*, a: "));
+        }
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! - [`Sandbox`]: the engine and the loaded guest; [`Sandbox::run`] runs one script.
 //! - [`ToolBridge`]: where the script's calls go ([`BridgeOutcome`] is what comes back).
 //! - [`chain_description`]: the `tool_chain` description for the model.
+//! - [`ToolChainTool`]: the `tool_chain` kernel tool; every call of its scripts goes through
+//!   the `ToolInvoker`, and its [`ChainRunResult`](ravi_kernel::ChainRunResult) carries a
+//!   complete trace on every outcome.
 
 mod bridge;
 mod describe;
@@ -16,12 +19,14 @@ mod describe;
 #[allow(missing_docs)]
 mod engine_config;
 mod sandbox;
+mod tool;
 
 pub use bridge::{ArtifactHandle, BridgeOutcome, FailureKind, FileHandle, ToolBridge};
 pub use describe::{bindings, chain_description, python_name, signature};
 pub use sandbox::{
     Sandbox, SandboxConfig, SandboxLimits, SandboxRun, ToolBinding, default_cwasm_path,
 };
+pub use tool::{ToolChainTool, limits_from, status_str, summary_text};
 
 use std::path::PathBuf;
 

@@ -1,6 +1,7 @@
 //! One module per top-level command.
 
 pub mod mcp_attach;
+pub mod run;
 pub mod serve;
 pub mod serve_tools;
 pub mod tools;

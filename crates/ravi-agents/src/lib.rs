@@ -13,11 +13,14 @@ pub mod discovery;
 pub mod guardrail;
 pub mod hooks;
 pub mod invoker;
+pub mod react;
+pub mod schema;
 pub mod serialize;
 pub mod toolbox;
 pub mod typed;
 pub mod validate;
 
+pub use schema::{LintFinding, Rendered, SchemaOptions, Severity};
 pub use toolbox::{Toolbox, ToolboxError, validate_tool_name};
 pub use typed::{
     FnTool, IntoToolOutput, Json, Typed, TypedTool, input_schema_for, output_schema_for,

@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)] // a command-line tool prints
 
+mod approval;
 mod commands;
 mod table;
 
@@ -38,6 +39,8 @@ pub enum Exit {
     ToolError = 1,
     /// Bad usage or configuration.
     Usage = 2,
+    /// A call was denied (no approval, a guardrail).
+    Denied = 4,
 }
 
 fn main() {

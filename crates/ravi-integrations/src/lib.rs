@@ -11,6 +11,9 @@
 //! assert!(spec.is_ok());
 //! ```
 
+#[cfg(feature = "providers")]
+pub mod providers;
+
 /// This crate's layer in Ravi's architecture.
 pub const LAYER: &str = "L3";
 

@@ -13,13 +13,14 @@ pub(crate) fn args_digest(value: &serde_json::Value) -> String {
         serde_json::Value::Object(m) if m.is_empty() => Sha256::digest(b"{}"),
         _ => Sha256::digest(ravi_kernel::canonical_json(value).as_bytes()),
     };
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in hash {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    let mut buf = *b"sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    for (i, byte) in hash.iter().enumerate() {
+        buf[7 + 2 * i] = HEX[usize::from(byte >> 4)];
+        buf[8 + 2 * i] = HEX[usize::from(byte & 0x0f)];
     }
-    out
+    // Every byte is ASCII, so this never fails; an empty string would fail the digest
+    // comparisons safely (denying) rather than panic.
+    std::str::from_utf8(&buf).unwrap_or_default().to_owned()
 }
 
 #[cfg(test)]

@@ -264,22 +264,28 @@ impl ToolInvoker {
             status: CallStatus::Error,
             executed: false,
         };
-        let result =
-            match AssertUnwindSafe(self.pipeline(session, &mut call, &digest, ctx, &mut outcome))
-                .catch_unwind()
-                .await
-            {
-                Ok(result) => result,
-                Err(panic) => {
-                    outcome.status = CallStatus::Error;
-                    InvocationResult::error(format!(
-                        "invoker error while calling `{}`: {}; the call failed, try again or use \
+        let result = match AssertUnwindSafe(self.pipeline(
+            session,
+            &mut call,
+            &digest,
+            ctx,
+            started,
+            &mut outcome,
+        ))
+        .catch_unwind()
+        .await
+        {
+            Ok(result) => result,
+            Err(panic) => {
+                outcome.status = CallStatus::Error;
+                InvocationResult::error(format!(
+                    "invoker error while calling `{}`: {}; the call failed, try again or use \
                      another tool",
-                        call.name,
-                        exec::panic_message(panic.as_ref())
-                    ))
-                }
-            };
+                    call.name,
+                    exec::panic_message(panic.as_ref())
+                ))
+            }
+        };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if !inner.hooks.is_empty() {
             inner
@@ -312,6 +318,7 @@ impl ToolInvoker {
         call: &mut ToolCall,
         digest: &str,
         ctx: &ToolContext,
+        started: Instant,
         outcome: &mut Outcome,
     ) -> InvocationResult {
         let inner = &*self.inner;
@@ -400,7 +407,9 @@ impl ToolInvoker {
 
         // 6. Risk / approval, bound to this tool and these arguments.
         let approved_digest = if risk.needs_approval(policy.max_risk_unapproved()) {
-            if let Err(denial) = self.approve(call, digest, &tool, risk).await {
+            // Boxed: the approval path is rare, and keeping its state out of this future keeps
+            // the hot path's future small.
+            if let Err(denial) = Box::pin(self.approve(call, digest, &tool, risk)).await {
                 outcome.status = CallStatus::Denied;
                 return denial;
             }
@@ -423,7 +432,13 @@ impl ToolInvoker {
 
         // 7. Inbound refs.
         if refs::contains_artifact_ref(&args) {
-            match refs::resolve_refs(&mut args, inner.store.as_deref(), session.scope()).await {
+            match Box::pin(refs::resolve_refs(
+                &mut args,
+                inner.store.as_deref(),
+                session.scope(),
+            ))
+            .await
+            {
                 Ok(_) => {
                     if let Err(failure) = inner.validator.validate(&tool, &args) {
                         return InvocationResult::error(format!(
@@ -457,8 +472,10 @@ impl ToolInvoker {
         }
 
         // 10. Execute under the call timeout, panics caught.
-        let exec_started = Instant::now();
-        let deadline = exec_started + policy.call_timeout();
+        // The deadline counts from entering the invoker: gates and approval waits are part of
+        // the call's time, and reusing `started` saves a clock read on the hot path.
+        let exec_started = sink.map(|_| Instant::now());
+        let deadline = started + policy.call_timeout();
         let call_ctx = ToolContext {
             call_id: call.id.clone(),
             cancellation: ctx.cancellation.clone(),
@@ -519,8 +536,9 @@ impl ToolInvoker {
                 tool: call.name.clone(),
                 kind: ProgressKind::ToolResult {
                     status: status.as_str().to_owned(),
-                    duration_ms: u64::try_from(exec_started.elapsed().as_millis())
-                        .unwrap_or(u64::MAX),
+                    duration_ms: exec_started.map_or(0, |t| {
+                        u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+                    }),
                 },
             });
         }
@@ -545,15 +563,26 @@ impl ToolInvoker {
         } else {
             InvocationStatus::Error
         };
-        shape::shape(
-            inner.store.as_deref(),
-            session,
-            &call.name,
+        match shape::inline_fast(
+            inner.store.is_some(),
             policy.max_inline_result_bytes(),
             status,
             result,
-        )
-        .await
+        ) {
+            Ok(shaped) => shaped,
+            // Media or a large result: the store is involved. Boxed to keep this future small.
+            Err(result) => {
+                Box::pin(shape::shape(
+                    inner.store.as_deref(),
+                    session,
+                    &call.name,
+                    policy.max_inline_result_bytes(),
+                    status,
+                    result,
+                ))
+                .await
+            }
+        }
     }
 
     /// Step 6: asks the handler within the approval timeout; `Err` is the denial to return.

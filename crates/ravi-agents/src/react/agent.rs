@@ -1,0 +1,710 @@
+//! [`ReActAgent`]: the loop. Algorithm: ask the model → run the calls it asked for (bounded
+//! concurrency, results in call order, each through the invoker) → feed the results back →
+//! repeat until a final answer, the turn limit, a pause for approval or cancellation.
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use ravi_kernel::{
+    AnyTool, ApprovalDecision, ApprovalHandler, BlobStore, CancellationToken, ChainPolicy,
+    ChatModel, ChatRequest, ChatResponse, ContentBlock, HitlMode, InvocationResult,
+    InvocationStatus, Message, MessagePart, ModelError, Role, Skill, StopReason, StreamEvent, Tool,
+    ToolCall, ToolContext, ToolRegistry, ToolRisk, args_digest,
+};
+
+use super::dispatch::{DecisionBook, InvokerView};
+use super::state::{PendingApproval, RunResult, RunState, RunStop};
+use crate::hooks::HookRegistry;
+use crate::invoker::{InvokerSession, ToolInvoker};
+use crate::toolbox::Toolbox;
+
+/// The default turn limit.
+pub const DEFAULT_MAX_TURNS: u32 = 20;
+/// The default number of tool calls of one turn that run at the same time.
+pub const DEFAULT_MAX_PARALLEL: usize = 8;
+
+/// Something the loop did, for a UI (the CLI shows these as they happen).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// A model turn starts.
+    TurnStarted {
+        /// 1-based turn number.
+        turn: u32,
+    },
+    /// More answer text streamed in.
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// A tool call starts.
+    ToolCallStarted {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The tool's risk (`None` for an unknown tool).
+        risk: Option<ToolRisk>,
+        /// The arguments.
+        arguments: serde_json::Value,
+    },
+    /// A tool call finished.
+    ToolCallFinished {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// `ok`, `error`, `denied` or `cancelled`.
+        status: String,
+        /// Wall time.
+        duration_ms: u64,
+        /// The start of the text the model gets.
+        preview: String,
+    },
+    /// A call waits for a human and the run pauses.
+    ApprovalPending {
+        /// The call.
+        pending: PendingApproval,
+    },
+}
+
+/// Receives [`AgentEvent`]s. Called inline, so keep it quick.
+pub trait AgentObserver: Send + Sync {
+    /// One event.
+    fn on_event(&self, event: &AgentEvent);
+}
+
+impl<F: Fn(&AgentEvent) + Send + Sync> AgentObserver for F {
+    fn on_event(&self, event: &AgentEvent) {
+        self(event)
+    }
+}
+
+/// The ways to hand an agent its tools: a list (wrapped in a [`Toolbox`], seed 000) or a shared
+/// registry used as is.
+pub trait IntoAgentTools {
+    /// The registry the agent will use.
+    fn into_registry(self) -> Arc<dyn ToolRegistry>;
+}
+
+impl IntoAgentTools for Vec<AnyTool> {
+    fn into_registry(self) -> Arc<dyn ToolRegistry> {
+        Arc::new(Toolbox::from(self))
+    }
+}
+
+impl IntoAgentTools for Vec<Arc<dyn Tool>> {
+    fn into_registry(self) -> Arc<dyn ToolRegistry> {
+        Arc::new(self.into_iter().map(AnyTool::Function).collect::<Toolbox>())
+    }
+}
+
+impl IntoAgentTools for Toolbox {
+    fn into_registry(self) -> Arc<dyn ToolRegistry> {
+        Arc::new(self)
+    }
+}
+
+impl IntoAgentTools for Arc<Toolbox> {
+    fn into_registry(self) -> Arc<dyn ToolRegistry> {
+        self
+    }
+}
+
+impl IntoAgentTools for Arc<dyn ToolRegistry> {
+    fn into_registry(self) -> Arc<dyn ToolRegistry> {
+        self
+    }
+}
+
+/// Why `resume` refused its input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// A decision names a call that is not waiting for approval.
+    #[error("no pending approval has call id {call_id:?}; pending: {pending}")]
+    UnknownPendingCall {
+        /// The call id given.
+        call_id: String,
+        /// The pending call ids, comma-separated.
+        pending: String,
+    },
+}
+
+/// A model with tools, run as a ReAct loop.
+///
+/// ```
+/// # use std::sync::Arc;
+/// use ravi_agents::react::ReActAgent;
+/// use ravi_agents::kernel::{AnyTool, ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, Usage};
+///
+/// struct Hello;
+/// #[ravi_agents::kernel::async_trait]
+/// impl ChatModel for Hello {
+///     fn name(&self) -> String { "hello".into() }
+///     async fn complete(&self, _: &ChatRequest) -> Result<ChatResponse, ModelError> {
+///         Ok(ChatResponse { id: "1".into(), model: "m".into(), message: Message::assistant("Hi!"),
+///             stop_reason: StopReason::EndTurn, usage: Usage::default() })
+///     }
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let agent = ReActAgent::new("greeter", Arc::new(Hello), Vec::<AnyTool>::new())
+///     .with_system_prompt("Be brief.");
+/// let run = agent.run("Say hi").await;
+/// assert_eq!(run.final_text, "Hi!");
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct ReActAgent {
+    name: String,
+    model: Arc<dyn ChatModel>,
+    tools: Arc<dyn ToolRegistry>,
+    system_prompt: Option<String>,
+    skills: Vec<Skill>,
+    max_turns: u32,
+    max_parallel: usize,
+    policy: ChainPolicy,
+    approval: Option<Arc<dyn ApprovalHandler>>,
+    pause_on_approval: bool,
+    hooks: HookRegistry,
+    blob_store: Option<Arc<dyn BlobStore>>,
+    observer: Option<Arc<dyn AgentObserver>>,
+    max_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for ReActAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReActAgent")
+            .field("name", &self.name)
+            .field("model", &self.model.name())
+            .field("tools", &self.tools.names())
+            .field(
+                "skills",
+                &self.skills.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            )
+            .field("max_turns", &self.max_turns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReActAgent {
+    /// An agent called `name` that talks to `model` and may use `tools` (a `Vec` of tools or
+    /// a shared [`Toolbox`] / registry).
+    pub fn new(
+        name: impl Into<String>,
+        model: Arc<dyn ChatModel>,
+        tools: impl IntoAgentTools,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            model,
+            tools: tools.into_registry(),
+            system_prompt: None,
+            skills: Vec::new(),
+            max_turns: DEFAULT_MAX_TURNS,
+            max_parallel: DEFAULT_MAX_PARALLEL,
+            policy: ChainPolicy::default(),
+            approval: None,
+            pause_on_approval: false,
+            hooks: HookRegistry::new(),
+            blob_store: None,
+            observer: None,
+            max_tokens: None,
+        }
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The system prompt (skills' instructions are appended to it).
+    #[must_use]
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Attaches a skill: its instructions join the system prompt and, when it lists allowed
+    /// tools, the model sees only those and the invoker denies the rest.
+    #[must_use]
+    pub fn with_skill(mut self, skill: Skill) -> Self {
+        self.skills.push(skill);
+        self
+    }
+
+    /// The turn limit (model calls per run, resumes included).
+    #[must_use]
+    pub fn with_max_turns(mut self, n: u32) -> Self {
+        self.max_turns = n;
+        self
+    }
+
+    /// How many calls of one turn run at once (at least 1).
+    #[must_use]
+    pub fn with_max_parallel(mut self, n: usize) -> Self {
+        self.max_parallel = n.max(1);
+        self
+    }
+
+    /// The limits every call is held to (budget, timeouts, inline size, approval threshold).
+    #[must_use]
+    pub fn with_policy(mut self, policy: ChainPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Who decides on risky calls. Without one, a call that needs approval is denied (or,
+    /// with [`Self::pause_on_approval`], the run pauses).
+    #[must_use]
+    pub fn with_approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
+        self.approval = Some(handler);
+        self
+    }
+
+    /// Instead of waiting for a handler, stop the run with [`RunStop::AwaitingApproval`] when
+    /// a call needs approval; the state can be stored and resumed later with the decisions.
+    #[must_use]
+    pub fn pause_on_approval(mut self, pause: bool) -> Self {
+        self.pause_on_approval = pause;
+        self
+    }
+
+    /// Lifecycle hooks (fired by the invoker for every call).
+    #[must_use]
+    pub fn with_hooks(mut self, hooks: HookRegistry) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Where large results are offloaded; the model gets a preview and a ref.
+    #[must_use]
+    pub fn with_blob_store(mut self, store: Arc<dyn BlobStore>) -> Self {
+        self.blob_store = Some(store);
+        self
+    }
+
+    /// Receives events as the run goes (streams model text when set).
+    #[must_use]
+    pub fn with_observer(mut self, observer: Arc<dyn AgentObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Output token limit per model turn.
+    #[must_use]
+    pub fn with_max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+
+    /// Runs from one user prompt.
+    pub async fn run(&self, prompt: impl Into<String>) -> RunResult {
+        self.run_state(RunState::new(prompt), CancellationToken::new())
+            .await
+    }
+
+    /// Runs from a prompt with a cancellation token.
+    pub async fn run_with_cancel(
+        &self,
+        prompt: impl Into<String>,
+        cancel: CancellationToken,
+    ) -> RunResult {
+        self.run_state(RunState::new(prompt), cancel).await
+    }
+
+    /// Resumes a run paused on approvals, with a decision for each pending call (calls left
+    /// without one are denied).
+    pub async fn resume(
+        &self,
+        mut state: RunState,
+        decisions: impl IntoIterator<Item = (String, ApprovalDecision)>,
+        cancel: CancellationToken,
+    ) -> Result<RunResult, AgentError> {
+        let pending = std::mem::take(&mut state.pending_approvals);
+        for (call_id, decision) in decisions {
+            let Some(p) = pending.iter().find(|p| p.call_id == call_id) else {
+                return Err(AgentError::UnknownPendingCall {
+                    call_id,
+                    pending: pending
+                        .iter()
+                        .map(|p| p.call_id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            };
+            state
+                .decisions
+                .insert(call_id, (p.args_digest.clone(), decision));
+        }
+        for p in &pending {
+            state
+                .decisions
+                .entry(p.call_id.clone())
+                .or_insert_with(|| (p.args_digest.clone(), ApprovalDecision::Denied));
+        }
+        Ok(self.run_state(state, cancel).await)
+    }
+
+    /// Continues from `state` (a fresh run, a conversation to go on with, or a paused run
+    /// whose `decisions` are filled in).
+    pub async fn run_state(&self, mut state: RunState, cancel: CancellationToken) -> RunResult {
+        let book = Arc::new(DecisionBook::new(self.approval.clone()));
+        for (call_id, (digest, decision)) in &state.decisions {
+            book.record(call_id, digest, *decision);
+        }
+        let mut builder = ToolInvoker::builder(Arc::new(InvokerView {
+            inner: Arc::clone(&self.tools),
+        }))
+        .policy(self.policy.clone())
+        .approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>)
+        .hooks(self.hooks.clone());
+        if let Some(store) = &self.blob_store {
+            builder = builder.blob_store(Arc::clone(store));
+        }
+        let invoker = builder.build();
+        let session = invoker.open_session().with_skills(self.skills.clone());
+        let trace_before = state.trace.len();
+        let stop = self
+            .drive(&invoker, &session, &book, &mut state, &cancel)
+            .await;
+        state.trace.truncate(trace_before);
+        state.trace.extend(session.trace());
+        session.close().await;
+        if stop != RunStop::AwaitingApproval {
+            state.decisions.clear();
+        }
+        let final_text = state
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(Message::text)
+            .unwrap_or_default();
+        RunResult {
+            final_text,
+            stop,
+            state,
+        }
+    }
+
+    fn visible_tools(&self) -> Vec<AnyTool> {
+        self.tools
+            .all()
+            .into_iter()
+            .filter(|t| self.skills.is_empty() || self.skills.iter().any(|s| s.allows(t.name())))
+            .collect()
+    }
+
+    fn system(&self) -> Option<String> {
+        let mut parts: Vec<String> = self.system_prompt.iter().cloned().collect();
+        for skill in &self.skills {
+            parts.push(format!("## Skill: {}\n{}", skill.name, skill.instructions));
+        }
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    fn emit(&self, event: AgentEvent) {
+        if let Some(o) = &self.observer {
+            o.on_event(&event);
+        }
+    }
+
+    async fn drive(
+        &self,
+        invoker: &ToolInvoker,
+        session: &InvokerSession,
+        book: &DecisionBook,
+        state: &mut RunState,
+        cancel: &CancellationToken,
+    ) -> RunStop {
+        let system = self.system();
+        let tools = self.visible_tools();
+        loop {
+            if last_tool_uses(state).is_some() {
+                match self
+                    .execute_turn(invoker, session, book, state, cancel)
+                    .await
+                {
+                    TurnOutcome::Done => {}
+                    TurnOutcome::Paused => return RunStop::AwaitingApproval,
+                    TurnOutcome::Cancelled => return RunStop::Cancelled,
+                }
+            }
+            if cancel.is_cancelled() {
+                return RunStop::Cancelled;
+            }
+            if state.turns >= self.max_turns {
+                return RunStop::MaxTurns {
+                    limit: self.max_turns,
+                };
+            }
+            state.turns += 1;
+            self.emit(AgentEvent::TurnStarted { turn: state.turns });
+            let request = ChatRequest {
+                system: system.clone(),
+                messages: state.messages.clone(),
+                tools: tools.clone(),
+                max_tokens: self.max_tokens,
+                ..ChatRequest::default()
+            };
+            let response = tokio::select! {
+                r = self.call_model(&request) => r,
+                () = cancel.cancelled() => return RunStop::Cancelled,
+            };
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => {
+                    return RunStop::ModelError {
+                        retryable: e.is_retryable(),
+                        message: e.to_string(),
+                    };
+                }
+            };
+            state.usage += response.usage;
+            let has_calls = !response.message.tool_uses().is_empty();
+            state.messages.push(response.message);
+            match response.stop_reason {
+                _ if has_calls => {}
+                StopReason::PauseTurn => {}
+                StopReason::MaxTokens => return RunStop::MaxTokens,
+                StopReason::Refusal => return RunStop::Refusal,
+                _ => return RunStop::FinalAnswer,
+            }
+        }
+    }
+
+    async fn call_model(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        if self.observer.is_none() {
+            return self.model.complete(request).await;
+        }
+        let mut stream = self.model.stream(request);
+        while let Some(event) = stream.next().await {
+            match event? {
+                StreamEvent::TextDelta { text } => self.emit(AgentEvent::TextDelta { text }),
+                StreamEvent::Done { response } => return Ok(response),
+                _ => {}
+            }
+        }
+        Err(ModelError::Decode(
+            "the model's stream ended without a final response".into(),
+        ))
+    }
+
+    /// Runs the calls of the last assistant turn that have no result yet.
+    async fn execute_turn(
+        &self,
+        invoker: &ToolInvoker,
+        session: &InvokerSession,
+        book: &DecisionBook,
+        state: &mut RunState,
+        cancel: &CancellationToken,
+    ) -> TurnOutcome {
+        let calls: Vec<ToolCall> = last_tool_uses(state)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| !state.partial_results.contains_key(&c.id))
+            .collect();
+        let mut pending = Vec::new();
+        if self.pause_on_approval {
+            for call in &calls {
+                if book.has(&call.id) || !call.arguments.is_object() {
+                    continue;
+                }
+                let Some(tool) = self.tools.get(&call.name) else {
+                    continue;
+                };
+                let (risk, mode) = match &tool {
+                    AnyTool::Function(t) => (t.risk(), t.hitl_mode()),
+                    AnyTool::ProviderDefined(t) => (t.risk(), HitlMode::Blocking),
+                    _ => continue,
+                };
+                if risk.needs_approval(self.policy.max_risk_unapproved())
+                    && mode.effective(risk) != HitlMode::FireAndContinue
+                {
+                    pending.push(PendingApproval {
+                        call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        args_digest: args_digest(&call.arguments),
+                        risk,
+                    });
+                }
+            }
+        }
+        let runnable: Vec<ToolCall> = calls
+            .into_iter()
+            .filter(|c| !pending.iter().any(|p| p.call_id == c.id))
+            .collect();
+        let results: Vec<(String, MessagePart)> = futures::stream::iter(runnable)
+            .map(|call| async move {
+                let id = call.id.clone();
+                (id, self.run_call(invoker, session, call, cancel).await)
+            })
+            .buffered(self.max_parallel)
+            .collect()
+            .await;
+        state.partial_results.extend(results);
+        if !pending.is_empty() && !cancel.is_cancelled() {
+            for p in &pending {
+                self.emit(AgentEvent::ApprovalPending { pending: p.clone() });
+            }
+            state.pending_approvals = pending;
+            return TurnOutcome::Paused;
+        }
+        // Every call has its result: emit them in call order as one tool message.
+        let order = last_tool_uses(state).unwrap_or_default();
+        let mut content = Vec::with_capacity(order.len());
+        for call in order {
+            let part = state
+                .partial_results
+                .remove(&call.id)
+                .unwrap_or_else(|| tool_result(&call.id, cancelled_text(&call.name), true));
+            content.push(part);
+        }
+        state.partial_results.clear();
+        state.pending_approvals.clear();
+        state.messages.push(Message {
+            role: Role::Tool,
+            content,
+        });
+        if cancel.is_cancelled() {
+            TurnOutcome::Cancelled
+        } else {
+            TurnOutcome::Done
+        }
+    }
+
+    async fn run_call(
+        &self,
+        invoker: &ToolInvoker,
+        session: &InvokerSession,
+        call: ToolCall,
+        cancel: &CancellationToken,
+    ) -> MessagePart {
+        let started = std::time::Instant::now();
+        let tool = self.tools.get(&call.name);
+        self.emit(AgentEvent::ToolCallStarted {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            risk: tool.as_ref().map(AnyTool::risk),
+            arguments: call.arguments.clone(),
+        });
+        let (text, status) = if cancel.is_cancelled() {
+            (cancelled_text(&call.name), "cancelled")
+        } else if let serde_json::Value::String(raw) = &call.arguments {
+            let why = serde_json::from_str::<serde_json::Value>(raw)
+                .err()
+                .map_or_else(|| "it is not a JSON object".to_owned(), |e| e.to_string());
+            (
+                format!(
+                    "the arguments for `{}` are not valid JSON ({why}); call it again with a \
+                     JSON object that matches its schema",
+                    call.name
+                ),
+                "error",
+            )
+        } else if let Some(AnyTool::Hosted(_)) = tool {
+            (
+                format!(
+                    "`{}` is run by the model provider, not locally; its result arrives with \
+                     the provider's next turn",
+                    call.name
+                ),
+                "ok",
+            )
+        } else {
+            let ctx = ToolContext {
+                call_id: call.id.clone(),
+                cancellation: cancel.child(),
+                artifacts: session.artifact_access(),
+                ..ToolContext::default()
+            };
+            let name = call.name.clone();
+            let result = tokio::select! {
+                r = invoker.invoke(session, call.clone(), &ctx) => Some(r),
+                () = cancel.cancelled() => None,
+            };
+            match result {
+                None => (cancelled_text(&name), "cancelled"),
+                Some(r) => {
+                    let status = match r.status {
+                        InvocationStatus::Ok => "ok",
+                        InvocationStatus::Denied => "denied",
+                        _ => "error",
+                    };
+                    (model_text(&r), status)
+                }
+            }
+        };
+        self.emit(AgentEvent::ToolCallFinished {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            status: status.to_owned(),
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            preview: text.chars().take(120).collect(),
+        });
+        tool_result(&call.id, text, status != "ok")
+    }
+}
+
+enum TurnOutcome {
+    Done,
+    Paused,
+    Cancelled,
+}
+
+/// The tool calls of the last message, when it is an assistant turn still waiting for results.
+fn last_tool_uses(state: &RunState) -> Option<Vec<ToolCall>> {
+    let last = state.messages.last()?;
+    if last.role != Role::Assistant {
+        return None;
+    }
+    let calls: Vec<ToolCall> = last
+        .tool_uses()
+        .into_iter()
+        .map(|(id, name, args)| ToolCall::new(id, name, args.clone()))
+        .collect();
+    (!calls.is_empty()).then_some(calls)
+}
+
+fn cancelled_text(tool: &str) -> String {
+    format!(
+        "cancelled: the run was stopped before the call to `{tool}` finished; it may not have taken effect"
+    )
+}
+
+fn tool_result(id: &str, text: String, is_error: bool) -> MessagePart {
+    MessagePart::ToolResult {
+        tool_use_id: id.to_owned(),
+        content: vec![ContentBlock::text(text)],
+        is_error,
+    }
+}
+
+/// What the model reads for an invocation: the text, and for an offloaded result a note
+/// naming the ref it can pass to `read_result`.
+fn model_text(r: &InvocationResult) -> String {
+    let mut text = r.text.clone();
+    if let Some(artifact) = &r.artifact_ref {
+        let size = r
+            .artifact_size
+            .map(|s| format!("{s} bytes"))
+            .unwrap_or_else(|| "large".into());
+        let media = r.artifact_media_type.as_deref().unwrap_or("text/plain");
+        text.push_str(&format!(
+            "\n\n[preview only: the full result ({size}, {media}) is stored as {}; call \
+             `read_result` with {{\"ref\": \"{}\"}} to read more]",
+            artifact.as_str(),
+            artifact.as_str()
+        ));
+    }
+    for file in &r.files {
+        text.push_str(&format!(
+            "\n[file {} ({}, {} bytes)]",
+            file.path, file.media_type, file.size
+        ));
+    }
+    text
+}

@@ -1,0 +1,135 @@
+//! How a model's call reaches code (seed 003): a provider-defined tool → its `handle_call`; a
+//! hosted tool → nothing local (the provider ran it); a plain tool → its `execute`. Both local
+//! kinds go through the one [`ToolInvoker`](crate::invoker::ToolInvoker), so risk, approval,
+//! budget, timeouts, shaping, hooks and the trace apply to provider-defined calls too: the
+//! registry the invoker sees wraps each provider-defined tool as a plain tool whose `execute`
+//! is `handle_call`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use ravi_kernel::{
+    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, ProviderDefinedTool, Tool,
+    ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry, ToolRisk,
+};
+
+/// A provider-defined tool seen as a plain tool: the arguments are the provider's call item.
+pub(crate) struct ProviderCallTool(pub(crate) Arc<dyn ProviderDefinedTool>);
+
+#[async_trait]
+impl Tool for ProviderCallTool {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn description(&self) -> &str {
+        self.0.description()
+    }
+
+    fn input_schema(&self) -> serde_json::Value {
+        // The provider defines and validates the call's shape; any object is accepted here.
+        serde_json::json!({"type": "object"})
+    }
+
+    fn risk(&self) -> ToolRisk {
+        self.0.risk()
+    }
+
+    async fn execute(
+        &self,
+        ctx: &ToolContext,
+        args: serde_json::Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let call = ToolCall::new(ctx.call_id.clone(), self.0.name(), args);
+        self.0.handle_call(ctx, call).await
+    }
+}
+
+/// The agent's tools as the invoker sees them (provider-defined tools wrapped).
+pub(crate) struct InvokerView {
+    pub(crate) inner: Arc<dyn ToolRegistry>,
+}
+
+impl InvokerView {
+    fn wrap(tool: AnyTool) -> AnyTool {
+        match tool {
+            AnyTool::ProviderDefined(t) => AnyTool::Function(Arc::new(ProviderCallTool(t))),
+            other => other,
+        }
+    }
+}
+
+impl ToolRegistry for InvokerView {
+    fn get(&self, name: &str) -> Option<AnyTool> {
+        self.inner.get(name).map(Self::wrap)
+    }
+
+    fn all(&self) -> Vec<AnyTool> {
+        self.inner.all().into_iter().map(Self::wrap).collect()
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.inner.contains(name)
+    }
+}
+
+/// The invoker's approval handler: decisions given on resume (bound to call id and argument
+/// digest) answer first; anything else goes to the application's handler, or is denied when
+/// there is none (fail closed).
+pub(crate) struct DecisionBook {
+    decisions: Mutex<BTreeMap<String, (String, ApprovalDecision)>>,
+    fallback: Option<Arc<dyn ApprovalHandler>>,
+}
+
+impl DecisionBook {
+    pub(crate) fn new(fallback: Option<Arc<dyn ApprovalHandler>>) -> Self {
+        Self {
+            decisions: Mutex::new(BTreeMap::new()),
+            fallback,
+        }
+    }
+
+    pub(crate) fn record(&self, call_id: &str, digest: &str, decision: ApprovalDecision) {
+        let mut book = match self.decisions.lock() {
+            Ok(b) => b,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        book.insert(call_id.to_owned(), (digest.to_owned(), decision));
+    }
+
+    pub(crate) fn has(&self, call_id: &str) -> bool {
+        match self.decisions.lock() {
+            Ok(b) => b.contains_key(call_id),
+            Err(poisoned) => poisoned.into_inner().contains_key(call_id),
+        }
+    }
+}
+
+#[async_trait]
+impl ApprovalHandler for DecisionBook {
+    async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        let recorded = match self.decisions.lock() {
+            Ok(b) => b.get(&request.call_id).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(&request.call_id).cloned(),
+        };
+        if let Some((digest, decision)) = recorded {
+            // A decision binds to the exact arguments it was given for.
+            return if digest == request.args_digest {
+                decision
+            } else {
+                ApprovalDecision::Denied
+            };
+        }
+        match &self.fallback {
+            Some(handler) => handler.request(request).await,
+            None => ApprovalDecision::Denied,
+        }
+    }
+
+    async fn notify(&self, request: &ApprovalRequest) {
+        if let Some(handler) = &self.fallback {
+            handler.notify(request).await;
+        }
+    }
+}

@@ -1,0 +1,815 @@
+//! The ReAct loop against a scripted model: multi-turn tool use, parallel calls, every
+//! seed-002 edge case, turn limit, cancellation, approval pause → JSON → resume in a fresh
+//! agent, provider-defined and hosted dispatch, skills, large results, hooks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use ravi_agents::approval::AutoApprovalHandler;
+use ravi_agents::blob::MemoryBlobStore;
+use ravi_agents::hooks::HookRegistry;
+use ravi_agents::kernel::{
+    AnyTool, ApprovalDecision, CancellationToken, ChainPolicy, ChatModel, ChatRequest,
+    ChatResponse, ContentBlock, HookEvent, HostedTool, Message, MessagePart, ModelError, Provider,
+    ProviderDefinedTool, ProviderSpec, Role, Skill, StopReason, Tool, ToolCall, ToolContext,
+    ToolError, ToolExecutionResult, ToolRisk, Usage,
+};
+use ravi_agents::react::{AgentEvent, ReActAgent, RunState, RunStop};
+use serde_json::{Value, json};
+
+// ------------------------------------------------------------------ scripted model
+
+type Step = Box<dyn Fn(&ChatRequest) -> Result<ChatResponse, ModelError> + Send + Sync>;
+
+/// Answers each turn from a script and records every request it got.
+struct Scripted {
+    steps: Mutex<VecDeque<Step>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl Scripted {
+    fn new(steps: Vec<Step>) -> Arc<Self> {
+        Arc::new(Self {
+            steps: Mutex::new(steps.into()),
+            requests: Mutex::default(),
+        })
+    }
+    fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for Scripted {
+    fn name(&self) -> String {
+        "scripted".into()
+    }
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.requests.lock().unwrap().push(request.clone());
+        let step = self.steps.lock().unwrap().pop_front();
+        match step {
+            Some(step) => step(request),
+            None => Err(ModelError::BadRequest {
+                status: 0,
+                message: "script exhausted".into(),
+            }),
+        }
+    }
+}
+
+fn response(content: Vec<MessagePart>, stop: StopReason) -> ChatResponse {
+    ChatResponse {
+        id: "r".into(),
+        model: "scripted".into(),
+        message: Message {
+            role: Role::Assistant,
+            content,
+        },
+        stop_reason: stop,
+        usage: Usage {
+            input_tokens: 10,
+            output_tokens: 3,
+            ..Usage::default()
+        },
+    }
+}
+
+fn calls(list: &[(&str, &str, Value)]) -> Step {
+    let parts: Vec<MessagePart> = list
+        .iter()
+        .map(|(id, name, args)| MessagePart::ToolUse {
+            id: (*id).into(),
+            name: (*name).into(),
+            arguments: args.clone(),
+        })
+        .collect();
+    Box::new(move |_| Ok(response(parts.clone(), StopReason::ToolUse)))
+}
+
+fn answer(text: &str) -> Step {
+    let text = text.to_owned();
+    Box::new(move |_| {
+        Ok(response(
+            vec![MessagePart::text(text.clone())],
+            StopReason::EndTurn,
+        ))
+    })
+}
+
+/// The results of the last tool message: (id, text, is_error), in order.
+fn results(messages: &[Message]) -> Vec<(String, String, bool)> {
+    let msg = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Tool)
+        .expect("a tool message");
+    msg.content
+        .iter()
+        .map(|p| match p {
+            MessagePart::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                let text = content
+                    .iter()
+                    .filter_map(ContentBlock::as_text)
+                    .collect::<Vec<_>>()
+                    .join("");
+                (tool_use_id.clone(), text, *is_error)
+            }
+            other => panic!("not a tool result: {other:?}"),
+        })
+        .collect()
+}
+
+// ------------------------------------------------------------------ tools
+
+struct Add;
+#[async_trait::async_trait]
+impl Tool for Add {
+    fn name(&self) -> &str {
+        "add"
+    }
+    fn description(&self) -> &str {
+        "Add two integers."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text(
+            (args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap()).to_string(),
+        ))
+    }
+}
+
+struct Sleep;
+#[async_trait::async_trait]
+impl Tool for Sleep {
+    fn name(&self) -> &str {
+        "sleep"
+    }
+    fn description(&self) -> &str {
+        "Sleep for `ms` milliseconds."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"ms": {"type": "integer"}}, "required": ["ms"]})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let ms = args["ms"].as_u64().unwrap();
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(ToolExecutionResult::text(format!("slept {ms}")))
+    }
+}
+
+struct Fails;
+#[async_trait::async_trait]
+impl Tool for Fails {
+    fn name(&self) -> &str {
+        "fails"
+    }
+    fn description(&self) -> &str {
+        "Always fails."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Err(ToolError::invalid_arguments("disk quota exceeded"))
+    }
+}
+
+struct Panics;
+#[async_trait::async_trait]
+impl Tool for Panics {
+    fn name(&self) -> &str {
+        "panics"
+    }
+    fn description(&self) -> &str {
+        "Panics."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        panic!("tool blew up")
+    }
+}
+
+/// A high-risk tool that counts how often it really ran.
+struct SendEmail(Arc<AtomicU32>);
+#[async_trait::async_trait]
+impl Tool for SendEmail {
+    fn name(&self) -> &str {
+        "send_email"
+    }
+    fn description(&self) -> &str {
+        "Send an email."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]})
+    }
+    fn risk(&self) -> ToolRisk {
+        ToolRisk::High
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolExecutionResult::text(format!(
+            "sent to {}",
+            args["to"].as_str().unwrap()
+        )))
+    }
+}
+
+struct Big;
+#[async_trait::async_trait]
+impl Tool for Big {
+    fn name(&self) -> &str {
+        "big"
+    }
+    fn description(&self) -> &str {
+        "Returns a lot of text."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text(
+            "line of log output\n".repeat(500),
+        ))
+    }
+}
+
+struct WebSearch;
+impl HostedTool for WebSearch {
+    fn name(&self) -> &str {
+        "web_search"
+    }
+    fn description(&self) -> &str {
+        "Search the web."
+    }
+    fn provider_specs(&self) -> Vec<ProviderSpec> {
+        vec![ProviderSpec {
+            name: "web_search".into(),
+            provider: Provider::OpenaiResponses,
+            spec: json!({"type": "web_search"}),
+        }]
+    }
+}
+
+struct ApplyPatch(Arc<Mutex<Vec<ToolCall>>>);
+#[async_trait::async_trait]
+impl ProviderDefinedTool for ApplyPatch {
+    fn name(&self) -> &str {
+        "apply_patch"
+    }
+    fn description(&self) -> &str {
+        "Apply a patch."
+    }
+    fn provider_specs(&self) -> Vec<ProviderSpec> {
+        vec![ProviderSpec {
+            name: "apply_patch".into(),
+            provider: Provider::OpenaiResponses,
+            spec: json!({"type": "apply_patch"}),
+        }]
+    }
+    fn call_types(&self) -> Vec<String> {
+        vec!["apply_patch_call".into()]
+    }
+    async fn handle_call(
+        &self,
+        _: &ToolContext,
+        call: ToolCall,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        self.0.lock().unwrap().push(call);
+        Ok(ToolExecutionResult::text("applied"))
+    }
+}
+
+fn tool<T: Tool + 'static>(t: T) -> AnyTool {
+    AnyTool::Function(Arc::new(t))
+}
+
+// ------------------------------------------------------------------ scenarios
+
+#[tokio::test]
+async fn multi_turn_tool_use_reaches_a_final_answer() {
+    let model = Scripted::new(vec![
+        calls(&[("c1", "add", json!({"a": 2, "b": 3}))]),
+        calls(&[("c2", "add", json!({"a": 5, "b": 10}))]),
+        answer("The total is 15."),
+    ]);
+    let agent = ReActAgent::new("calc", model.clone(), vec![tool(Add)])
+        .with_system_prompt("You add numbers.");
+    let run = agent.run("2 + 3 + 10?").await;
+    assert_eq!(run.stop, RunStop::FinalAnswer);
+    assert_eq!(run.final_text, "The total is 15.");
+    assert_eq!(run.state.turns, 3);
+    assert_eq!(
+        run.messages().len(),
+        6,
+        "user, (assistant, tool) × 2, assistant"
+    );
+    assert_eq!(
+        results(run.messages()),
+        vec![("c2".into(), "15".into(), false)]
+    );
+    assert_eq!(run.trace().len(), 2);
+    assert_eq!(run.trace()[1].tool, "add");
+    assert_eq!(run.usage().input_tokens, 30);
+    let reqs = model.requests();
+    assert_eq!(reqs[0].system.as_deref(), Some("You add numbers."));
+    assert_eq!(reqs[0].tools.len(), 1);
+    assert_eq!(reqs[2].messages.len(), 5);
+}
+
+#[tokio::test]
+async fn parallel_calls_run_concurrently_and_return_in_call_order() {
+    let script = || {
+        vec![
+            calls(&[
+                ("a", "sleep", json!({"ms": 300})),
+                ("b", "sleep", json!({"ms": 100})),
+                ("c", "sleep", json!({"ms": 200})),
+            ]),
+            answer("done"),
+        ]
+    };
+    let agent = ReActAgent::new("p", Scripted::new(script()), vec![tool(Sleep)]);
+    let started = Instant::now();
+    let run = agent.run("sleep").await;
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(550),
+        "not concurrent: {elapsed:?}"
+    );
+    let ids: Vec<(String, String)> = results(run.messages())
+        .into_iter()
+        .map(|(id, t, _)| (id, t))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("a".into(), "slept 300".into()),
+            ("b".into(), "slept 100".into()),
+            ("c".into(), "slept 200".into())
+        ]
+    );
+
+    // Bounded: one at a time takes the sum.
+    let agent =
+        ReActAgent::new("p", Scripted::new(script()), vec![tool(Sleep)]).with_max_parallel(1);
+    let started = Instant::now();
+    agent.run("sleep").await;
+    assert!(started.elapsed() >= Duration::from_millis(600));
+}
+
+#[tokio::test]
+async fn every_edge_case_is_an_error_result_and_the_run_goes_on() {
+    let model = Scripted::new(vec![
+        calls(&[
+            ("bad_json", "add", json!("{\"a\": 2,")),
+            ("unknown", "multiply", json!({"a": 2})),
+            ("fails", "fails", json!({})),
+            ("panics", "panics", json!({})),
+            ("slow", "sleep", json!({"ms": 5000})),
+            ("denied", "send_email", json!({"to": "ceo@example.com"})),
+            ("invalid", "add", json!({"a": "two"})),
+            ("ok", "add", json!({"a": 1, "b": 1})),
+        ]),
+        answer("I could only add 1 + 1."),
+    ]);
+    let sent = Arc::new(AtomicU32::new(0));
+    let policy = ChainPolicy::builder()
+        .call_timeout(Duration::from_millis(300))
+        .approval_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let agent = ReActAgent::new(
+        "edge",
+        model.clone(),
+        vec![
+            tool(Add),
+            tool(Sleep),
+            tool(Fails),
+            tool(Panics),
+            tool(SendEmail(sent.clone())),
+        ],
+    )
+    .with_policy(policy);
+    let started = Instant::now();
+    let run = agent.run("try everything").await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(run.stop, RunStop::FinalAnswer);
+    let r = results(run.messages());
+    let by_id = |id: &str| r.iter().find(|(i, _, _)| i == id).unwrap().clone();
+    for id in [
+        "bad_json", "unknown", "fails", "panics", "slow", "denied", "invalid",
+    ] {
+        assert!(
+            by_id(id).2,
+            "{id} should be an error result: {:?}",
+            by_id(id)
+        );
+    }
+    assert!(
+        by_id("bad_json").1.contains("not valid JSON"),
+        "{}",
+        by_id("bad_json").1
+    );
+    assert!(
+        by_id("unknown").1.contains("multiply"),
+        "{}",
+        by_id("unknown").1
+    );
+    assert!(
+        by_id("fails").1.contains("disk quota exceeded"),
+        "{}",
+        by_id("fails").1
+    );
+    assert!(
+        by_id("panics").1.contains("tool blew up"),
+        "{}",
+        by_id("panics").1
+    );
+    assert!(
+        by_id("slow").1.to_lowercase().contains("timed out") || by_id("slow").1.contains("timeout"),
+        "{}",
+        by_id("slow").1
+    );
+    assert!(by_id("invalid").1.contains("`a`"), "{}", by_id("invalid").1);
+    assert_eq!(by_id("ok"), ("ok".into(), "2".into(), false));
+    assert_eq!(sent.load(Ordering::SeqCst), 0, "a denied call never runs");
+    assert_eq!(
+        r.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+        [
+            "bad_json", "unknown", "fails", "panics", "slow", "denied", "invalid", "ok"
+        ]
+    );
+    // The second request carried all eight results back.
+    assert_eq!(
+        model.requests()[1].messages.last().unwrap().content.len(),
+        8
+    );
+}
+
+#[tokio::test]
+async fn turn_limit_stops_a_model_that_never_finishes() {
+    let steps: Vec<Step> = (0..10)
+        .map(|i| calls(&[(&format!("c{i}"), "add", json!({"a": i, "b": 1}))]))
+        .collect();
+    let agent = ReActAgent::new("loop", Scripted::new(steps), vec![tool(Add)]).with_max_turns(3);
+    let run = agent.run("go").await;
+    assert_eq!(run.stop, RunStop::MaxTurns { limit: 3 });
+    assert_eq!(run.state.turns, 3);
+    assert_eq!(
+        run.messages().last().unwrap().role,
+        Role::Tool,
+        "the last calls still got results"
+    );
+    assert_eq!(run.trace().len(), 3);
+}
+
+#[tokio::test]
+async fn cancellation_stops_in_flight_calls_with_a_visible_result() {
+    let model = Scripted::new(vec![
+        calls(&[
+            ("s", "sleep", json!({"ms": 10_000})),
+            ("a", "add", json!({"a": 1, "b": 2})),
+        ]),
+        answer("never"),
+    ]);
+    let agent = ReActAgent::new("c", model.clone(), vec![tool(Sleep), tool(Add)]);
+    let token = CancellationToken::new();
+    let t2 = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        t2.cancel();
+    });
+    let started = Instant::now();
+    let run = agent.run_with_cancel("wait", token).await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(run.stop, RunStop::Cancelled);
+    let r = results(run.messages());
+    assert!(r[0].2 && r[0].1.contains("cancelled"), "{r:?}");
+    assert_eq!(r[1], ("a".into(), "3".into(), false));
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no model turn after cancellation"
+    );
+}
+
+#[tokio::test]
+async fn approval_pause_serializes_and_resumes_in_a_fresh_agent() {
+    let script = || {
+        vec![
+            calls(&[
+                ("add1", "add", json!({"a": 1, "b": 2})),
+                ("mail", "send_email", json!({"to": "ops@example.com"})),
+            ]),
+            answer("Sent."),
+        ]
+    };
+    let sent = Arc::new(AtomicU32::new(0));
+    let make = |model: Arc<Scripted>| {
+        ReActAgent::new(
+            "mailer",
+            model,
+            vec![tool(Add), tool(SendEmail(sent.clone()))],
+        )
+        .pause_on_approval(true)
+    };
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let ev = events.clone();
+    let first = make(Scripted::new(script())).with_observer(Arc::new(move |e: &AgentEvent| {
+        ev.lock().unwrap().push(e.clone())
+    }));
+    let paused = first.run("add and mail").await;
+    assert_eq!(paused.stop, RunStop::AwaitingApproval);
+    assert_eq!(paused.state.pending_approvals.len(), 1);
+    assert_eq!(paused.state.pending_approvals[0].tool, "send_email");
+    assert_eq!(paused.state.pending_approvals[0].risk, ToolRisk::High);
+    assert_eq!(sent.load(Ordering::SeqCst), 0);
+    assert!(
+        paused.state.partial_results.contains_key("add1"),
+        "the safe call already ran"
+    );
+    assert!(
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ApprovalPending { .. }))
+    );
+
+    // Store it, as another process would.
+    let json_text = serde_json::to_string(&paused.state).unwrap();
+    let restored: RunState = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(restored, paused.state);
+
+    // A fresh agent whose model continues the script after the paused turn.
+    let model = Scripted::new(vec![answer("Sent.")]);
+    let second = make(model.clone());
+    let done = second
+        .resume(
+            restored.clone(),
+            [("mail".to_owned(), ApprovalDecision::Approved)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.stop, RunStop::FinalAnswer);
+    assert_eq!(done.final_text, "Sent.");
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        results(done.messages()),
+        vec![
+            ("add1".into(), "3".into(), false),
+            ("mail".into(), "sent to ops@example.com".into(), false),
+        ]
+    );
+    assert!(done.state.pending_approvals.is_empty() && done.state.decisions.is_empty());
+
+    // Denied on resume: the tool never runs and the model is told.
+    let third = make(Scripted::new(vec![answer("Not sent.")]));
+    let denied = third
+        .resume(
+            restored.clone(),
+            [("mail".to_owned(), ApprovalDecision::Denied)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+    let r = results(denied.messages());
+    assert!(r[1].2, "{r:?}");
+
+    // A decision for a call that is not pending is refused.
+    let err = make(Scripted::new(vec![]))
+        .resume(
+            restored,
+            [("nope".to_owned(), ApprovalDecision::Approved)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("mail"), "{err}");
+}
+
+#[tokio::test]
+async fn approval_handler_decides_inline_when_not_pausing() {
+    let sent = Arc::new(AtomicU32::new(0));
+    let handler = Arc::new(AutoApprovalHandler::approving());
+    let agent = ReActAgent::new(
+        "m",
+        Scripted::new(vec![
+            calls(&[("m1", "send_email", json!({"to": "a@b.c"}))]),
+            answer("ok"),
+        ]),
+        vec![tool(SendEmail(sent.clone()))],
+    )
+    .with_approval_handler(handler.clone());
+    let run = agent.run("mail").await;
+    assert_eq!(run.stop, RunStop::FinalAnswer);
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+    assert_eq!(handler.requests().len(), 1);
+    assert_eq!(handler.requests()[0].call_id, "m1");
+}
+
+#[tokio::test]
+async fn provider_defined_calls_go_to_handle_call_and_hosted_calls_are_not_run() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let item = json!({"type": "apply_patch_call", "call_id": "p1", "operation": {"type": "create_file", "path": "a.txt", "diff": "+hi"}});
+    let model = Scripted::new(vec![
+        calls(&[
+            ("p1", "apply_patch", item.clone()),
+            ("w1", "web_search", json!({"query": "x"})),
+        ]),
+        answer("patched"),
+    ]);
+    let agent = ReActAgent::new(
+        "coder",
+        model.clone(),
+        vec![
+            AnyTool::ProviderDefined(Arc::new(ApplyPatch(seen.clone()))),
+            AnyTool::Hosted(Arc::new(WebSearch)),
+        ],
+    )
+    .with_approval_handler(Arc::new(AutoApprovalHandler::approving()));
+    let run = agent.run("patch it").await;
+    assert_eq!(run.stop, RunStop::FinalAnswer);
+    let calls = seen.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].id.as_str(), &calls[0].arguments), ("p1", &item));
+    let r = results(run.messages());
+    assert_eq!(r[0], ("p1".into(), "applied".into(), false));
+    assert!(
+        !r[1].2 && r[1].1.contains("run by the model provider"),
+        "{r:?}"
+    );
+    assert_eq!(
+        run.trace().len(),
+        1,
+        "the provider-defined call went through the invoker"
+    );
+    assert_eq!(
+        model.requests()[0].tools.len(),
+        2,
+        "both are declared to the model"
+    );
+}
+
+#[tokio::test]
+async fn skills_add_instructions_and_restrict_tools() {
+    let model = Scripted::new(vec![
+        calls(&[
+            ("x", "sleep", json!({"ms": 1})),
+            ("y", "add", json!({"a": 1, "b": 2})),
+        ]),
+        answer("3"),
+    ]);
+    let skill = Skill {
+        name: "arithmetic".into(),
+        description: "Add numbers".into(),
+        instructions: "Only ever add.".into(),
+        allowed_tools: Some(vec!["add".into()]),
+        path: None,
+        version: "1.0.0".into(),
+    };
+    let agent = ReActAgent::new("s", model.clone(), vec![tool(Add), tool(Sleep)])
+        .with_system_prompt("Base prompt.")
+        .with_skill(skill);
+    let run = agent.run("go").await;
+    let req = &model.requests()[0];
+    assert_eq!(
+        req.system.as_deref(),
+        Some("Base prompt.\n\n## Skill: arithmetic\nOnly ever add.")
+    );
+    assert_eq!(
+        req.tools.iter().map(|t| t.name()).collect::<Vec<_>>(),
+        ["add"]
+    );
+    let r = results(run.messages());
+    assert!(r[0].2, "a tool outside the skill is refused: {r:?}");
+    assert_eq!(r[1], ("y".into(), "3".into(), false));
+}
+
+#[tokio::test]
+async fn large_results_reach_the_model_as_preview_and_ref() {
+    let model = Scripted::new(vec![
+        calls(&[("b", "big", json!({}))]),
+        answer("summarised"),
+    ]);
+    let policy = ChainPolicy::builder()
+        .max_inline_result_bytes(256)
+        .build()
+        .unwrap();
+    let agent = ReActAgent::new("big", model, vec![tool(Big)])
+        .with_policy(policy)
+        .with_blob_store(Arc::new(MemoryBlobStore::new()));
+    let run = agent.run("read the log").await;
+    let (_, text, is_error) = results(run.messages()).remove(0);
+    assert!(!is_error);
+    assert!(text.len() < 2000, "the full 9500 bytes were inlined");
+    assert!(
+        text.contains("read_result") && text.contains("9500 bytes"),
+        "{text}"
+    );
+    assert!(run.trace()[0].artifact_ref.is_some());
+}
+
+#[tokio::test]
+async fn hooks_see_every_call_and_pause_turn_continues() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let hooks = HookRegistry::new().on(move |e: &HookEvent| {
+        if let HookEvent::ToolEnd { tool, status, .. } = e {
+            s2.lock()
+                .unwrap()
+                .push(format!("{tool}:{}", status.as_str()));
+        }
+    });
+    let pause: Step = Box::new(|_| {
+        Ok(response(
+            vec![MessagePart::ProviderItem {
+                provider: "anthropic".into(),
+                value: json!({"type": "server_tool_use"}),
+            }],
+            StopReason::PauseTurn,
+        ))
+    });
+    let model = Scripted::new(vec![
+        pause,
+        calls(&[
+            ("a", "add", json!({"a": 1, "b": 1})),
+            ("f", "fails", json!({})),
+        ]),
+        answer("done"),
+    ]);
+    let agent = ReActAgent::new("h", model.clone(), vec![tool(Add), tool(Fails)]).with_hooks(hooks);
+    let run = agent.run("go").await;
+    assert_eq!(run.stop, RunStop::FinalAnswer);
+    assert_eq!(run.state.turns, 3);
+    assert_eq!(*seen.lock().unwrap(), ["add:ok", "fails:error"]);
+    assert_eq!(
+        model.requests()[1].messages.len(),
+        2,
+        "the paused turn is sent back as is"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_model_stops_the_run_with_its_error() {
+    let err: Step = Box::new(|_| {
+        Err(ModelError::RateLimited {
+            retry_after_ms: Some(1000),
+        })
+    });
+    let agent = ReActAgent::new("e", Scripted::new(vec![err]), vec![tool(Add)]);
+    let run = agent.run("hi").await;
+    assert_eq!(
+        run.stop,
+        RunStop::ModelError {
+            message: "rate limited by the provider (retry after 1000 ms)".into(),
+            retryable: true
+        }
+    );
+    assert_eq!(run.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn a_shared_toolbox_works_like_a_list() {
+    let mut box_ = ravi_agents::Toolbox::new();
+    box_.add(tool(Add)).unwrap();
+    let shared = Arc::new(box_);
+    let a = ReActAgent::new(
+        "a",
+        Scripted::new(vec![
+            calls(&[("1", "add", json!({"a": 1, "b": 1}))]),
+            answer("2"),
+        ]),
+        shared.clone(),
+    );
+    let b = ReActAgent::new("b", Scripted::new(vec![answer("hi")]), shared);
+    assert_eq!(a.run("x").await.final_text, "2");
+    assert_eq!(b.run("y").await.final_text, "hi");
+}

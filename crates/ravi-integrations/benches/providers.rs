@@ -1,0 +1,201 @@
+//! Provider benchmarks: SSE parsing (Ravi's incremental parser vs the hand-rolled
+//! "append, find `\n\n`, reallocate the rest" splitter many clients use) and request encoding.
+//!
+//! `cargo bench -p ravi-integrations --bench providers -- --ravi-figures [--quick]` prints the
+//! headline figures as JSON lines; without the flag it runs the criterion benches.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    missing_docs
+)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+use ravi_integrations::providers::sse::SseParser;
+use ravi_integrations::providers::{OpenAiChatModel, ProviderConfig};
+use ravi_kernel::{
+    AnyTool, ChatRequest, Message, MessagePart, Role, Tool, ToolContext, ToolError,
+    ToolExecutionResult,
+};
+use serde_json::{Value, json};
+
+/// A realistic Anthropic tool-use stream: `events` text and JSON deltas.
+fn stream_body(events: usize) -> Vec<u8> {
+    let mut s = String::new();
+    s.push_str("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\",\"content\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n");
+    for i in 0..events {
+        if i % 2 == 0 {
+            s.push_str(&format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"token {i} of the answer \"}}}}\n\n"));
+        } else {
+            s.push_str(&format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"k{i}\\\": {i}, \"}}}}\n\n"));
+        }
+    }
+    s.push_str("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    s.into_bytes()
+}
+
+/// The peer: buffer everything as a `String`, find the blank line, copy the tail back.
+fn naive_parse(chunks: &[&[u8]]) -> usize {
+    let mut buf = String::new();
+    let mut count = 0;
+    for chunk in chunks {
+        buf.push_str(&String::from_utf8_lossy(chunk));
+        while let Some(pos) = buf.find("\n\n") {
+            let block = buf[..pos].to_string();
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(d) = line.strip_prefix("data: ") {
+                    data.push_str(d);
+                }
+            }
+            black_box(&data);
+            count += 1;
+            buf = buf[pos + 2..].to_string();
+        }
+    }
+    count
+}
+
+fn ravi_parse(chunks: &[&[u8]]) -> usize {
+    let mut parser = SseParser::new();
+    let mut out = Vec::new();
+    let mut count = 0;
+    for chunk in chunks {
+        parser.push_into(chunk, &mut out);
+        count += out.len();
+        black_box(&out);
+        out.clear();
+    }
+    count + usize::from(parser.finish().is_some())
+}
+
+struct Weather;
+
+#[async_trait::async_trait]
+impl Tool for Weather {
+    fn name(&self) -> &str {
+        "get_weather"
+    }
+    fn description(&self) -> &str {
+        "Get the current weather for a city."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text("sunny"))
+    }
+}
+
+fn chat_request() -> ChatRequest {
+    let mut messages = vec![Message::user("Plan my week around the weather.")];
+    for i in 0..10 {
+        messages.push(Message {
+            role: Role::Assistant,
+            content: vec![MessagePart::ToolUse {
+                id: format!("call_{i}"),
+                name: "get_weather".into(),
+                arguments: json!({"city": format!("City {i}")}),
+            }],
+        });
+        messages.push(Message {
+            role: Role::Tool,
+            content: vec![MessagePart::ToolResult {
+                tool_use_id: format!("call_{i}"),
+                content: vec![ravi_kernel::ContentBlock::text("sunny, 21 °C")],
+                is_error: false,
+            }],
+        });
+    }
+    ChatRequest {
+        system: Some("You are a travel planner.".into()),
+        messages,
+        tools: (0..10).map(|_| AnyTool::from(Arc::new(Weather))).collect(),
+        strict_tools: true,
+        ..ChatRequest::default()
+    }
+}
+
+fn time_per_iter(budget: Duration, mut f: impl FnMut()) -> f64 {
+    for _ in 0..3 {
+        f();
+    }
+    let started = Instant::now();
+    let mut iters = 0u64;
+    while started.elapsed() < budget {
+        f();
+        iters += 1;
+    }
+    started.elapsed().as_nanos() as f64 / iters as f64
+}
+
+fn figures(quick: bool) {
+    let budget = if quick {
+        Duration::from_millis(400)
+    } else {
+        Duration::from_secs(3)
+    };
+    let body = stream_body(2000);
+    // 1400 B ≈ one TCP segment at a time (a slow stream); 16 KiB ≈ one read of a fast one.
+    for (label, size) in [("1400B", 1400), ("16KiB", 16 * 1024)] {
+        let chunks: Vec<&[u8]> = body.chunks(size).collect();
+        let events = ravi_parse(&chunks);
+        assert_eq!(
+            events,
+            naive_parse(&chunks),
+            "both parsers see the same events"
+        );
+        let ravi = time_per_iter(budget, || {
+            black_box(ravi_parse(&chunks));
+        }) / events as f64;
+        let naive = time_per_iter(budget, || {
+            black_box(naive_parse(&chunks));
+        }) / events as f64;
+        println!(
+            "{}",
+            json!({"bench": format!("providers/sse_parse_{label}_chunks"), "value": (ravi * 10.0).round() / 10.0,
+                   "unit": "ns/event", "peer": "naive find-and-copy splitter",
+                   "peer_value": (naive * 10.0).round() / 10.0,
+                   "ratio": ((naive / ravi) * 100.0).round() / 100.0})
+        );
+    }
+    let model =
+        OpenAiChatModel::new("gpt-4.1", ProviderConfig::new("http://127.0.0.1:9/v1")).unwrap();
+    let req = chat_request();
+    let enc = time_per_iter(budget, || {
+        black_box(serde_json::to_vec(&model.encode_request(&req, true)).unwrap());
+    });
+    println!(
+        "{}",
+        json!({"bench": "providers/encode_chat_request", "value": enc.round(), "unit": "ns/request",
+               "peer": null, "peer_value": null, "ratio": null})
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--ravi-figures") {
+        figures(args.iter().any(|a| a == "--quick"));
+        return;
+    }
+    let mut c = Criterion::default().configure_from_args();
+    let body = stream_body(2000);
+    let chunks: Vec<&[u8]> = body.chunks(1400).collect();
+    let mut g = c.benchmark_group("sse_parse");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("ravi", |b| b.iter(|| ravi_parse(black_box(&chunks))));
+    g.bench_function("naive", |b| b.iter(|| naive_parse(black_box(&chunks))));
+    g.finish();
+    let model =
+        OpenAiChatModel::new("gpt-4.1", ProviderConfig::new("http://127.0.0.1:9/v1")).unwrap();
+    let req = chat_request();
+    c.bench_function("encode_chat_request", |b| {
+        b.iter(|| serde_json::to_vec(&model.encode_request(black_box(&req), true)).unwrap())
+    });
+    c.final_summary();
+}

@@ -1,0 +1,539 @@
+//! Anthropic Messages (`POST /messages`).
+//!
+//! Tool calls are `tool_use` blocks and their results `tool_result` blocks in the next user
+//! message. Server tools (web search, code execution, tool search) come back as
+//! `server_tool_use` and `*_tool_result` blocks, kept as provider items and echoed verbatim;
+//! a long server-side turn may stop with `pause_turn`, which a loop answers by sending the
+//! conversation back unchanged. Function tools whose schema is loaded on demand go out with
+//! `defer_loading: true`, together with the regex tool-search tool that lets the model find
+//! them (and the beta header it needs).
+
+use futures::stream::BoxStream;
+use ravi_kernel::{
+    AnyTool, ChatModel, ChatRequest, ChatResponse, ContentBlock, MediaSource, Message, MessagePart,
+    ModelError, Provider, Role, StopReason, StreamEvent, ToolChoice, Usage,
+};
+use serde_json::{Map, Value, json};
+
+use super::common::{StreamDecoder, blocks_text, decode_stream, event_json, str_at, u64_at};
+use super::error::ProviderError;
+use super::http::{AuthStyle, HttpClient, ProviderConfig};
+use super::sse::SseEvent;
+
+/// The `provider` tag of the [`MessagePart::ProviderItem`]s this client produces.
+pub const ANTHROPIC_PROVIDER: &str = "anthropic";
+/// The API version header value sent with every request.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// The beta flag that enables `defer_loading` and the tool-search tool.
+pub const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
+/// `max_tokens` is required by the Messages API; this is sent when the request sets none.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// An Anthropic Messages client for one model.
+#[derive(Debug, Clone)]
+pub struct AnthropicModel {
+    http: HttpClient,
+    model: String,
+    label: String,
+}
+
+impl AnthropicModel {
+    /// A client for `model` with the given connection settings.
+    pub fn new(model: impl Into<String>, config: ProviderConfig) -> Result<Self, ProviderError> {
+        let model = model.into();
+        Ok(Self {
+            http: HttpClient::new(
+                config,
+                AuthStyle::XApiKey,
+                &[("anthropic-version", ANTHROPIC_VERSION)],
+            )?,
+            label: format!("anthropic:{model}"),
+            model,
+        })
+    }
+
+    /// A client configured from `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`.
+    pub fn from_env(model: impl Into<String>) -> Result<Self, ProviderError> {
+        Self::new(model, ProviderConfig::anthropic_from_env()?)
+    }
+
+    /// The exact JSON body sent for `request`.
+    pub fn encode_request(&self, request: &ChatRequest, stream: bool) -> Value {
+        encode_request(&self.model, request, stream)
+    }
+
+    fn extra_headers(request: &ChatRequest) -> Vec<(&'static str, &'static str)> {
+        if request
+            .tools
+            .iter()
+            .any(|t| t.as_function().is_some_and(|f| f.lazy_schema()))
+        {
+            vec![("anthropic-beta", TOOL_SEARCH_BETA)]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for AnthropicModel {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let body = encode_request(&self.model, request, false);
+        let answer = self
+            .http
+            .post_json_with("messages", &body, &Self::extra_headers(request))
+            .await?;
+        decode_response(&answer)
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxStream<'a, Result<StreamEvent, ModelError>> {
+        let body = encode_request(&self.model, request, true);
+        let headers = Self::extra_headers(request);
+        decode_stream(
+            async move { self.http.post_sse_with("messages", &body, &headers).await },
+            AnthropicStreamDecoder::default(),
+        )
+    }
+}
+
+pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert(
+        "max_tokens".into(),
+        json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+    );
+    let mut system: Vec<String> = request.system.iter().cloned().collect();
+    system.extend(
+        request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .map(Message::text),
+    );
+    if !system.is_empty() {
+        body.insert("system".into(), json!(system.join("\n\n")));
+    }
+    body.insert(
+        "messages".into(),
+        Value::Array(encode_messages(&request.messages)),
+    );
+    let tools = encode_tools(&request.tools);
+    if !tools.is_empty() {
+        body.insert("tools".into(), Value::Array(tools));
+        let mut choice = match &request.tool_choice {
+            ToolChoice::None => json!({"type": "none"}),
+            ToolChoice::Required => json!({"type": "any"}),
+            ToolChoice::Tool { name } => json!({"type": "tool", "name": name}),
+            _ => json!({"type": "auto"}),
+        };
+        if request.parallel_tool_calls == Some(false) && choice["type"] != "none" {
+            choice["disable_parallel_tool_use"] = json!(true);
+        }
+        body.insert("tool_choice".into(), choice);
+    }
+    if let Some(t) = request.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+    }
+    Value::Object(body)
+}
+
+fn encode_tools(tools: &[AnyTool]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut any_deferred = false;
+    let mut has_search = false;
+    for tool in tools {
+        match tool {
+            AnyTool::Function(t) => {
+                let spec = t.spec();
+                let mut v = json!({"name": spec.name, "description": spec.description,
+                    "input_schema": spec.parameters});
+                if spec.lazy_schema {
+                    v["defer_loading"] = json!(true);
+                    any_deferred = true;
+                }
+                out.push(v);
+            }
+            other => {
+                if let Some(spec) = other.provider_specs().remove(&Provider::Anthropic) {
+                    has_search |= str_at(&spec.spec, "/type").starts_with("tool_search_tool");
+                    out.push(spec.spec);
+                }
+            }
+        }
+    }
+    if any_deferred && !has_search {
+        out.push(
+            json!({"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}),
+        );
+    }
+    out
+}
+
+fn source_json(media_type: &str, source: &MediaSource) -> Value {
+    match source {
+        MediaSource::Url { url } => json!({"type": "url", "url": url}),
+        MediaSource::Base64 { data } => {
+            json!({"type": "base64", "media_type": media_type, "data": data})
+        }
+        _ => json!({"type": "url", "url": ""}),
+    }
+}
+
+fn encode_result_content(content: &[ContentBlock]) -> Value {
+    let mut blocks = Vec::new();
+    let mut texts = Vec::new();
+    for block in content {
+        match block {
+            ContentBlock::Image { media_type, source } => {
+                blocks.push(json!({"type": "image", "source": source_json(media_type, source)}))
+            }
+            other => texts.push(other.clone()),
+        }
+    }
+    let text = blocks_text(&texts);
+    if blocks.is_empty() {
+        return json!(text);
+    }
+    if !text.is_empty() {
+        blocks.insert(0, json!({"type": "text", "text": text}));
+    }
+    Value::Array(blocks)
+}
+
+fn encode_messages(messages: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for message in messages {
+        let role = match message.role {
+            Role::System => continue,
+            Role::Assistant => "assistant",
+            _ => "user",
+        };
+        let mut blocks = Vec::new();
+        for part in &message.content {
+            match part {
+                MessagePart::Text { text } if !text.is_empty() => {
+                    blocks.push(json!({"type": "text", "text": text}))
+                }
+                MessagePart::Image { media_type, source } => {
+                    blocks.push(json!({"type": "image", "source": source_json(media_type, source)}))
+                }
+                MessagePart::ToolUse {
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    // The API takes an object; arguments that never parsed are sent as the raw
+                    // text under one key rather than dropped, so the turn stays well-formed.
+                    let input = match arguments {
+                        Value::Object(_) => arguments.clone(),
+                        other => json!({"_raw": other}),
+                    };
+                    blocks.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+                }
+                MessagePart::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } => {
+                    let mut v = json!({"type": "tool_result", "tool_use_id": tool_use_id,
+                        "content": encode_result_content(content)});
+                    if *is_error {
+                        v["is_error"] = json!(true);
+                    }
+                    blocks.push(v)
+                }
+                MessagePart::Reasoning { text, signature } => blocks.push(
+                    json!({"type": "thinking", "thinking": text, "signature": signature.clone().unwrap_or_default()}),
+                ),
+                MessagePart::ProviderItem { provider, value } if provider == ANTHROPIC_PROVIDER => {
+                    blocks.push(value.clone())
+                }
+                _ => {}
+            }
+        }
+        if blocks.is_empty() {
+            continue;
+        }
+        // The API wants alternating roles: tool results (role `tool`) and a following user
+        // message fold into one user turn.
+        match out.last_mut() {
+            Some(last) if last["role"] == role => {
+                if let Some(arr) = last["content"].as_array_mut() {
+                    arr.extend(blocks);
+                }
+            }
+            _ => out.push(json!({"role": role, "content": blocks})),
+        }
+    }
+    out
+}
+
+fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "end_turn" => StopReason::EndTurn,
+        "tool_use" => StopReason::ToolUse,
+        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "pause_turn" => StopReason::PauseTurn,
+        "refusal" => StopReason::Refusal,
+        _ => StopReason::Other,
+    }
+}
+
+fn usage(v: &Value) -> Usage {
+    Usage {
+        input_tokens: u64_at(v, "/input_tokens"),
+        output_tokens: u64_at(v, "/output_tokens"),
+        cache_read_tokens: u64_at(v, "/cache_read_input_tokens"),
+        cache_write_tokens: u64_at(v, "/cache_creation_input_tokens"),
+    }
+}
+
+fn decode_block(block: &Value) -> Option<MessagePart> {
+    match str_at(block, "/type") {
+        "text" => Some(MessagePart::text(str_at(block, "/text"))),
+        "tool_use" => Some(MessagePart::ToolUse {
+            id: str_at(block, "/id").to_owned(),
+            name: str_at(block, "/name").to_owned(),
+            arguments: block
+                .get("input")
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Map::new())),
+        }),
+        "thinking" => Some(MessagePart::Reasoning {
+            text: str_at(block, "/thinking").to_owned(),
+            signature: block["signature"].as_str().map(str::to_owned),
+        }),
+        "" => None,
+        _ => Some(MessagePart::ProviderItem {
+            provider: ANTHROPIC_PROVIDER.into(),
+            value: block.clone(),
+        }),
+    }
+}
+
+/// Decodes a non-streamed answer.
+pub(crate) fn decode_response(v: &Value) -> Result<ChatResponse, ModelError> {
+    if v["type"] == "error" {
+        return Err(ModelError::Server {
+            status: 500,
+            message: str_at(v, "/error/message").to_owned(),
+        });
+    }
+    let blocks = v["content"]
+        .as_array()
+        .ok_or_else(|| ModelError::Decode(format!("no `content` array in answer: {v}")))?;
+    Ok(ChatResponse {
+        id: str_at(v, "/id").to_owned(),
+        model: str_at(v, "/model").to_owned(),
+        message: Message {
+            role: Role::Assistant,
+            content: blocks.iter().filter_map(decode_block).collect(),
+        },
+        stop_reason: stop_reason(str_at(v, "/stop_reason")),
+        usage: usage(&v["usage"]),
+    })
+}
+
+/// Rebuilds the message from `content_block_*` events.
+#[derive(Debug, Default)]
+struct AnthropicStreamDecoder {
+    message: Option<Value>,
+    /// Blocks by index, with the JSON text of their input while it streams.
+    blocks: std::collections::BTreeMap<u32, (Value, String)>,
+    stop_reason: Option<String>,
+    output_tokens: Option<u64>,
+}
+
+impl StreamDecoder for AnthropicStreamDecoder {
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, ModelError> {
+        let v = event_json(event)?;
+        let index = u32::try_from(u64_at(&v, "/index")).unwrap_or(u32::MAX);
+        match str_at(&v, "/type") {
+            "message_start" => self.message = Some(v["message"].clone()),
+            "content_block_start" => {
+                let block = v["content_block"].clone();
+                if block["type"] == "tool_use" {
+                    out.push(StreamEvent::ToolUseStart {
+                        index,
+                        id: str_at(&block, "/id").to_owned(),
+                        name: str_at(&block, "/name").to_owned(),
+                    });
+                }
+                if let Some(t) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::TextDelta { text: t.to_owned() });
+                }
+                self.blocks.insert(index, (block, String::new()));
+            }
+            "content_block_delta" => {
+                let Some((block, json_text)) = self.blocks.get_mut(&index) else {
+                    return Err(ModelError::Decode(format!(
+                        "delta for content block {index} before its start"
+                    )));
+                };
+                let delta = &v["delta"];
+                match str_at(delta, "/type") {
+                    "text_delta" => {
+                        let t = str_at(delta, "/text");
+                        let prev = str_at(block, "/text").to_owned();
+                        block["text"] = json!(prev + t);
+                        out.push(StreamEvent::TextDelta { text: t.to_owned() });
+                    }
+                    "input_json_delta" => {
+                        let p = str_at(delta, "/partial_json");
+                        json_text.push_str(p);
+                        if block["type"] == "tool_use" && !p.is_empty() {
+                            out.push(StreamEvent::ToolUseDelta {
+                                index,
+                                partial_json: p.to_owned(),
+                            });
+                        }
+                    }
+                    "thinking_delta" => {
+                        let prev = str_at(block, "/thinking").to_owned();
+                        block["thinking"] = json!(prev + str_at(delta, "/thinking"));
+                    }
+                    "signature_delta" => {
+                        let prev = str_at(block, "/signature").to_owned();
+                        block["signature"] = json!(prev + str_at(delta, "/signature"));
+                    }
+                    "citations_delta" => {
+                        if let Some(arr) = block
+                            .as_object_mut()
+                            .map(|o| o.entry("citations").or_insert_with(|| json!([])))
+                            .and_then(Value::as_array_mut)
+                        {
+                            arr.push(delta["citation"].clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some((block, json_text)) = self.blocks.get_mut(&index) {
+                    if !json_text.is_empty() {
+                        block["input"] = serde_json::from_str(json_text).map_err(|e| {
+                            ModelError::Decode(format!(
+                                "tool input of content block {index} is not JSON ({e}): {json_text}"
+                            ))
+                        })?;
+                    } else if block.get("input").is_none()
+                        && (block["type"] == "tool_use" || block["type"] == "server_tool_use")
+                    {
+                        block["input"] = json!({});
+                    }
+                }
+            }
+            "message_delta" => {
+                if let Some(s) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(s.to_owned());
+                }
+                if let Some(n) = v.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    self.output_tokens = Some(n);
+                }
+            }
+            "message_stop" => return Ok(true),
+            "error" => {
+                let kind = str_at(&v, "/error/type");
+                let message = str_at(&v, "/error/message").to_owned();
+                return Err(if kind == "overloaded_error" {
+                    ModelError::Server {
+                        status: 529,
+                        message,
+                    }
+                } else {
+                    ModelError::Server {
+                        status: 500,
+                        message: format!("{kind}: {message}"),
+                    }
+                });
+            }
+            _ => {} // ping
+        }
+        Ok(false)
+    }
+
+    fn finish(&mut self) -> Result<ChatResponse, ModelError> {
+        let Some(mut message) = self.message.take() else {
+            return Err(ModelError::Decode(
+                "the stream ended before `message_start`".into(),
+            ));
+        };
+        let blocks: Vec<Value> = std::mem::take(&mut self.blocks)
+            .into_values()
+            .map(|(b, _)| b)
+            .collect();
+        message["content"] = Value::Array(blocks);
+        if let Some(s) = self.stop_reason.take() {
+            message["stop_reason"] = json!(s);
+        }
+        if let Some(n) = self.output_tokens {
+            message["usage"]["output_tokens"] = json!(n);
+        }
+        decode_response(&message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_user_turns_fold_and_errors_are_flagged() {
+        let msgs = vec![
+            Message::user("hi"),
+            Message {
+                role: Role::Assistant,
+                content: vec![MessagePart::ToolUse {
+                    id: "toolu_1".into(),
+                    name: "add".into(),
+                    arguments: json!({"a": 1}),
+                }],
+            },
+            Message {
+                role: Role::Tool,
+                content: vec![MessagePart::ToolResult {
+                    tool_use_id: "toolu_1".into(),
+                    content: vec![ContentBlock::text("boom")],
+                    is_error: true,
+                }],
+            },
+            Message::user("and now?"),
+        ];
+        let enc = encode_messages(&msgs);
+        assert_eq!(enc.len(), 3);
+        assert_eq!(
+            enc[2],
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom", "is_error": true},
+                {"type": "text", "text": "and now?"}]})
+        );
+    }
+
+    #[test]
+    fn pause_turn_and_server_blocks_decode() {
+        let v = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+            "content": [{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}}],
+            "stop_reason": "pause_turn", "usage": {"input_tokens": 5, "output_tokens": 1}});
+        let r = decode_response(&v).unwrap();
+        assert_eq!(r.stop_reason, StopReason::PauseTurn);
+        assert!(
+            matches!(&r.message.content[0], MessagePart::ProviderItem { provider, .. } if provider == "anthropic")
+        );
+    }
+}

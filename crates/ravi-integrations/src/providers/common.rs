@@ -1,0 +1,257 @@
+//! Pieces every provider encoder and decoder shares: argument text, tool-result text, media
+//! URLs, strict schemas and the SSE-to-`StreamEvent` driver.
+
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use ravi_kernel::{ChatResponse, ContentBlock, MediaSource, ModelError, StreamEvent};
+use serde_json::{Map, Value};
+
+use super::sse::SseEvent;
+
+/// The arguments as the provider wants them: a JSON text. Arguments the model sent as
+/// non-JSON text are kept as a JSON string by the decoders, and go back verbatim.
+pub(crate) fn args_to_string(args: &Value) -> String {
+    match args {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Parses the model's argument text; empty means `{}`, and text that is not JSON is kept as a
+/// string so the loop can tell the model exactly what was wrong.
+pub(crate) fn parse_args(text: &str) -> Value {
+    if text.trim().is_empty() {
+        return Value::Object(Map::new());
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// The text a text-only tool-result slot carries.
+pub(crate) fn blocks_text(content: &[ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for block in content {
+        match block {
+            ContentBlock::Text { text } => parts.push(text.clone()),
+            ContentBlock::Json { value } => parts.push(value.to_string()),
+            ContentBlock::ResourceLink { uri, name, .. } => parts.push(match name {
+                Some(n) => format!("[{n}]({uri})"),
+                None => uri.clone(),
+            }),
+            ContentBlock::Image { media_type, .. } => parts.push(format!("[image {media_type}]")),
+            ContentBlock::Audio { media_type, .. } => parts.push(format!("[audio {media_type}]")),
+            _ => {}
+        }
+    }
+    parts.join("\n")
+}
+
+/// A URL for a media source: the URL itself, or a `data:` URL for inline bytes.
+pub(crate) fn media_url(media_type: &str, source: &MediaSource) -> String {
+    match source {
+        MediaSource::Url { url } => url.clone(),
+        MediaSource::Base64 { data } => format!("data:{media_type};base64,{data}"),
+        _ => String::new(),
+    }
+}
+
+/// Rewrites a JSON schema into the shape OpenAI's strict mode accepts: every object closed
+/// (`additionalProperties: false`) and every property required, optional ones made nullable
+/// so the model can still leave them out by sending `null`.
+pub(crate) fn strict_schema(schema: &Value) -> Value {
+    let mut out = schema.clone();
+    make_strict(&mut out);
+    out
+}
+
+fn make_strict(node: &mut Value) {
+    let Value::Object(obj) = node else { return };
+    let is_object =
+        obj.get("type").and_then(Value::as_str) == Some("object") || obj.contains_key("properties");
+    if is_object {
+        let required: Vec<String> = obj
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut all = Vec::new();
+        if let Some(Value::Object(props)) = obj.get_mut("properties") {
+            for (name, prop) in props.iter_mut() {
+                make_strict(prop);
+                if !required.contains(name) {
+                    make_nullable(prop);
+                }
+                all.push(Value::String(name.clone()));
+            }
+        }
+        obj.insert("required".into(), Value::Array(all));
+        obj.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for key in ["items", "anyOf", "oneOf", "allOf", "$defs", "definitions"] {
+        match obj.get_mut(key) {
+            Some(Value::Array(items)) => items.iter_mut().for_each(make_strict),
+            Some(Value::Object(map)) if key == "$defs" || key == "definitions" => {
+                map.values_mut().for_each(make_strict)
+            }
+            Some(item @ Value::Object(_)) => make_strict(item),
+            _ => {}
+        }
+    }
+}
+
+fn make_nullable(prop: &mut Value) {
+    let Value::Object(obj) = prop else { return };
+    match obj.get_mut("type") {
+        Some(Value::String(t)) if t != "null" => {
+            let t = std::mem::take(t);
+            obj.insert("type".into(), serde_json::json!([t, "null"]));
+        }
+        Some(Value::Array(types)) if !types.iter().any(|t| t == "null") => {
+            types.push(Value::String("null".into()))
+        }
+        _ => {}
+    }
+}
+
+/// Turns a provider's SSE events into kernel stream events.
+pub(crate) trait StreamDecoder: Send {
+    /// Handles one SSE event, pushing any kernel events it yields; `Ok(true)` ends the stream.
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, ModelError>;
+
+    /// The assembled response once the stream ended.
+    fn finish(&mut self) -> Result<ChatResponse, ModelError>;
+}
+
+/// The SSE event stream of one provider response.
+pub(crate) type SseStream = BoxStream<'static, Result<SseEvent, ModelError>>;
+
+type OpenFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<SseStream, ModelError>> + Send + 'a>>;
+
+/// Drives `events` through `decoder`, ending with `StreamEvent::Done` (or the first error).
+pub(crate) fn decode_stream<'a, D: StreamDecoder + 'a>(
+    open: impl std::future::Future<
+        Output = Result<BoxStream<'static, Result<SseEvent, ModelError>>, ModelError>,
+    > + Send
+    + 'a,
+    decoder: D,
+) -> BoxStream<'a, Result<StreamEvent, ModelError>> {
+    enum Phase<'a> {
+        Opening(OpenFuture<'a>),
+        Reading(BoxStream<'static, Result<SseEvent, ModelError>>),
+        Finished,
+    }
+    struct St<'a, D> {
+        phase: Phase<'a>,
+        decoder: D,
+        pending: std::collections::VecDeque<StreamEvent>,
+    }
+    let st = St {
+        phase: Phase::Opening(Box::pin(open)),
+        decoder,
+        pending: Default::default(),
+    };
+    futures::stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(ev) = st.pending.pop_front() {
+                return Some((Ok(ev), st));
+            }
+            match &mut st.phase {
+                Phase::Finished => return None,
+                Phase::Opening(fut) => match fut.await {
+                    Ok(events) => st.phase = Phase::Reading(events),
+                    Err(e) => {
+                        st.phase = Phase::Finished;
+                        return Some((Err(e), st));
+                    }
+                },
+                Phase::Reading(events) => {
+                    let next = events.next().await;
+                    let mut out = Vec::new();
+                    let ended = match next {
+                        None => true,
+                        Some(Err(e)) => {
+                            st.phase = Phase::Finished;
+                            return Some((Err(e), st));
+                        }
+                        Some(Ok(ev)) => match st.decoder.on_event(&ev, &mut out) {
+                            Ok(ended) => ended,
+                            Err(e) => {
+                                st.phase = Phase::Finished;
+                                return Some((Err(e), st));
+                            }
+                        },
+                    };
+                    st.pending.extend(out);
+                    if ended {
+                        st.phase = Phase::Finished;
+                        match st.decoder.finish() {
+                            Ok(response) => st.pending.push_back(StreamEvent::Done { response }),
+                            Err(e) => return Some((Err(e), st)),
+                        }
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Parses an SSE event's data as JSON, naming the event on failure.
+pub(crate) fn event_json(event: &SseEvent) -> Result<Value, ModelError> {
+    serde_json::from_str(&event.data).map_err(|e| {
+        ModelError::Decode(format!(
+            "stream event {:?} is not JSON ({e}): {}",
+            event.kind(),
+            event.data.chars().take(200).collect::<String>()
+        ))
+    })
+}
+
+/// A `u64` field, 0 when absent.
+pub(crate) fn u64_at(v: &Value, pointer: &str) -> u64 {
+    v.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// A string field, empty when absent.
+pub(crate) fn str_at<'v>(v: &'v Value, pointer: &str) -> &'v str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn args_round_trip_and_bad_json_is_kept() {
+        assert_eq!(parse_args(""), json!({}));
+        assert_eq!(parse_args("{\"a\":1}"), json!({"a": 1}));
+        assert_eq!(parse_args("{\"a\":"), json!("{\"a\":"));
+        assert_eq!(args_to_string(&json!("{\"a\":")), "{\"a\":");
+        assert_eq!(args_to_string(&json!({"a": 1})), "{\"a\":1}");
+    }
+
+    #[test]
+    fn strict_schema_closes_objects_and_nulls_optionals() {
+        let s = json!({"type": "object",
+            "properties": {"q": {"type": "string"}, "n": {"type": "integer"},
+                           "o": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
+            "required": ["q"]});
+        assert_eq!(
+            strict_schema(&s),
+            json!({"type": "object",
+                "properties": {"q": {"type": "string"}, "n": {"type": ["integer", "null"]},
+                               "o": {"type": ["object", "null"], "properties": {"x": {"type": "number"}},
+                                     "required": ["x"], "additionalProperties": false}},
+                "required": ["n", "o", "q"], "additionalProperties": false})
+        );
+    }
+}

@@ -1,0 +1,480 @@
+//! OpenAI Responses (`POST /responses`).
+//!
+//! The conversation goes out as `input` items: messages, `function_call` /
+//! `function_call_output` pairs, and provider items (reasoning, hosted tool calls such as
+//! `web_search_call`) echoed back exactly as they came. A provider-defined call (`shell_call`,
+//! `apply_patch_call`, `computer_call` …) is surfaced as a `ToolUse` naming the
+//! `ProviderDefinedTool` whose `call_types` lists it, with the whole item as arguments, so a
+//! loop can hand it to `handle_call`; its result goes back as the matching `*_output` item.
+//! Requests are sent with `store: false`, so nothing is kept server-side between turns.
+
+use std::collections::HashMap;
+
+use futures::stream::BoxStream;
+use ravi_kernel::{
+    AnyTool, ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError, Provider,
+    Role, StopReason, StreamEvent, ToolChoice, ToolExecutionResult, Usage,
+};
+use serde_json::{Map, Value, json};
+
+use super::common::{
+    StreamDecoder, args_to_string, blocks_text, decode_stream, event_json, media_url, parse_args,
+    str_at, strict_schema, u64_at,
+};
+use super::error::ProviderError;
+use super::http::{AuthStyle, HttpClient, ProviderConfig};
+use super::sse::SseEvent;
+
+/// The `provider` tag of the [`MessagePart::ProviderItem`]s this client produces.
+pub const RESPONSES_PROVIDER: &str = "openai-responses";
+
+/// A Responses API client for one model.
+#[derive(Debug, Clone)]
+pub struct OpenAiResponsesModel {
+    http: HttpClient,
+    model: String,
+    label: String,
+}
+
+impl OpenAiResponsesModel {
+    /// A client for `model` with the given connection settings.
+    pub fn new(model: impl Into<String>, config: ProviderConfig) -> Result<Self, ProviderError> {
+        let model = model.into();
+        Ok(Self {
+            http: HttpClient::new(config, AuthStyle::Bearer, &[])?,
+            label: format!("openai:{model}"),
+            model,
+        })
+    }
+
+    /// A client configured from `OPENAI_API_KEY` and `OPENAI_BASE_URL`.
+    pub fn from_env(model: impl Into<String>) -> Result<Self, ProviderError> {
+        Self::new(model, ProviderConfig::openai_from_env()?)
+    }
+
+    /// The exact JSON body sent for `request`.
+    pub fn encode_request(&self, request: &ChatRequest, stream: bool) -> Value {
+        encode_request(&self.model, request, stream)
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for OpenAiResponsesModel {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let body = encode_request(&self.model, request, false);
+        let answer = self.http.post_json("responses", &body).await?;
+        decode_response(&answer, &request.tools)
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxStream<'a, Result<StreamEvent, ModelError>> {
+        let body = encode_request(&self.model, request, true);
+        decode_stream(
+            async move { self.http.post_sse("responses", &body).await },
+            ResponsesStreamDecoder {
+                call_types: call_type_map(&request.tools),
+                response: None,
+            },
+        )
+    }
+}
+
+/// Provider-defined call item type → the name of the tool that handles it.
+fn call_type_map(tools: &[AnyTool]) -> HashMap<String, String> {
+    let mut map = HashMap::new();
+    for tool in tools {
+        if let AnyTool::ProviderDefined(t) = tool {
+            for ty in t.call_types() {
+                map.insert(ty, t.name().to_owned());
+            }
+        }
+    }
+    map
+}
+
+pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    if let Some(system) = &request.system {
+        body.insert("instructions".into(), json!(system));
+    }
+    body.insert("input".into(), Value::Array(encode_input(request)));
+    let tools = encode_tools(&request.tools, request.strict_tools);
+    if !tools.is_empty() {
+        body.insert("tools".into(), Value::Array(tools));
+        body.insert(
+            "tool_choice".into(),
+            match &request.tool_choice {
+                ToolChoice::None => json!("none"),
+                ToolChoice::Required => json!("required"),
+                ToolChoice::Tool { name } => json!({"type": "function", "name": name}),
+                _ => json!("auto"),
+            },
+        );
+        if let Some(p) = request.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), json!(p));
+        }
+    }
+    if let Some(n) = request.max_tokens {
+        body.insert("max_output_tokens".into(), json!(n));
+    }
+    if let Some(t) = request.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    body.insert("store".into(), json!(false));
+    if stream {
+        body.insert("stream".into(), json!(true));
+    }
+    Value::Object(body)
+}
+
+fn encode_tools(tools: &[AnyTool], strict: bool) -> Vec<Value> {
+    tools
+        .iter()
+        .filter_map(|tool| match tool {
+            AnyTool::Function(t) => {
+                let spec = t.spec();
+                let params = if strict {
+                    strict_schema(&spec.parameters)
+                } else {
+                    spec.parameters
+                };
+                let mut v = json!({"type": "function", "name": spec.name,
+                    "description": spec.description, "parameters": params});
+                if strict {
+                    v["strict"] = json!(true);
+                }
+                Some(v)
+            }
+            other => other
+                .provider_specs()
+                .remove(&Provider::OpenaiResponses)
+                .map(|s| s.spec),
+        })
+        .collect()
+}
+
+fn encode_input(request: &ChatRequest) -> Vec<Value> {
+    let provider_defined: HashMap<&str, ()> = request
+        .tools
+        .iter()
+        .filter(|t| t.is_provider_defined())
+        .map(|t| (t.name(), ()))
+        .collect();
+    // call id → provider item type, so each result goes back as the matching `*_output`.
+    let mut call_kinds: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::new();
+    for message in &request.messages {
+        match message.role {
+            Role::Assistant => {
+                for part in &message.content {
+                    match part {
+                        MessagePart::Text { text } => out.push(json!({"type": "message",
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": text}]})),
+                        MessagePart::ToolUse {
+                            id,
+                            name,
+                            arguments,
+                        } => {
+                            let item_type = arguments.get("type").and_then(Value::as_str);
+                            match item_type {
+                                Some(ty) if provider_defined.contains_key(name.as_str()) => {
+                                    call_kinds.insert(id.clone(), ty.to_owned());
+                                    out.push(arguments.clone());
+                                }
+                                _ => out.push(json!({"type": "function_call", "call_id": id,
+                                    "name": name, "arguments": args_to_string(arguments)})),
+                            }
+                        }
+                        MessagePart::ProviderItem { provider, value }
+                            if provider == RESPONSES_PROVIDER =>
+                        {
+                            out.push(value.clone())
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {
+                let role = if message.role == Role::System {
+                    "developer"
+                } else {
+                    "user"
+                };
+                let mut parts = Vec::new();
+                for part in &message.content {
+                    match part {
+                        MessagePart::Text { text } => {
+                            parts.push(json!({"type": "input_text", "text": text}))
+                        }
+                        MessagePart::Image { media_type, source } => parts.push(
+                            json!({"type": "input_image", "image_url": media_url(media_type, source)}),
+                        ),
+                        MessagePart::ToolResult {
+                            tool_use_id,
+                            content,
+                            is_error,
+                        } => out.push(encode_result(
+                            call_kinds.get(tool_use_id).map(String::as_str),
+                            tool_use_id,
+                            content,
+                            *is_error,
+                        )),
+                        MessagePart::ProviderItem { provider, value }
+                            if provider == RESPONSES_PROVIDER =>
+                        {
+                            out.push(value.clone())
+                        }
+                        _ => {}
+                    }
+                }
+                if !parts.is_empty() {
+                    out.push(json!({"role": role, "content": parts}));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn encode_result(
+    call_kind: Option<&str>,
+    call_id: &str,
+    content: &[ravi_kernel::ContentBlock],
+    is_error: bool,
+) -> Value {
+    let text = blocks_text(content);
+    let Some(kind) = call_kind else {
+        return json!({"type": "function_call_output", "call_id": call_id, "output": text});
+    };
+    let output_type = format!("{kind}_output");
+    // A handler that already built the exact output item (as JSON text) gets it sent verbatim.
+    if let Ok(Value::Object(mut item)) = serde_json::from_str::<Value>(&text)
+        && item.get("type").and_then(Value::as_str) == Some(output_type.as_str())
+    {
+        item.insert("call_id".into(), json!(call_id));
+        return Value::Object(item);
+    }
+    match kind {
+        "apply_patch_call" => json!({"type": output_type, "call_id": call_id,
+            "status": if is_error { "failed" } else { "completed" }, "output": text}),
+        "shell_call" => json!({"type": output_type, "call_id": call_id, "output": [{
+            "stdout": if is_error { "" } else { text.as_str() },
+            "stderr": if is_error { text.as_str() } else { "" },
+            "outcome": {"type": "exit", "exit_code": i32::from(is_error)}}]}),
+        _ => json!({"type": output_type, "call_id": call_id, "output": text}),
+    }
+}
+
+/// Builds the output item for a provider-defined call from a handler's result: the
+/// `structured_content` when it already is the `*_output` item, else a generic shape.
+pub fn provider_output_item(call_type: &str, call_id: &str, result: &ToolExecutionResult) -> Value {
+    if let Some(Value::Object(item)) = &result.structured_content {
+        let mut item = item.clone();
+        item.insert("call_id".into(), json!(call_id));
+        return Value::Object(item);
+    }
+    encode_result(Some(call_type), call_id, &result.content, result.is_error)
+}
+
+fn usage(v: &Value) -> Usage {
+    Usage {
+        input_tokens: u64_at(v, "/input_tokens"),
+        output_tokens: u64_at(v, "/output_tokens"),
+        cache_read_tokens: u64_at(v, "/input_tokens_details/cached_tokens"),
+        cache_write_tokens: 0,
+    }
+}
+
+/// Decodes one output item into message parts.
+fn decode_item(item: &Value, call_types: &HashMap<String, String>, parts: &mut Vec<MessagePart>) {
+    let ty = str_at(item, "/type");
+    match ty {
+        "message" => {
+            for c in item["content"].as_array().into_iter().flatten() {
+                match str_at(c, "/type") {
+                    "output_text" => parts.push(MessagePart::text(str_at(c, "/text"))),
+                    "refusal" => parts.push(MessagePart::text(str_at(c, "/refusal"))),
+                    _ => {}
+                }
+            }
+        }
+        "function_call" => parts.push(MessagePart::ToolUse {
+            id: str_at(item, "/call_id").to_owned(),
+            name: str_at(item, "/name").to_owned(),
+            arguments: parse_args(str_at(item, "/arguments")),
+        }),
+        other => match call_types.get(other) {
+            Some(tool) => parts.push(MessagePart::ToolUse {
+                id: str_at(item, "/call_id").to_owned(),
+                name: tool.clone(),
+                arguments: item.clone(),
+            }),
+            None => parts.push(MessagePart::ProviderItem {
+                provider: RESPONSES_PROVIDER.into(),
+                value: item.clone(),
+            }),
+        },
+    }
+}
+
+fn decode_with_types(
+    v: &Value,
+    call_types: &HashMap<String, String>,
+) -> Result<ChatResponse, ModelError> {
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(ModelError::Server {
+            status: 500,
+            message: str_at(err, "/message").to_owned(),
+        });
+    }
+    let output = v["output"]
+        .as_array()
+        .ok_or_else(|| ModelError::Decode(format!("no `output` array in answer: {v}")))?;
+    let mut content = Vec::new();
+    let mut refused = false;
+    for item in output {
+        if item["type"] == "message" {
+            refused |= item["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|p| p["type"] == "refusal"));
+        }
+        decode_item(item, call_types, &mut content);
+    }
+    let has_calls = content
+        .iter()
+        .any(|p| matches!(p, MessagePart::ToolUse { .. }));
+    let stop = match (
+        str_at(v, "/status"),
+        str_at(v, "/incomplete_details/reason"),
+    ) {
+        (_, _) if refused => StopReason::Refusal,
+        ("incomplete", "max_output_tokens") => StopReason::MaxTokens,
+        ("incomplete", "content_filter") => StopReason::Refusal,
+        _ if has_calls => StopReason::ToolUse,
+        ("completed", _) => StopReason::EndTurn,
+        _ => StopReason::Other,
+    };
+    Ok(ChatResponse {
+        id: str_at(v, "/id").to_owned(),
+        model: str_at(v, "/model").to_owned(),
+        message: Message {
+            role: Role::Assistant,
+            content,
+        },
+        stop_reason: stop,
+        usage: usage(&v["usage"]),
+    })
+}
+
+/// Decodes a non-streamed answer.
+pub(crate) fn decode_response(v: &Value, tools: &[AnyTool]) -> Result<ChatResponse, ModelError> {
+    decode_with_types(v, &call_type_map(tools))
+}
+
+/// Streams deltas and takes the final response from `response.completed`.
+struct ResponsesStreamDecoder {
+    call_types: HashMap<String, String>,
+    response: Option<ChatResponse>,
+}
+
+impl StreamDecoder for ResponsesStreamDecoder {
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, ModelError> {
+        let v = event_json(event)?;
+        let ty = v["type"].as_str().unwrap_or_else(|| event.kind());
+        let index = u32::try_from(u64_at(&v, "/output_index")).unwrap_or(u32::MAX);
+        match ty {
+            "response.output_text.delta" => out.push(StreamEvent::TextDelta {
+                text: str_at(&v, "/delta").to_owned(),
+            }),
+            "response.output_item.added" => {
+                let item = &v["item"];
+                let item_type = str_at(item, "/type");
+                if item_type == "function_call" {
+                    out.push(StreamEvent::ToolUseStart {
+                        index,
+                        id: str_at(item, "/call_id").to_owned(),
+                        name: str_at(item, "/name").to_owned(),
+                    });
+                } else if let Some(tool) = self.call_types.get(item_type) {
+                    out.push(StreamEvent::ToolUseStart {
+                        index,
+                        id: str_at(item, "/call_id").to_owned(),
+                        name: tool.clone(),
+                    });
+                }
+            }
+            "response.function_call_arguments.delta" => out.push(StreamEvent::ToolUseDelta {
+                index,
+                partial_json: str_at(&v, "/delta").to_owned(),
+            }),
+            "response.completed" | "response.incomplete" => {
+                self.response = Some(decode_with_types(&v["response"], &self.call_types)?);
+                return Ok(true);
+            }
+            "response.failed" => {
+                return Err(ModelError::Server {
+                    status: 500,
+                    message: str_at(&v, "/response/error/message").to_owned(),
+                });
+            }
+            "error" => {
+                return Err(ModelError::Server {
+                    status: 500,
+                    message: format!("{} {}", str_at(&v, "/code"), str_at(&v, "/message"))
+                        .trim()
+                        .to_owned(),
+                });
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn finish(&mut self) -> Result<ChatResponse, ModelError> {
+        self.response.take().ok_or_else(|| {
+            ModelError::Decode("the stream ended before `response.completed`".into())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ravi_kernel::ContentBlock;
+
+    #[test]
+    fn provider_defined_results_get_their_output_type() {
+        let r = ToolExecutionResult::text("patched 1 file");
+        assert_eq!(
+            provider_output_item("apply_patch_call", "call_9", &r),
+            json!({"type": "apply_patch_call_output", "call_id": "call_9", "status": "completed", "output": "patched 1 file"})
+        );
+        let e = encode_result(None, "c1", &[ContentBlock::text("5")], false);
+        assert_eq!(
+            e,
+            json!({"type": "function_call_output", "call_id": "c1", "output": "5"})
+        );
+    }
+
+    #[test]
+    fn incomplete_maps_to_max_tokens() {
+        let v = json!({"id": "resp_1", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "partial"}]}],
+            "usage": {"input_tokens": 1, "output_tokens": 2}});
+        let r = decode_response(&v, &[]).unwrap();
+        assert_eq!(r.stop_reason, StopReason::MaxTokens);
+        assert_eq!(r.message.text(), "partial");
+    }
+}

@@ -1,0 +1,715 @@
+//! Provider wire formats against a local HTTP server (wiremock on 127.0.0.1) replaying
+//! cassettes written from the providers' API references (`tests/cassettes/<provider>/`).
+//!
+//! Every request body Ravi sends is pinned as golden JSON under `tests/golden/`
+//! (`UPDATE_GOLDEN=1 cargo test -p ravi-integrations --test providers_wire` rewrites them).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use pretty_assertions::assert_eq;
+use ravi_integrations::providers::{
+    AnthropicModel, FallbackModel, OpenAiChatModel, OpenAiResponsesModel, ProviderConfig,
+};
+use ravi_kernel::{
+    AnyTool, ChatModel, ChatRequest, ContentBlock, HostedTool, Message, MessagePart, ModelError,
+    Provider, ProviderDefinedTool, ProviderSpec, Role, StopReason, StreamEvent, Tool, ToolCall,
+    ToolContext, ToolError, ToolExecutionResult,
+};
+use serde_json::{Value, json};
+use wiremock::matchers::{body_partial_json, header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
+}
+
+fn cassette(rel: &str) -> String {
+    std::fs::read_to_string(dir().join("cassettes").join(rel)).unwrap()
+}
+
+fn golden(name: &str, actual: &Value) {
+    let file = dir().join("golden").join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(actual).unwrap() + "\n";
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&file, text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&file).unwrap_or_else(|_| {
+        panic!(
+            "missing golden {}: run with UPDATE_GOLDEN=1",
+            file.display()
+        )
+    });
+    let expected: Value = serde_json::from_str(&expected).unwrap();
+    assert_eq!(&expected, actual, "request body differs from golden {name}");
+}
+
+struct Add;
+
+#[async_trait::async_trait]
+impl Tool for Add {
+    fn name(&self) -> &str {
+        "add"
+    }
+    fn description(&self) -> &str {
+        "Add two integers."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::json(json!(
+            args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)
+        )))
+    }
+}
+
+struct Catalog;
+
+#[async_trait::async_trait]
+impl Tool for Catalog {
+    fn name(&self) -> &str {
+        "lookup_part"
+    }
+    fn description(&self) -> &str {
+        "Look a part up in the catalog."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]})
+    }
+    fn lazy_schema(&self) -> bool {
+        true
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text("found"))
+    }
+}
+
+struct WebSearch;
+
+impl HostedTool for WebSearch {
+    fn name(&self) -> &str {
+        "web_search"
+    }
+    fn description(&self) -> &str {
+        "Search the web."
+    }
+    fn provider_specs(&self) -> Vec<ProviderSpec> {
+        vec![
+            ProviderSpec {
+                name: "web_search".into(),
+                provider: Provider::OpenaiResponses,
+                spec: json!({"type": "web_search"}),
+            },
+            ProviderSpec {
+                name: "web_search".into(),
+                provider: Provider::Anthropic,
+                spec: json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 3}),
+            },
+        ]
+    }
+}
+
+struct ApplyPatch;
+
+#[async_trait::async_trait]
+impl ProviderDefinedTool for ApplyPatch {
+    fn name(&self) -> &str {
+        "apply_patch"
+    }
+    fn description(&self) -> &str {
+        "Apply a patch to the workspace."
+    }
+    fn provider_specs(&self) -> Vec<ProviderSpec> {
+        vec![ProviderSpec {
+            name: "apply_patch".into(),
+            provider: Provider::OpenaiResponses,
+            spec: json!({"type": "apply_patch"}),
+        }]
+    }
+    fn call_types(&self) -> Vec<String> {
+        vec!["apply_patch_call".into()]
+    }
+    async fn handle_call(
+        &self,
+        _: &ToolContext,
+        _: ToolCall,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text("applied"))
+    }
+}
+
+fn tools() -> Vec<AnyTool> {
+    vec![
+        AnyTool::from(Arc::new(Add)),
+        AnyTool::Hosted(Arc::new(WebSearch)),
+        AnyTool::ProviderDefined(Arc::new(ApplyPatch)),
+    ]
+}
+
+/// A conversation with one finished tool round, then a new question.
+fn request() -> ChatRequest {
+    ChatRequest {
+        system: Some("You are a careful calculator.".into()),
+        messages: vec![
+            Message::user("What is 2 + 3?"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    MessagePart::text("Let me add."),
+                    MessagePart::ToolUse {
+                        id: "call_1".into(),
+                        name: "add".into(),
+                        arguments: json!({"a": 2, "b": 3}),
+                    },
+                ],
+            },
+            Message {
+                role: Role::Tool,
+                content: vec![MessagePart::ToolResult {
+                    tool_use_id: "call_1".into(),
+                    content: vec![ContentBlock::text("5")],
+                    is_error: false,
+                }],
+            },
+            Message::assistant("2 + 3 = 5."),
+            Message::user("Now add 40 and 2, twice."),
+        ],
+        tools: tools(),
+        parallel_tool_calls: Some(true),
+        max_tokens: Some(1024),
+        ..ChatRequest::default()
+    }
+}
+
+fn config(server: &MockServer) -> ProviderConfig {
+    ProviderConfig::new(format!("{}/v1", server.uri()))
+        .with_api_key("test-key")
+        .with_retries(2, Duration::from_millis(10))
+        .with_timeout(Duration::from_secs(10))
+}
+
+async fn body_of(server: &MockServer, n: usize) -> Value {
+    let reqs = server.received_requests().await.unwrap();
+    serde_json::from_slice(&reqs[n].body).unwrap()
+}
+
+async fn collect(model: &dyn ChatModel, req: &ChatRequest) -> Vec<StreamEvent> {
+    model.stream(req).map(|e| e.unwrap()).collect().await
+}
+
+fn sse(body: String) -> ResponseTemplate {
+    ResponseTemplate::new(200)
+        .insert_header("content-type", "text/event-stream")
+        .set_body_raw(body, "text/event-stream")
+}
+
+// ---------------------------------------------------------------- OpenAI Chat Completions
+
+#[tokio::test]
+async fn openai_chat_tool_calls_round_trip() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("authorization", "Bearer test-key"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(cassette("openai_chat/tool_call.json"), "application/json"),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let model = OpenAiChatModel::new("gpt-4.1", config(&server)).unwrap();
+    let mut req = request();
+    req.strict_tools = true;
+    let r = model.complete(&req).await.unwrap();
+    golden("openai_chat_request", &body_of(&server, 0).await);
+    assert_eq!(r.stop_reason, StopReason::ToolUse);
+    assert_eq!(r.model, "gpt-4.1-2025-04-14");
+    let uses = r.message.tool_uses();
+    assert_eq!(uses.len(), 2);
+    assert_eq!(
+        (uses[0].0, uses[0].1, uses[0].2),
+        ("call_12345xyz", "add", &json!({"a": 2, "b": 3}))
+    );
+    assert_eq!(uses[1].2, &json!({"a": 40, "b": 2}));
+    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (82, 41));
+}
+
+#[tokio::test]
+async fn openai_chat_streams_text_and_tool_arguments() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(sse(cassette("openai_chat/tool_call_stream.sse")))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(sse(cassette("openai_chat/text_stream.sse")))
+        .mount(&server)
+        .await;
+    let model = OpenAiChatModel::new("gpt-4.1", config(&server)).unwrap();
+    let req = request();
+    let events = collect(&model, &req).await;
+    golden("openai_chat_stream_request", &body_of(&server, 0).await);
+    let deltas: String = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolUseDelta { partial_json, .. } => Some(partial_json.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, "{\"a\":2,\"b\":3}");
+    assert!(
+        matches!(&events[0], StreamEvent::ToolUseStart { id, name, .. } if id == "call_DdmO9pD3xa9XTPNJ32zg2hcA" && name == "add")
+    );
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!("no Done")
+    };
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    assert_eq!(response.message.tool_uses()[0].2, &json!({"a": 2, "b": 3}));
+    assert_eq!(response.usage.output_tokens, 18);
+
+    let events = collect(&model, &req).await;
+    let text: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, ["The sum", " is 5."]);
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!("no Done")
+    };
+    assert_eq!(
+        (response.message.text().as_str(), response.stop_reason),
+        ("The sum is 5.", StopReason::EndTurn)
+    );
+}
+
+#[tokio::test]
+async fn retries_429_honouring_retry_after_then_succeeds() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after-ms", "300")
+                .set_body_raw(
+                    cassette("openai_chat/rate_limited.json"),
+                    "application/json",
+                ),
+        )
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(cassette("openai_chat/final_text.json"), "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let model = OpenAiChatModel::new("gpt-4.1", config(&server)).unwrap();
+    let started = Instant::now();
+    let r = model.complete(&request()).await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "retry-after ignored: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
+    assert_eq!(r.message.text(), "2 + 3 = 5 and 40 + 2 = 42.");
+    assert_eq!(r.usage.cache_read_tokens, 128);
+}
+
+#[tokio::test]
+async fn server_errors_exhaust_retries_and_auth_errors_do_not_retry() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("upstream connect error"))
+        .mount(&server)
+        .await;
+    let model = OpenAiChatModel::new("gpt-4.1", config(&server)).unwrap();
+    let err = model.complete(&request()).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Server {
+            status: 503,
+            message: "upstream connect error".into()
+        }
+    );
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        3,
+        "1 try + 2 retries"
+    );
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(401)
+                .set_body_raw(cassette("openai_chat/invalid_key.json"), "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let model = OpenAiChatModel::new("gpt-4.1", config(&server)).unwrap();
+    let err = model.complete(&request()).await.unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Auth(m) if m.contains("Incorrect API key")),
+        "{err}"
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_hung_server_times_out() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(5)))
+        .mount(&server)
+        .await;
+    let cfg = config(&server)
+        .with_timeout(Duration::from_millis(200))
+        .with_retries(0, Duration::ZERO);
+    let model = OpenAiChatModel::new("gpt-4.1", cfg).unwrap();
+    let started = Instant::now();
+    let err = model.complete(&request()).await.unwrap_err();
+    assert_eq!(err, ModelError::Timeout(200));
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+// ---------------------------------------------------------------- OpenAI Responses
+
+#[tokio::test]
+async fn openai_responses_function_hosted_and_provider_defined_calls() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            cassette("openai_responses/tool_calls.json"),
+            "application/json",
+        ))
+        .mount(&server)
+        .await;
+    let model = OpenAiResponsesModel::new("gpt-4.1", config(&server)).unwrap();
+    let mut req = request();
+    let r = model.complete(&req).await.unwrap();
+    golden("openai_responses_request", &body_of(&server, 0).await);
+    assert_eq!(r.stop_reason, StopReason::ToolUse);
+    assert!(
+        matches!(&r.message.content[0], MessagePart::ProviderItem { provider, value } if provider == "openai-responses" && value["type"] == "web_search_call")
+    );
+    let uses = r.message.tool_uses();
+    assert_eq!(
+        (uses[0].0, uses[0].1),
+        ("call_unLAR8MvFNptuiZK6K6HCy5k", "add")
+    );
+    assert_eq!(
+        (uses[1].0, uses[1].1),
+        ("call_Rjsqzz96C5xzPb0jUWJFRTNW", "apply_patch")
+    );
+    assert_eq!(uses[1].2["operation"]["path"], "lib/fib.py");
+
+    // The next turn echoes every item and answers both calls with the matching output types.
+    req.messages.push(r.message.clone());
+    req.messages.push(Message {
+        role: Role::Tool,
+        content: vec![
+            MessagePart::ToolResult {
+                tool_use_id: "call_unLAR8MvFNptuiZK6K6HCy5k".into(),
+                content: vec![ContentBlock::text("5")],
+                is_error: false,
+            },
+            MessagePart::ToolResult {
+                tool_use_id: "call_Rjsqzz96C5xzPb0jUWJFRTNW".into(),
+                content: vec![ContentBlock::text("patch did not apply")],
+                is_error: true,
+            },
+        ],
+    });
+    model.complete(&req).await.unwrap();
+    golden(
+        "openai_responses_followup_request",
+        &body_of(&server, 1).await,
+    );
+}
+
+#[tokio::test]
+async fn openai_responses_streams() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cassette("openai_responses/tool_call_stream.sse")))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cassette("openai_responses/text_stream.sse")))
+        .mount(&server)
+        .await;
+    let model = OpenAiResponsesModel::new("gpt-4.1", config(&server)).unwrap();
+    let req = request();
+    let events = collect(&model, &req).await;
+    assert_eq!(body_of(&server, 0).await["stream"], json!(true));
+    assert!(
+        matches!(&events[0], StreamEvent::ToolUseStart { id, name, index: 0 } if id == "call_KfZ9g3" && name == "add")
+    );
+    assert_eq!(events.len(), 4);
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!("no Done")
+    };
+    assert_eq!(response.message.tool_uses()[0].2, &json!({"a": 2, "b": 3}));
+
+    let events = collect(&model, &req).await;
+    assert_eq!(events[0], StreamEvent::TextDelta { text: "Hi".into() });
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!("no Done")
+    };
+    assert_eq!(
+        (
+            response.message.text().as_str(),
+            response.usage.input_tokens
+        ),
+        ("Hi there!", 37)
+    );
+}
+
+// ---------------------------------------------------------------- Anthropic Messages
+
+#[tokio::test]
+async fn anthropic_tool_use_with_deferred_tools_and_tool_search() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .and(header("x-api-key", "test-key"))
+        .and(header("anthropic-version", "2023-06-01"))
+        .and(header("anthropic-beta", "advanced-tool-use-2025-11-20"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(cassette("anthropic/tool_use.json"), "application/json"),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let model = AnthropicModel::new("claude-sonnet-4-5", config(&server)).unwrap();
+    let mut req = request();
+    req.tools.push(AnyTool::from(Arc::new(Catalog)));
+    req.parallel_tool_calls = Some(false);
+    let r = model.complete(&req).await.unwrap();
+    golden("anthropic_request", &body_of(&server, 0).await);
+    assert_eq!(r.stop_reason, StopReason::ToolUse);
+    assert_eq!(r.message.text(), "I'll add those numbers.");
+    assert_eq!(
+        r.message.tool_uses()[0],
+        (
+            "toolu_01A09q90qw90lq917835lq9",
+            "add",
+            &json!({"a": 2, "b": 3})
+        )
+    );
+}
+
+#[tokio::test]
+async fn anthropic_pause_turn_keeps_server_blocks_for_the_next_request() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(cassette("anthropic/pause_turn.json"), "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let model = AnthropicModel::new("claude-sonnet-4-5", config(&server)).unwrap();
+    let mut req = ChatRequest {
+        messages: vec![Message::user("When did Rust 2024 ship?")],
+        tools: tools(),
+        ..ChatRequest::default()
+    };
+    let r = model.complete(&req).await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::PauseTurn);
+    assert_eq!(r.usage.cache_read_tokens, 1800);
+    req.messages.push(r.message);
+    model.complete(&req).await.unwrap();
+    let second = body_of(&server, 1).await;
+    assert_eq!(
+        second["messages"][1]["content"][0]["type"],
+        "server_tool_use"
+    );
+    assert_eq!(
+        second["messages"][1]["content"][1]["type"],
+        "web_search_tool_result"
+    );
+    assert_eq!(
+        second["tools"],
+        json!([
+            {"name": "add", "description": "Add two integers.", "input_schema": Add.input_schema()},
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+        ]),
+        "apply_patch has no Anthropic spec and is dropped"
+    );
+}
+
+#[tokio::test]
+async fn anthropic_streams_text_and_input_json() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cassette("anthropic/tool_use_stream.sse")))
+        .mount(&server)
+        .await;
+    let model = AnthropicModel::new("claude-sonnet-4-5", config(&server)).unwrap();
+    let req = request();
+    let events = collect(&model, &req).await;
+    golden("anthropic_stream_request", &body_of(&server, 0).await);
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::TextDelta { .. } => "text",
+            StreamEvent::ToolUseStart { .. } => "start",
+            StreamEvent::ToolUseDelta { .. } => "delta",
+            StreamEvent::Done { .. } => "done",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["text", "text", "start", "delta", "delta", "done"]);
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!("no Done")
+    };
+    assert_eq!(response.message.text(), "Okay, let's add them.");
+    assert_eq!(response.message.tool_uses()[0].2, &json!({"a": 2, "b": 3}));
+    assert_eq!(
+        (response.usage.input_tokens, response.usage.output_tokens),
+        (472, 89)
+    );
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+}
+
+// ---------------------------------------------------------------- Fallback
+
+#[tokio::test]
+async fn fallback_moves_on_after_overload_and_drops_hosted_tools_without_a_spec() {
+    let primary = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(529)
+                .set_body_raw(cassette("anthropic/overloaded.json"), "application/json"),
+        )
+        .mount(&primary)
+        .await;
+    let secondary = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"stream": true})))
+        .respond_with(sse(cassette("openai_chat/text_stream.sse")))
+        .mount(&secondary)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(cassette("openai_chat/final_text.json"), "application/json"),
+        )
+        .mount(&secondary)
+        .await;
+    let a = AnthropicModel::new(
+        "claude-sonnet-4-5",
+        config(&primary).with_retries(0, Duration::ZERO),
+    )
+    .unwrap();
+    let b = OpenAiChatModel::new("gpt-4.1", config(&secondary)).unwrap();
+    let fallback = FallbackModel::new(vec![Arc::new(a), Arc::new(b)]);
+    assert_eq!(
+        fallback.name(),
+        "anthropic:claude-sonnet-4-5,openai-chat:gpt-4.1"
+    );
+    let req = request();
+    let r = fallback.complete(&req).await.unwrap();
+    assert_eq!(r.message.text(), "2 + 3 = 5 and 40 + 2 = 42.");
+    let first = body_of(&primary, 0).await;
+    assert!(
+        first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "web_search")
+    );
+    let second = body_of(&secondary, 0).await;
+    let names: Vec<&str> = second["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["add"],
+        "hosted and provider-defined tools with no Chat spec are dropped"
+    );
+
+    // Streaming falls back too, before the first event.
+    let events = collect(&fallback, &req).await;
+    assert!(matches!(events.last(), Some(StreamEvent::Done { .. })));
+
+    // A non-retryable error stops the chain at once.
+    let bad = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(400)
+                .set_body_string(r#"{"error":{"message":"bad tool schema"}}"#),
+        )
+        .mount(&bad)
+        .await;
+    let c = OpenAiChatModel::new("gpt-4.1", config(&bad)).unwrap();
+    let b2 = OpenAiChatModel::new("gpt-4.1", config(&secondary)).unwrap();
+    let chain = FallbackModel::new(vec![Arc::new(c), Arc::new(b2)]);
+    let before = secondary.received_requests().await.unwrap().len();
+    let err = chain.complete(&req).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::BadRequest {
+            status: 400,
+            message: "bad tool schema".into()
+        }
+    );
+    assert_eq!(secondary.received_requests().await.unwrap().len(), before);
+}
+
+#[test]
+fn cassettes_hold_no_secrets() {
+    let re = regex_lite_like();
+    for provider in ["openai_chat", "openai_responses", "anthropic"] {
+        for entry in std::fs::read_dir(dir().join("cassettes").join(provider)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                !re(&text),
+                "{} looks like it holds an API key",
+                path.display()
+            );
+        }
+    }
+}
+
+/// True when `text` has something shaped like a real key (`sk-` or `sk-ant-` followed by 20+
+/// key characters).
+fn regex_lite_like() -> impl Fn(&str) -> bool {
+    |text: &str| {
+        text.match_indices("sk-").any(|(i, _)| {
+            text[i + 3..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .count()
+                >= 20
+        })
+    }
+}

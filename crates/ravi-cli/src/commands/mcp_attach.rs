@@ -63,3 +63,18 @@ impl McpArgs {
         Ok(clients)
     }
 }
+
+/// The toolbox every command starts from: the given base tools plus every attached MCP
+/// server's tools. Keep the returned clients alive (and close them) as long as the toolbox is
+/// used: stdio servers run as child processes of the command.
+///
+/// Commands that build a toolbox (`tools`, `run`, `agent`, `serve`) flatten [`McpArgs`] into
+/// their arguments and call this inside their async runtime.
+pub async fn build_toolbox(
+    base: Vec<AnyTool>,
+    mcp: &McpArgs,
+) -> anyhow::Result<(Toolbox, Vec<McpClient>)> {
+    let mut toolbox = Toolbox::try_from_tools(base)?;
+    let clients = mcp.attach(&mut toolbox).await?;
+    Ok((toolbox, clients))
+}

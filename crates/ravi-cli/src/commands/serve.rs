@@ -5,10 +5,9 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use clap::Args;
-use ravi_agents::Toolbox;
 use ravi_integrations::mcp::{HttpOptions, McpServer};
 
-use super::mcp_attach::McpArgs;
+use super::mcp_attach::{McpArgs, build_toolbox};
 use super::serve_tools::{ApproveMode, toolbox_server_tools};
 use crate::Exit;
 
@@ -46,8 +45,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
-    let mut toolbox = Toolbox::try_from_tools(ravi_capabilities::builtin_tools())?;
-    let clients = args.mcp.attach(&mut toolbox).await?;
+    let (toolbox, clients) = build_toolbox(ravi_capabilities::builtin_tools(), &args.mcp).await?;
     let server = McpServer::new(toolbox_server_tools(toolbox, args.approve));
     if let Some(addr) = args.http {
         if !addr.ip().is_loopback() && args.allow_host.is_empty() {

@@ -25,6 +25,8 @@ enum Command {
     /// Inspect the tools Ravi knows.
     #[command(subcommand)]
     Tools(commands::tools::ToolsCommand),
+    /// Run a model with tools (the ReAct loop), approving risky calls on the terminal.
+    Agent(commands::agent::AgentArgs),
 }
 
 /// The process exit codes (see the crate docs).
@@ -46,6 +48,7 @@ fn main() {
             Ok(Exit::Ok)
         }
         Command::Tools(cmd) => commands::tools::run(cmd),
+        Command::Agent(args) => commands::agent::run(args),
     };
     let code = match result {
         Ok(exit) => exit as i32,

@@ -1,3 +1,4 @@
 //! One module per top-level command.
 
+pub mod agent;
 pub mod tools;

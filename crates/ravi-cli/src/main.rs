@@ -30,6 +30,8 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Run a code-mode Python script against the built-in toolbox.
     Run(commands::run::RunArgs),
+    /// Run a model with tools (the ReAct loop), approving risky calls on the terminal.
+    Agent(commands::agent::AgentArgs),
 }
 
 /// The process exit codes (see the crate docs).
@@ -57,6 +59,7 @@ fn main() {
         Command::Tools(cmd) => commands::tools::run(cmd),
         Command::Serve(args) => commands::serve::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Agent(args) => commands::agent::run(args),
     };
     let code = match result {
         Ok(exit) => exit as i32,

@@ -1,5 +1,6 @@
 //! One module per top-level command.
 
+pub mod agent;
 pub mod mcp_attach;
 pub mod run;
 pub mod serve;

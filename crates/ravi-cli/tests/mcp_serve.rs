@@ -178,3 +178,52 @@ fn bad_attachment_flags_are_usage_errors_naming_the_flag() {
         "{err}"
     );
 }
+
+#[test]
+fn tools_list_and_call_accept_attached_servers() {
+    if !ready("ravi tools --mcp") {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(["tools", "list", "--json", "--mcp", &attach_flag()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "ev__get-sum")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (sum["category"].as_str(), sum["risk"].as_str()),
+        (Some("mcp"), Some("safe"))
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args([
+            "tools",
+            "call",
+            "ev__get-sum",
+            "--args",
+            r#"{"a": 20, "b": 22}"#,
+            "--mcp",
+            &attach_flag(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "The sum of 20 and 22 is 42."
+    );
+}

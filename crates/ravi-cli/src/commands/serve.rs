@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// Also accept browser requests from this origin (repeatable), e.g. `https://app.example`.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// The workspace the built-in file and shell tools are confined to (default: the current
+    /// directory).
+    #[arg(long)]
+    pub workspace: Option<std::path::PathBuf>,
     /// Who approves calls above the policy's risk threshold (Critical tools always ask).
     #[arg(long, value_enum, default_value_t = ApproveMode::Elicit)]
     pub approve: ApproveMode,
@@ -45,7 +49,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
-    let (toolbox, clients) = build_toolbox(ravi_capabilities::builtin_tools(), &args.mcp).await?;
+    let root = args.workspace.clone().unwrap_or_else(|| ".".into());
+    let builtins =
+        ravi_capabilities::builtin_tools_in(&root, ravi_capabilities::HttpPolicy::default())
+            .with_context(|| format!("opening the workspace {}", root.display()))?;
+    let (toolbox, clients) = build_toolbox(builtins, &args.mcp).await?;
     let server = McpServer::new(toolbox_server_tools(toolbox, args.approve));
     if let Some(addr) = args.http {
         if !addr.ip().is_loopback() && args.allow_host.is_empty() {

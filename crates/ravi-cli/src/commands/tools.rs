@@ -11,10 +11,11 @@ use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::{Catalog, CatalogEntry, HttpPolicy};
 use ravi_kernel::{
     AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, InvocationStatus, ToolCall,
-    ToolContext,
+    ToolContext, ToolRegistry as _,
 };
 use serde_json::json;
 
+use super::mcp_attach::McpArgs;
 use crate::Exit;
 use crate::table::Table;
 
@@ -37,6 +38,8 @@ pub enum ToolsCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        mcp: McpArgs,
     },
     /// Run one tool through the ToolInvoker (validation, risk and approval, timeout, shaping).
     ///
@@ -58,15 +61,32 @@ pub enum ToolsCommand {
         /// Print the InvocationResult as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        mcp: McpArgs,
     },
 }
 
 /// Runs a `ravi tools` subcommand.
 pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
     match cmd {
-        ToolsCommand::List { json } => {
-            list(Catalog::discover().entries(), json);
-            Ok(Exit::Ok)
+        ToolsCommand::List { json, mcp } => {
+            if mcp.mcp.is_empty() && mcp.mcp_url.is_empty() {
+                list(Catalog::discover().entries(), &[], json);
+                return Ok(Exit::Ok);
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(async {
+                let (toolbox, clients) = super::mcp_attach::build_toolbox(Vec::new(), &mcp).await?;
+                list(Catalog::discover().entries(), &toolbox.all(), json);
+                for c in clients {
+                    c.close().await;
+                }
+                Ok(Exit::Ok)
+            })
         }
         ToolsCommand::Call {
             name,
@@ -74,13 +94,14 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
             workspace,
             approve,
             json,
+            mcp,
         } => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            runtime.block_on(call(&name, &args, workspace, approve, json))
+            runtime.block_on(call(&name, &args, workspace, approve, json, &mcp))
         }
     }
 }
@@ -95,9 +116,9 @@ fn kind(tool: &AnyTool) -> &'static str {
     }
 }
 
-fn list(entries: &[CatalogEntry], as_json: bool) {
+fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
     if as_json {
-        let items: Vec<_> = entries
+        let mut items: Vec<_> = entries
             .iter()
             .map(|e| {
                 json!({
@@ -112,10 +133,22 @@ fn list(entries: &[CatalogEntry], as_json: bool) {
                 })
             })
             .collect();
+        items.extend(attached.iter().map(|t| {
+            json!({
+                "name": t.name(),
+                "kind": kind(t),
+                "risk": t.risk(),
+                "category": "mcp",
+                "tags": [],
+                "aliases": [],
+                "builtin": false,
+                "description": t.description(),
+            })
+        }));
         println!("{}", serde_json::Value::Array(items));
         return;
     }
-    if entries.is_empty() {
+    if entries.is_empty() && attached.is_empty() {
         println!("no tools available");
         return;
     }
@@ -135,6 +168,10 @@ fn list(entries: &[CatalogEntry], as_json: bool) {
             kind(&e.tool),
             first_sentence,
         ]);
+    }
+    for t in attached {
+        let first_line = t.description().lines().next().unwrap_or("");
+        table.row([t.name(), t.risk().as_str(), "mcp", kind(t), first_line]);
     }
     print!("{table}");
 }
@@ -179,6 +216,7 @@ async fn call(
     workspace: Option<PathBuf>,
     approve: ApproveMode,
     as_json: bool,
+    mcp: &McpArgs,
 ) -> anyhow::Result<Exit> {
     let arguments: serde_json::Value =
         serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
@@ -187,12 +225,21 @@ async fn call(
     }
     let root = workspace.unwrap_or_else(|| PathBuf::from("."));
     let catalog = Catalog::discover_in(&root, HttpPolicy::default())?;
-    let Some(entry) = catalog.entry(name) else {
-        let names: Vec<&str> = catalog.entries().iter().map(CatalogEntry::name).collect();
-        bail!("no tool named `{name}`; available: {}", names.join(", "));
+    let mut toolbox = catalog.toolbox()?;
+    let clients = mcp.attach(&mut toolbox).await?;
+    let canonical = match catalog.entry(name) {
+        Some(entry) => entry.name().to_owned(),
+        None if toolbox.contains(name) => name.to_owned(),
+        None => {
+            let mut names: Vec<String> = catalog
+                .entries()
+                .iter()
+                .map(|e| CatalogEntry::name(e).to_owned())
+                .collect();
+            names.extend(toolbox.names().into_iter().filter(|n| n.contains("__")));
+            bail!("no tool named `{name}`; available: {}", names.join(", "));
+        }
     };
-    let canonical = entry.name().to_owned();
-    let toolbox = catalog.toolbox()?;
     let handler: Arc<dyn ApprovalHandler> = match approve {
         ApproveMode::Ask => Arc::new(PromptApprovalHandler),
         ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
@@ -207,6 +254,9 @@ async fn call(
         .invoke(&session, ToolCall::new("cli-1", canonical, arguments), &ctx)
         .await;
     session.close().await;
+    for c in clients {
+        c.close().await;
+    }
     if as_json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else if result.status == InvocationStatus::Ok {

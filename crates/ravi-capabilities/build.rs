@@ -5,11 +5,12 @@
 //! 1. `cargo build --release --target wasm32-wasip1` of `crates/ravi-sandbox-guest`
 //!    (RustPython + the prelude), installing the wasm target with rustup if it is missing;
 //! 2. `ravi-sandbox-builder`: wizer pre-initialisation, then precompilation to
-//!    `ravi-guest.cwasm` with the host's engine settings (`src/chain/engine_config.rs`).
+//!    `ravi-guest-<key>.cwasm` with the host's engine settings (`src/chain/engine_config.rs`).
 //!
-//! A cache key (a digest of every input file) is stored next to the artefact, so an
-//! incremental build does nothing unless the guest, the builder or the engine settings
-//! changed. The artefact's path reaches the library as `RAVI_GUEST_CWASM_BUILT`. Setting
+//! The key is a digest of every input file and the toolchain, so an incremental build does
+//! nothing unless the guest, the builder or the engine settings changed, and checkouts of
+//! different versions sharing a target directory keep separate artefacts. A file lock
+//! serialises nested builds in one target directory. The artefact's path reaches the library as `RAVI_GUEST_CWASM_BUILT`. Setting
 //! `RAVI_GUEST_CWASM` to a prebuilt artefact skips all of this.
 
 use std::path::{Path, PathBuf};
@@ -66,10 +67,24 @@ fn run() -> BuildResult<PathBuf> {
     };
     std::fs::create_dir_all(&sandbox_dir)
         .map_err(|e| format!("creating {}: {e}", sandbox_dir.display()))?;
-    let cwasm = sandbox_dir.join("ravi-guest.cwasm");
-    let key_file = sandbox_dir.join("ravi-guest.key");
     let key = cache_key(&inputs)?;
-    if cwasm.is_file() && std::fs::read_to_string(&key_file).ok().as_deref() == Some(&key) {
+    // The artefact is named by its key, so checkouts of different guest versions sharing a
+    // target directory never load each other's guest.
+    let cwasm = sandbox_dir.join(format!(
+        "ravi-guest-{}.cwasm",
+        key.get(..16).unwrap_or(&key)
+    ));
+    if cwasm.is_file() {
+        return Ok(cwasm);
+    }
+    // One nested build at a time per target directory: two would overwrite each other's
+    // intermediate wasm between the build and the snapshot.
+    let lock_path = sandbox_dir.join("build.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
+    if cwasm.is_file() {
         return Ok(cwasm);
     }
 
@@ -100,7 +115,7 @@ fn run() -> BuildResult<PathBuf> {
         .arg(&wasm)
         .arg(&cwasm)
         .status_ok("pre-initialising and precompiling the guest")?;
-    std::fs::write(&key_file, &key).map_err(|e| format!("writing {}: {e}", key_file.display()))?;
+    drop(lock);
     Ok(cwasm)
 }
 

@@ -9,16 +9,22 @@
 
 pub mod approval;
 pub mod blob;
+pub mod capability;
 pub mod discovery;
 pub mod guardrail;
 pub mod hooks;
 pub mod invoker;
 pub mod react;
+pub mod schema;
 pub mod serialize;
+pub mod skills;
 pub mod toolbox;
 pub mod typed;
 pub mod validate;
 
+pub use capability::{CapabilityEntry, CapabilityError, CapabilityRegistry, SearchHit};
+pub use schema::{LintFinding, Rendered, SchemaOptions, Severity};
+pub use skills::{SkillError, compose_system_prompt, load_skills_dir};
 pub use toolbox::{Toolbox, ToolboxError, validate_tool_name};
 pub use typed::{
     FnTool, IntoToolOutput, Json, Typed, TypedTool, input_schema_for, output_schema_for,

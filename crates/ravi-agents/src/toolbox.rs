@@ -292,12 +292,6 @@ impl From<Vec<AnyTool>> for Toolbox {
     }
 }
 
-impl From<Vec<Arc<dyn Tool>>> for Toolbox {
-    fn from(tools: Vec<Arc<dyn Tool>>) -> Self {
-        tools.into_iter().map(AnyTool::Function).collect()
-    }
-}
-
 impl Extend<AnyTool> for Toolbox {
     fn extend<I: IntoIterator<Item = AnyTool>>(&mut self, iter: I) {
         for t in iter {

@@ -1,9 +1,10 @@
 //! Argument validation: a call's arguments are checked against the tool's `input_schema`
 //! before anything else runs, and a failure names every bad field in words a model can act on.
 //!
-//! Schemas are compiled once per tool (jsonschema) and cached; the cache is keyed by tool name
-//! and checked against the tool's identity, so replacing a tool under the same name recompiles
-//! instead of validating against a stale schema.
+//! Schemas are compiled once per tool (jsonschema) and cached; the cache is keyed by the
+//! tool's identity (its allocation), so replacing a tool under the same name recompiles
+//! instead of validating against a stale schema, and a lookup hashes one pointer rather than
+//! a name.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -116,10 +117,31 @@ struct CacheEntry {
     compiled: Arc<Compiled>,
 }
 
+/// Hashes a pointer-sized key with one multiply (Fibonacci hashing); the keys are
+/// allocation addresses, already unique, so SipHash's flooding resistance buys nothing here.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type AddrMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<AddrHasher>>;
+
 /// A cache of compiled argument validators, one per tool. Cheap to share (`Arc`) across tasks.
 #[derive(Default)]
 pub struct ArgumentValidator {
-    cache: RwLock<HashMap<String, CacheEntry>>,
+    cache: RwLock<AddrMap<CacheEntry>>,
 }
 
 impl std::fmt::Debug for ArgumentValidator {
@@ -151,8 +173,7 @@ impl ArgumentValidator {
         args: &Value,
         opaque: impl Fn(&Value) -> bool,
     ) -> Result<(), ValidationFailure> {
-        let compiled = self.compiled_for(tool);
-        check(&compiled, tool.name(), args, opaque)
+        self.check_cached(tool, args, opaque)
     }
 
     /// How many tools have a compiled validator cached.
@@ -160,25 +181,33 @@ impl ArgumentValidator {
         self.cache.read().map(|c| c.len()).unwrap_or(0)
     }
 
-    fn compiled_for(&self, tool: &Arc<dyn Tool>) -> Arc<Compiled> {
-        let name = tool.name();
+    fn check_cached(
+        &self,
+        tool: &Arc<dyn Tool>,
+        args: &Value,
+        opaque: impl Fn(&Value) -> bool,
+    ) -> Result<(), ValidationFailure> {
+        let key = Arc::as_ptr(tool).cast::<()>() as usize;
         if let Ok(cache) = self.cache.read()
-            && let Some(entry) = cache.get(name)
+            && let Some(entry) = cache.get(&key)
             && std::ptr::addr_eq(entry.tool.as_ptr(), Arc::as_ptr(tool))
         {
-            return Arc::clone(&entry.compiled);
+            // Validate under the read lock: no reference count is touched on the hot path.
+            return check(&entry.compiled, tool.name(), args, opaque);
         }
         let compiled = Arc::new(compile(&tool.input_schema()));
         if let Ok(mut cache) = self.cache.write() {
+            // Drop entries of tools that no longer exist (replaced or removed).
+            cache.retain(|_, e| e.tool.strong_count() > 0);
             cache.insert(
-                name.to_owned(),
+                key,
                 CacheEntry {
                     tool: Arc::downgrade(tool),
                     compiled: Arc::clone(&compiled),
                 },
             );
         }
-        compiled
+        check(&compiled, tool.name(), args, opaque)
     }
 }
 
@@ -516,7 +545,14 @@ mod tests {
         // Same name, different tool: the stale validator must not be used.
         let b = tool(json!({"type": "object"}));
         assert!(v.validate(&b, &json!({})).is_ok());
-        assert_eq!(v.cached(), 1);
+        assert_eq!(v.cached(), 2);
+        // Once the old tool is gone its entry is pruned on the next compile.
+        drop(a);
+        let c = tool(json!({"type": "object"}));
+        assert!(v.validate(&c, &json!({})).is_ok());
+        assert_eq!(v.cached(), 2);
+        assert!(v.validate(&b, &json!({})).is_ok());
+        assert_eq!(v.cached(), 2);
     }
 
     #[test]

@@ -679,3 +679,84 @@ async fn resolved_refs_are_validated_against_the_schema() {
             .ends_with("(The values checked are the ones the artifact refs resolved to.)")
     );
 }
+
+#[test]
+fn a_session_dropped_outside_any_runtime_still_unpins() {
+    let store = Arc::new(MemoryBlobStore::new());
+    let policy = ChainPolicy::builder()
+        .max_inline_result_bytes(10)
+        .build()
+        .unwrap();
+    let inv = ToolInvoker::builder(Arc::new(registry()))
+        .policy(policy)
+        .blob_store(store.clone())
+        .build();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = inv.open_session();
+    let r = rt.block_on(inv.invoke(
+        &s,
+        call("c1", "big", json!({"bytes": 100})),
+        &ToolContext::default(),
+    ));
+    assert!(r.artifact_ref.is_some());
+    drop(rt);
+    assert_eq!(store.total_pins(), 1);
+    drop(s); // no runtime here: the drop unpins inline
+    assert_eq!(store.total_pins(), 0);
+}
+
+#[tokio::test]
+async fn the_tool_sees_its_call_id_deadline_and_scoped_artifacts() {
+    use ravi_agents::invoker::StaticRegistry;
+    use ravi_agents::kernel::{Tool, ToolError, ToolExecutionResult};
+    struct Inspect;
+    #[async_trait::async_trait]
+    impl Tool for Inspect {
+        fn name(&self) -> &str {
+            "inspect"
+        }
+        fn description(&self) -> &str {
+            "Report the context."
+        }
+        fn input_schema(&self) -> serde_json::Value {
+            json!({"type": "object"})
+        }
+        async fn execute(
+            &self,
+            ctx: &ToolContext,
+            _: serde_json::Value,
+        ) -> Result<ToolExecutionResult, ToolError> {
+            let left = ctx
+                .deadline
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            Ok(ToolExecutionResult::json(json!({
+                "call_id": ctx.call_id,
+                "deadline_within_call_timeout": left.is_some_and(|l| l <= Duration::from_secs(60) && l > Duration::from_secs(50)),
+                "scope": ctx.artifacts.as_ref().map(|a| a.scope.id.clone()),
+            })))
+        }
+    }
+    let store = Arc::new(MemoryBlobStore::new());
+    let inv = ToolInvoker::builder(Arc::new(StaticRegistry::new([
+        Arc::new(Inspect) as Arc<dyn Tool>
+    ])))
+    .blob_store(store)
+    .build();
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call("call-7", "inspect", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(
+        r.structured,
+        Some(
+            json!({"call_id": "call-7", "deadline_within_call_timeout": true, "scope": s.scope().id})
+        )
+    );
+}

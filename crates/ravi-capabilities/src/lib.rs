@@ -1,28 +1,47 @@
-//! # ravi-capabilities — built-in tools and code mode (layer L2)
+//! # ravi-capabilities — built-in tools, the local backend and the catalog (layer L2)
 //!
-//! Built-in tools, the workspace-confined local backend, catalog auto-discovery and the
-//! code-mode `tool_chain` tool with its sandbox.
+//! - [`backend`]: backend payloads as plain data ([`backend::ShellRun`],
+//!   [`backend::FilesRead`], …) and [`backend::LocalBackend`], which runs them confined to a
+//!   workspace directory (cap-std resolution, atomic writes, shell commands in their own
+//!   process group with a time limit), with FIFO [`backend::BackendStream`]s.
+//! - [`tools`]: the built-in tools — `calculator`, `read_file`, `file_exists`, `list_files`,
+//!   `write_file`, `delete_file`, `shell`, `http_get`, `read_result` — each with a risk level,
+//!   a model-facing description and a strict JSON schema.
+//! - [`Catalog`]: every tool registered with `ravi_agents::register_tool!`, found without a
+//!   registration call, with category, tags and aliases.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use ravi_capabilities::backend::{Backend, LocalBackend, ShellRun};
+//! use ravi_capabilities::{Catalog, HttpPolicy};
+//! use ravi_kernel::{ToolContext, ToolRegistry, ToolRisk};
+//! use serde_json::json;
+//!
 //! let dir = tempfile::tempdir()?;
-//! let backend = LocalBackend::open(dir.path())?;
-//! let out = backend.shell(ShellRun::new("echo hi")).await?;
-//! assert_eq!(out.stdout, "hi\n");
+//! let catalog = Catalog::discover_in(dir.path(), HttpPolicy::default())?;
+//! assert_eq!(catalog.entry("shell").map(|e| e.category.as_str()), Some("development/execution"));
+//! assert_eq!(catalog.get("delete_file").map(|t| t.risk()), Some(ToolRisk::Critical));
+//!
+//! let calc = catalog.get("calculator").and_then(|t| t.as_function().cloned()).ok_or("missing")?;
+//! let out = calc.execute(&ToolContext::default(), json!({"expression": "2 ^ 10 - 24"})).await?;
+//! assert_eq!(out.text_content(), "1000");
+//!
+//! let write = catalog.get("write_file").and_then(|t| t.as_function().cloned()).ok_or("missing")?;
+//! write.execute(&ToolContext::default(), json!({"path": "a.txt", "content": "hi"})).await?;
+//! assert_eq!(std::fs::read_to_string(dir.path().join("a.txt"))?, "hi");
 //! # Ok(()) }
 //! ```
 
 pub mod backend;
+mod builtin;
+pub mod catalog;
 mod error;
 pub mod tools;
 
+pub use builtin::{BUILTIN_NAMES, builtin_tools, builtin_tools_in, builtin_tools_with};
+pub use catalog::{Catalog, CatalogEntry};
 pub use error::BackendError;
+pub use tools::HttpPolicy;
 
-use ravi_kernel::AnyTool;
-
-/// The built-in tools shipped with Ravi.
-pub fn builtin_tools() -> Vec<AnyTool> {
-    Vec::new()
-}
+#[cfg(feature = "code-mode")]
+pub mod chain;

@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)] // a command-line tool prints
 
+mod approval;
 mod commands;
 mod table;
 
@@ -27,6 +28,10 @@ enum Command {
     Tools(commands::tools::ToolsCommand),
     /// Run a model with tools (the ReAct loop), approving risky calls on the terminal.
     Agent(commands::agent::AgentArgs),
+    /// Serve a toolbox over MCP (stdio or streamable HTTP).
+    Serve(commands::serve::ServeArgs),
+    /// Run a code-mode Python script against the built-in toolbox.
+    Run(commands::run::RunArgs),
 }
 
 /// The process exit codes (see the crate docs).
@@ -38,6 +43,10 @@ pub enum Exit {
     ToolError = 1,
     /// Bad usage or configuration.
     Usage = 2,
+    /// A timeout, limit or cancellation stopped the run.
+    Limit = 3,
+    /// A call was denied (no approval, a guardrail).
+    Denied = 4,
 }
 
 fn main() {
@@ -49,6 +58,8 @@ fn main() {
         }
         Command::Tools(cmd) => commands::tools::run(cmd),
         Command::Agent(args) => commands::agent::run(args),
+        Command::Serve(args) => commands::serve::run(args),
+        Command::Run(args) => commands::run::run(args),
     };
     let code = match result {
         Ok(exit) => exit as i32,

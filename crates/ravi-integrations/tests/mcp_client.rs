@@ -283,3 +283,45 @@ async fn filesystem_over_stdio_with_risk_from_annotations_and_config() {
     );
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_call_is_a_tool_error_and_the_next_call_reconnects() {
+    if !common::harness_ready("server dies mid-call") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    // The shell records the server's pid, then becomes the server.
+    let script = format!(
+        "echo $$ > {} && exec {} {} stdio",
+        pidfile.display(),
+        common::node().display(),
+        common::everything_js().display()
+    );
+    let spec = McpServerSpec::stdio("ev", "sh", vec!["-c".into(), script]);
+    let client = McpClient::connect(spec).await.unwrap();
+    let tools = McpTool::from_client(&client);
+    let slow = find(&tools, "ev__trigger-long-running-operation");
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap();
+    });
+    let err = slow
+        .execute(&ToolContext::default(), json!({"duration": 5, "steps": 5}))
+        .await
+        .unwrap_err();
+    killer.await.unwrap();
+    assert_eq!(err.kind, ToolErrorKind::Unavailable, "{err}");
+    assert!(err.message.contains("reconnect"), "{err}");
+    let r = find(&tools, "ev__get-sum")
+        .execute(&ToolContext::default(), json!({"a": 1, "b": 2}))
+        .await
+        .unwrap();
+    assert_eq!(r.text_content(), "The sum of 1 and 2 is 3.");
+    assert_eq!(client.connect_count(), 2);
+    client.close().await;
+}

@@ -273,3 +273,119 @@ async fn python_sdk_client_against_ravi_server_over_http() {
     );
     server.shutdown().await.unwrap();
 }
+
+fn invoked_server_tools(
+    approval: Option<Arc<dyn ravi_kernel::ApprovalHandler>>,
+) -> Arc<dyn ravi_integrations::mcp::ServerTools> {
+    use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
+    let registry = Arc::new(StaticRegistry::new(tools()));
+    let mut b = ToolInvoker::builder(registry)
+        .blob_store(Arc::new(ravi_agents::blob::MemoryBlobStore::new()));
+    if let Some(a) = approval {
+        b = b.approval_handler(a);
+    }
+    Arc::new(ravi_integrations::mcp::InvokerTools::new(b.build()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_goes_through_the_invoker_and_denials_are_errors_with_the_reason() {
+    use ravi_integrations::mcp::ElicitationApproval;
+    let server = McpServer::new(invoked_server_tools(Some(Arc::new(
+        ElicitationApproval::new(None),
+    ))))
+    .bind_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        HttpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let client = McpClient::connect(McpServerSpec::http("inv", server.url()))
+        .await
+        .unwrap();
+    let ctx = ToolContext::default();
+    // Argument validation is the invoker's: the schema says `a` and `b` are required.
+    let r = client
+        .call("add", json!({"a": 1}), &ctx, None, "add")
+        .await
+        .unwrap();
+    assert_eq!(r["isError"], true);
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains("`b`"),
+        "{r}"
+    );
+    let r = client
+        .call("add", json!({"a": 1, "b": 2}), &ctx, None, "add")
+        .await
+        .unwrap();
+    assert_eq!(r["structuredContent"], json!({"sum": 3}));
+    // A Critical tool needs approval; this client cannot elicit, so the call is denied.
+    let r = client
+        .call("wipe", json!({}), &ctx, None, "wipe")
+        .await
+        .unwrap();
+    assert_eq!(r["isError"], true);
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("wipe") && text.to_lowercase().contains("denied"),
+        "{text}"
+    );
+    client.close().await;
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_is_asked_of_the_mcp_client_user_through_elicitation() {
+    if !common::harness_ready("elicitation approval") {
+        return;
+    }
+    use ravi_integrations::mcp::ElicitationApproval;
+    let server = McpServer::new(invoked_server_tools(Some(Arc::new(
+        ElicitationApproval::new(None),
+    ))))
+    .bind_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        HttpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let url = server.url();
+    // The Python client's user approves: the Critical tool runs (and fails on its own terms).
+    let plan = json!({"mode": "legacy", "elicit": {"approve": true}, "calls": [{"name": "wipe"}]});
+    let report = tokio::task::spawn_blocking(move || run_python(plan, &[url]))
+        .await
+        .unwrap();
+    assert_eq!(
+        report["elicitations"].as_array().unwrap().len(),
+        1,
+        "{report}"
+    );
+    assert!(
+        report["elicitations"][0]
+            .as_str()
+            .unwrap()
+            .contains("`wipe` (risk critical)")
+    );
+    let text = report["calls"][0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("wipe is disabled"),
+        "ran after approval: {text}"
+    );
+    // The user refuses: denied with the reason.
+    let url = server.url();
+    let plan = json!({"mode": "legacy", "elicit": {"approve": false}, "calls": [{"name": "wipe"}]});
+    let report = tokio::task::spawn_blocking(move || run_python(plan, &[url]))
+        .await
+        .unwrap();
+    let text = report["calls"][0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        !text.contains("wipe is disabled") && text.to_lowercase().contains("denied"),
+        "{text}"
+    );
+    server.shutdown().await.unwrap();
+}

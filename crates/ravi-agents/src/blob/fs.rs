@@ -40,7 +40,7 @@ use super::new_artifact_ref;
 /// Bytes hashed and written per step of a `put`.
 const CHUNK: usize = 1 << 20;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Meta {
     content: String,
     size: u64,
@@ -275,14 +275,6 @@ impl Shared {
         if let Some(dir) = dest.parent() {
             fs::create_dir_all(dir).map_err(|e| io("could not create", dir, e))?;
         }
-        let existing = fs::metadata(&dest).map(|m| m.len()).ok();
-        if existing == Some(data.len() as u64) {
-            // Same content already stored: keep one copy.
-            let _ = fs::remove_file(&tmp);
-        } else if let Err(e) = fs::rename(&tmp, &dest) {
-            let _ = fs::remove_file(&tmp);
-            return Err(io("could not publish", &dest, e));
-        }
         let r = new_artifact_ref()?;
         let meta = Meta {
             content: hash,
@@ -292,7 +284,24 @@ impl Shared {
             pins: 1,
             created_ms: now_ms(),
         };
-        let mut index = lock(&self.index)?;
+        // Publish the data and the ref under the index lock, so a concurrent `gc` cannot
+        // remove the data file between the moment it is published (or found already present)
+        // and the moment a ref points to it.
+        let mut index = match lock(&self.index) {
+            Ok(index) => index,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        let existing = fs::metadata(&dest).map(|m| m.len()).ok();
+        if existing == Some(data.len() as u64) {
+            // Same content already stored: keep one copy.
+            let _ = fs::remove_file(&tmp);
+        } else if let Err(e) = fs::rename(&tmp, &dest) {
+            let _ = fs::remove_file(&tmp);
+            return Err(io("could not publish", &dest, e));
+        }
         self.persist(&r, &meta)?;
         let info = to_info(&r, &meta);
         index.insert(r, meta);
@@ -562,6 +571,99 @@ mod tests {
             store.resolve(&s, &info.artifact_ref).await,
             Err(BlobError::Corrupt(_, m)) if m == "its data file is missing"
         ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_puts_of_one_content_survive_a_racing_gc() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobStore::open(dir.path()).unwrap().durable(false);
+        let scope = BlobScope::root("s");
+        let gc_store = store.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let gc = tokio::spawn(async move {
+            while !stop2.load(Ordering::Relaxed) {
+                gc_store.gc(Duration::ZERO).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let store = store.clone();
+            let scope = scope.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut kept = Vec::new();
+                for j in 0..40 {
+                    let info = store
+                        .put(&scope, Bytes::from_static(b"shared content"), "text/plain")
+                        .await
+                        .unwrap();
+                    if (i + j) % 2 == 0 {
+                        // Release half of them at once, so gc has something to collect.
+                        store.unpin(&info.artifact_ref).await.unwrap();
+                    } else {
+                        kept.push(info.artifact_ref);
+                    }
+                }
+                kept
+            }));
+        }
+        let mut kept = Vec::new();
+        for t in tasks {
+            kept.extend(t.await.unwrap());
+        }
+        stop.store(true, Ordering::Relaxed);
+        gc.await.unwrap();
+        for r in &kept {
+            assert_eq!(store.resolve(&scope, r).await.unwrap(), "shared content");
+        }
+        assert_eq!(store.total_pins(), kept.len() as u64);
+    }
+
+    /// The metadata file is a persisted format: pinned in `tests/golden/fs_blob_ref_meta.json`
+    /// (regenerate with `UPDATE_GOLDEN=1`, then review the diff).
+    #[test]
+    fn ref_metadata_format_is_pinned() {
+        let meta = Meta {
+            content: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+            size: 4,
+            media_type: "text/plain; charset=utf-8".into(),
+            owner: "ses_0123456789abcdef0123456789abcdef".into(),
+            pins: 2,
+            created_ms: 1_795_000_000_000,
+        };
+        let path =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fs_blob_ref_meta.json");
+        let actual = serde_json::to_string_pretty(&meta).unwrap() + "\n";
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            fs::write(&path, &actual).unwrap();
+        }
+        let expected = fs::read_to_string(&path).unwrap();
+        pretty_assertions::assert_eq!(expected, actual);
+        assert_eq!(serde_json::from_str::<Meta>(&expected).unwrap(), meta);
+        // What `put` writes is exactly this shape.
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobStore::open(dir.path()).unwrap().durable(false);
+        let scope = BlobScope::root("s");
+        let info = futures::executor::block_on(store.put(
+            &scope,
+            Bytes::from_static(b"test"),
+            "text/plain; charset=utf-8",
+        ))
+        .unwrap();
+        let written: Meta = serde_json::from_slice(
+            &fs::read(
+                dir.path()
+                    .join("refs")
+                    .join(format!("{}.json", info.artifact_ref)),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (written.content.as_str(), written.size, written.pins),
+            (meta.content.as_str(), 4, 1)
+        );
     }
 
     #[test]

@@ -41,15 +41,40 @@ pub(crate) async fn run<F: Future>(
     if let Poll::Ready(out) = first {
         return finished(out);
     }
+    // The slow path is boxed so the timer's state does not bloat every call's future.
+    Box::pin(wait(fut, deadline, cancel)).await
+}
+
+async fn wait<F: Future>(
+    fut: std::pin::Pin<&mut F>,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Finished<<F::Output as Unwound>::Value>
+where
+    F::Output: Unwound,
+{
     if tokio::runtime::Handle::try_current().is_err() {
         return Finished::NoRuntime;
     }
     let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
     tokio::select! {
         biased;
-        out = &mut fut => finished(out),
+        out = fut => finished(out.into_result()),
         () = cancel.cancelled() => Finished::Cancelled,
         () = sleep => Finished::TimedOut,
+    }
+}
+
+/// The output of a `catch_unwind` future, so [`wait`] can be generic over it.
+pub(crate) trait Unwound {
+    type Value;
+    fn into_result(self) -> Result<Self::Value, Box<dyn Any + Send>>;
+}
+
+impl<T> Unwound for Result<T, Box<dyn Any + Send>> {
+    type Value = T;
+    fn into_result(self) -> Result<T, Box<dyn Any + Send>> {
+        self
     }
 }
 

@@ -249,14 +249,14 @@ impl ToolInvoker {
     ) -> InvocationResult {
         let started = Instant::now();
         let inner = &*self.inner;
-        let digest = digest::args_digest(&call.arguments);
+        let hash = digest::args_hash(&call.arguments);
         if !inner.hooks.is_empty() {
             inner
                 .hooks
                 .dispatch(&HookEvent::ToolStart {
                     call_id: call.id.clone(),
                     tool: call.name.clone(),
-                    args_digest: digest.clone(),
+                    args_digest: digest::hex(&hash),
                 })
                 .await;
         }
@@ -264,22 +264,28 @@ impl ToolInvoker {
             status: CallStatus::Error,
             executed: false,
         };
-        let result =
-            match AssertUnwindSafe(self.pipeline(session, &mut call, &digest, ctx, &mut outcome))
-                .catch_unwind()
-                .await
-            {
-                Ok(result) => result,
-                Err(panic) => {
-                    outcome.status = CallStatus::Error;
-                    InvocationResult::error(format!(
-                        "invoker error while calling `{}`: {}; the call failed, try again or use \
+        let result = match AssertUnwindSafe(self.pipeline(
+            session,
+            &mut call,
+            &hash,
+            ctx,
+            started,
+            &mut outcome,
+        ))
+        .catch_unwind()
+        .await
+        {
+            Ok(result) => result,
+            Err(panic) => {
+                outcome.status = CallStatus::Error;
+                InvocationResult::error(format!(
+                    "invoker error while calling `{}`: {}; the call failed, try again or use \
                      another tool",
-                        call.name,
-                        exec::panic_message(panic.as_ref())
-                    ))
-                }
-            };
+                    call.name,
+                    exec::panic_message(panic.as_ref())
+                ))
+            }
+        };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if !inner.hooks.is_empty() {
             inner
@@ -292,16 +298,16 @@ impl ToolInvoker {
                 })
                 .await;
         }
-        session.record(
-            call.id,
-            call.name,
-            digest,
-            outcome.status,
+        session.record(session::Record {
+            call_id: call.id,
+            tool: call.name,
+            args_hash: hash,
+            status: outcome.status,
             duration_ms,
-            outcome.executed,
-            summary(&result.text),
-            result.artifact_ref.clone(),
-        );
+            executed: outcome.executed,
+            summary: summary(&result.text),
+            artifact_ref: result.artifact_ref.clone(),
+        });
         result
     }
 
@@ -310,8 +316,9 @@ impl ToolInvoker {
         &self,
         session: &InvokerSession,
         call: &mut ToolCall,
-        digest: &str,
+        hash: &[u8; 32],
         ctx: &ToolContext,
+        started: Instant,
         outcome: &mut Outcome,
     ) -> InvocationResult {
         let inner = &*self.inner;
@@ -399,20 +406,22 @@ impl ToolInvoker {
         }
 
         // 6. Risk / approval, bound to this tool and these arguments.
-        let approved_digest = if risk.needs_approval(policy.max_risk_unapproved()) {
-            if let Err(denial) = self.approve(call, digest, &tool, risk).await {
+        let approved_hash = if risk.needs_approval(policy.max_risk_unapproved()) {
+            // Boxed: the approval path is rare, and keeping its state out of this future keeps
+            // the hot path's future small.
+            if let Err(denial) = Box::pin(self.approve(call, hash, &tool, risk)).await {
                 outcome.status = CallStatus::Denied;
                 return denial;
             }
-            Some(digest)
+            Some(hash)
         } else {
             None
         };
 
         // The arguments leave the call here; the approval binding is re-checked on them.
         let mut args = std::mem::take(&mut call.arguments);
-        if let Some(approved) = approved_digest
-            && digest::args_digest(&args) != approved
+        if let Some(approved) = approved_hash
+            && digest::args_hash(&args) != *approved
         {
             outcome.status = CallStatus::Denied;
             return InvocationResult::denied(format!(
@@ -423,7 +432,13 @@ impl ToolInvoker {
 
         // 7. Inbound refs.
         if refs::contains_artifact_ref(&args) {
-            match refs::resolve_refs(&mut args, inner.store.as_deref(), session.scope()).await {
+            match Box::pin(refs::resolve_refs(
+                &mut args,
+                inner.store.as_deref(),
+                session.scope(),
+            ))
+            .await
+            {
                 Ok(_) => {
                     if let Err(failure) = inner.validator.validate(&tool, &args) {
                         return InvocationResult::error(format!(
@@ -451,16 +466,20 @@ impl ToolInvoker {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 kind: ProgressKind::ToolCall {
-                    args_digest: digest.to_owned(),
+                    args_digest: digest::hex(hash),
                 },
             });
         }
 
         // 10. Execute under the call timeout, panics caught.
-        let exec_started = Instant::now();
-        let deadline = exec_started + policy.call_timeout();
+        // The deadline counts from entering the invoker: gates and approval waits are part of
+        // the call's time, and reusing `started` saves a clock read on the hot path.
+        let exec_started = sink.map(|_| Instant::now());
+        let deadline = started + policy.call_timeout();
+        // The call id moves into the tool's context and back out after execution, saving a
+        // copy per call.
         let call_ctx = ToolContext {
-            call_id: call.id.clone(),
+            call_id: std::mem::take(&mut call.id),
             cancellation: ctx.cancellation.clone(),
             deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
             progress: sink.cloned(),
@@ -468,6 +487,7 @@ impl ToolInvoker {
         };
         outcome.executed = true;
         let finished = exec::run(tool.execute(&call_ctx, args), deadline, &ctx.cancellation).await;
+        call.id = call_ctx.call_id;
         let (result, status) = match finished {
             Finished::Done(Ok(r)) => {
                 let status = if r.is_error {
@@ -519,8 +539,9 @@ impl ToolInvoker {
                 tool: call.name.clone(),
                 kind: ProgressKind::ToolResult {
                     status: status.as_str().to_owned(),
-                    duration_ms: u64::try_from(exec_started.elapsed().as_millis())
-                        .unwrap_or(u64::MAX),
+                    duration_ms: exec_started.map_or(0, |t| {
+                        u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+                    }),
                 },
             });
         }
@@ -545,22 +566,33 @@ impl ToolInvoker {
         } else {
             InvocationStatus::Error
         };
-        shape::shape(
-            inner.store.as_deref(),
-            session,
-            &call.name,
+        match shape::inline_fast(
+            inner.store.is_some(),
             policy.max_inline_result_bytes(),
             status,
             result,
-        )
-        .await
+        ) {
+            Ok(shaped) => shaped,
+            // Media or a large result: the store is involved. Boxed to keep this future small.
+            Err(result) => {
+                Box::pin(shape::shape(
+                    inner.store.as_deref(),
+                    session,
+                    &call.name,
+                    policy.max_inline_result_bytes(),
+                    status,
+                    result,
+                ))
+                .await
+            }
+        }
     }
 
     /// Step 6: asks the handler within the approval timeout; `Err` is the denial to return.
     async fn approve(
         &self,
         call: &ToolCall,
-        digest: &str,
+        hash: &[u8; 32],
         tool: &Arc<dyn Tool>,
         risk: ToolRisk,
     ) -> Result<(), InvocationResult> {
@@ -582,7 +614,7 @@ impl ToolInvoker {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
-            args_digest: digest.to_owned(),
+            args_digest: digest::hex(hash),
             risk,
             hitl_mode: mode,
             reason: approval_reason(risk, policy.max_risk_unapproved()),

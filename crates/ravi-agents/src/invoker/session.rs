@@ -25,8 +25,20 @@ pub(crate) struct SessionInner {
 
 #[derive(Default)]
 struct SessionState {
-    trace: Vec<ChainCallRecord>,
+    trace: Vec<Record>,
     pins: Vec<ArtifactRef>,
+}
+
+/// A trace entry as stored: the digest stays raw until the trace is read.
+pub(crate) struct Record {
+    pub(crate) call_id: String,
+    pub(crate) tool: String,
+    pub(crate) args_hash: [u8; 32],
+    pub(crate) status: CallStatus,
+    pub(crate) duration_ms: u64,
+    pub(crate) executed: bool,
+    pub(crate) summary: String,
+    pub(crate) artifact_ref: Option<ArtifactRef>,
 }
 
 /// One chain's view of the invoker: its budget count, its trace, the artifacts it pinned and
@@ -110,11 +122,25 @@ impl InvokerSession {
 
     /// A copy of the trace: one record per call that reached the invoker, in order.
     pub fn trace(&self) -> Vec<ChainCallRecord> {
-        self.inner
-            .state
-            .lock()
-            .map(|s| s.trace.clone())
-            .unwrap_or_default()
+        let Ok(state) = self.inner.state.lock() else {
+            return Vec::new();
+        };
+        state
+            .trace
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ChainCallRecord {
+                seq: u32::try_from(i).unwrap_or(u32::MAX),
+                call_id: r.call_id.clone(),
+                tool: r.tool.clone(),
+                args_digest: super::digest::hex(&r.args_hash),
+                status: r.status,
+                duration_ms: r.duration_ms,
+                executed: r.executed,
+                summary: r.summary.clone(),
+                artifact_ref: r.artifact_ref.clone(),
+            })
+            .collect()
     }
 
     /// The artifacts this session currently holds a pin on.
@@ -163,31 +189,9 @@ impl InvokerSession {
         self.inner.media_seq.fetch_add(1, Ordering::AcqRel)
     }
 
-    #[allow(clippy::too_many_arguments)] // one record's fields, all needed
-    pub(crate) fn record(
-        &self,
-        call_id: String,
-        tool: String,
-        args_digest: String,
-        status: CallStatus,
-        duration_ms: u64,
-        executed: bool,
-        summary: String,
-        artifact_ref: Option<ArtifactRef>,
-    ) {
+    pub(crate) fn record(&self, record: Record) {
         if let Ok(mut s) = self.inner.state.lock() {
-            let seq = u32::try_from(s.trace.len()).unwrap_or(u32::MAX);
-            s.trace.push(ChainCallRecord {
-                seq,
-                call_id,
-                tool,
-                args_digest,
-                status,
-                duration_ms,
-                executed,
-                summary,
-                artifact_ref,
-            });
+            s.trace.push(record);
         }
     }
 }

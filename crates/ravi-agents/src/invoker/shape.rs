@@ -18,6 +18,38 @@ use ravi_kernel::{
 use super::InvokerSession;
 use crate::serialize;
 
+/// The common case without touching the store: one text block (or none, with structured
+/// output) that fits inline, or no store at all. `Err` hands the result back for [`shape`].
+pub(crate) fn inline_fast(
+    has_store: bool,
+    max_inline: usize,
+    status: InvocationStatus,
+    mut result: ToolExecutionResult,
+) -> Result<InvocationResult, ToolExecutionResult> {
+    let text = match result.content.as_slice() {
+        [ContentBlock::Text { text }]
+            if !text.is_empty() && (!has_store || text.len() <= max_inline) =>
+        {
+            match result.content.pop() {
+                Some(ContentBlock::Text { text }) => text,
+                _ => return Err(result),
+            }
+        }
+        [] if result.structured_content.is_none() => String::new(),
+        _ => return Err(result),
+    };
+    Ok(InvocationResult {
+        status,
+        text,
+        structured: result.structured_content,
+        artifact_ref: None,
+        artifact_size: None,
+        artifact_media_type: None,
+        files: Vec::new(),
+    })
+}
+
+/// Shapes any result, storing media and large text when a store is configured.
 pub(crate) async fn shape(
     store: Option<&dyn BlobStore>,
     session: &InvokerSession,

@@ -95,7 +95,7 @@ impl IntoAgentTools for Vec<AnyTool> {
 
 impl IntoAgentTools for Vec<Arc<dyn Tool>> {
     fn into_registry(self) -> Arc<dyn ToolRegistry> {
-        Arc::new(Toolbox::from(self))
+        Arc::new(self.into_iter().map(AnyTool::Function).collect::<Toolbox>())
     }
 }
 

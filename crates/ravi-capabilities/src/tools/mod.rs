@@ -4,6 +4,8 @@
 
 pub mod calculator;
 pub mod files;
+pub mod http;
+pub mod read_result;
 pub mod shell;
 
 use serde::de::DeserializeOwned;
@@ -12,6 +14,8 @@ use ravi_kernel::ToolError;
 
 pub use calculator::Calculator;
 pub use files::{DeleteFile, FileExists, ListFiles, ReadFile, WriteFile};
+pub use http::{HttpGet, HttpPolicy};
+pub use read_result::ReadResult;
 pub use shell::Shell;
 
 /// Decodes a tool's arguments, naming the tool and the serde complaint (missing or unknown

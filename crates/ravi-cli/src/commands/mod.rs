@@ -1,4 +1,8 @@
 //! One module per top-level command.
 
 pub mod agent;
+pub mod mcp_attach;
+pub mod run;
+pub mod serve;
+pub mod serve_tools;
 pub mod tools;

@@ -1,18 +1,61 @@
-//! `ravi tools …`: list and describe the tools Ravi knows.
+//! `ravi tools …`: list the tools Ravi knows and call one through the ToolInvoker.
 
-use clap::Subcommand;
-use ravi_kernel::AnyTool;
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use clap::{Subcommand, ValueEnum};
+use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
+use ravi_agents::invoker::ToolInvoker;
+use ravi_capabilities::{Catalog, CatalogEntry, HttpPolicy};
+use ravi_kernel::{
+    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, InvocationStatus, ToolCall,
+    ToolContext,
+};
 use serde_json::json;
 
 use crate::Exit;
 use crate::table::Table;
 
+/// Who answers when a call needs approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApproveMode {
+    /// Ask on the terminal (denied when stdin is not a terminal or gives no answer).
+    Ask,
+    /// Approve every call that needs approval.
+    All,
+    /// Deny every call that needs approval.
+    None,
+}
+
 /// Subcommands of `ravi tools`.
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
-    /// List the available tools with their risk.
+    /// List the available tools with their risk and category.
     List {
         /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one tool through the ToolInvoker (validation, risk and approval, timeout, shaping).
+    ///
+    /// Exit code 0 when the tool succeeded, 1 when it failed, 4 when the call was denied,
+    /// 2 for bad usage (unknown tool, arguments that are not JSON, a missing workspace).
+    Call {
+        /// The tool's name (or alias).
+        name: String,
+        /// The arguments, a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// The workspace the file and shell tools are confined to (default: the current
+        /// directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Who approves calls above the policy's risk line (write_file, delete_file, shell).
+        #[arg(long, value_enum, default_value_t = ApproveMode::Ask)]
+        approve: ApproveMode,
+        /// Print the InvocationResult as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -22,8 +65,22 @@ pub enum ToolsCommand {
 pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
     match cmd {
         ToolsCommand::List { json } => {
-            list(&ravi_capabilities::builtin_tools(), json);
+            list(Catalog::discover().entries(), json);
             Ok(Exit::Ok)
+        }
+        ToolsCommand::Call {
+            name,
+            args,
+            workspace,
+            approve,
+            json,
+        } => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(call(&name, &args, workspace, approve, json))
         }
     }
 }
@@ -38,30 +95,128 @@ fn kind(tool: &AnyTool) -> &'static str {
     }
 }
 
-fn list(tools: &[AnyTool], as_json: bool) {
+fn list(entries: &[CatalogEntry], as_json: bool) {
     if as_json {
-        let items: Vec<_> = tools
+        let items: Vec<_> = entries
             .iter()
-            .map(|t| {
+            .map(|e| {
                 json!({
-                    "name": t.name(),
-                    "kind": kind(t),
-                    "risk": t.risk(),
-                    "description": t.description(),
+                    "name": e.name(),
+                    "kind": kind(&e.tool),
+                    "risk": e.tool.risk(),
+                    "category": e.category,
+                    "tags": e.tags,
+                    "aliases": e.aliases,
+                    "builtin": e.builtin,
+                    "description": e.tool.description(),
                 })
             })
             .collect();
         println!("{}", serde_json::Value::Array(items));
         return;
     }
-    if tools.is_empty() {
+    if entries.is_empty() {
         println!("no tools available");
         return;
     }
-    let mut table = Table::new(["NAME", "RISK", "KIND", "DESCRIPTION"]);
-    for t in tools {
-        let first_line = t.description().lines().next().unwrap_or("");
-        table.row([t.name(), t.risk().as_str(), kind(t), first_line]);
+    let mut table = Table::new(["NAME", "RISK", "CATEGORY", "KIND", "DESCRIPTION"]);
+    for e in entries {
+        let first_sentence = e
+            .tool
+            .description()
+            .split(". ")
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('.');
+        table.row([
+            e.name(),
+            e.tool.risk().as_str(),
+            e.category.as_str(),
+            kind(&e.tool),
+            first_sentence,
+        ]);
     }
     print!("{table}");
+}
+
+/// Asks on the terminal: prints the request to stderr, reads y/N from stdin.
+struct PromptApprovalHandler;
+
+#[ravi_kernel::async_trait]
+impl ApprovalHandler for PromptApprovalHandler {
+    async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        if !std::io::stdin().is_terminal() {
+            eprintln!(
+                "ravi: `{}` ({} risk) needs approval and stdin is not a terminal: denied (use --approve all to allow)",
+                request.tool, request.risk
+            );
+            return ApprovalDecision::Denied;
+        }
+        let prompt = format!(
+            "`{}` ({} risk) wants to run with {}\n{}\nApprove? [y/N] ",
+            request.tool, request.risk, request.arguments, request.reason
+        );
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut err = std::io::stderr();
+            let _ = err.write_all(prompt.as_bytes());
+            let _ = err.flush();
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line).map(|_| line)
+        })
+        .await;
+        match answer {
+            Ok(Ok(line)) if matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
+                ApprovalDecision::Approved
+            }
+            _ => ApprovalDecision::Denied,
+        }
+    }
+}
+
+async fn call(
+    name: &str,
+    args: &str,
+    workspace: Option<PathBuf>,
+    approve: ApproveMode,
+    as_json: bool,
+) -> anyhow::Result<Exit> {
+    let arguments: serde_json::Value =
+        serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
+    if !arguments.is_object() {
+        bail!("--args must be a JSON object such as '{{\"path\": \"a.txt\"}}', got {arguments}");
+    }
+    let root = workspace.unwrap_or_else(|| PathBuf::from("."));
+    let catalog = Catalog::discover_in(&root, HttpPolicy::default())?;
+    let Some(entry) = catalog.entry(name) else {
+        let names: Vec<&str> = catalog.entries().iter().map(CatalogEntry::name).collect();
+        bail!("no tool named `{name}`; available: {}", names.join(", "));
+    };
+    let canonical = entry.name().to_owned();
+    let toolbox = catalog.toolbox()?;
+    let handler: Arc<dyn ApprovalHandler> = match approve {
+        ApproveMode::Ask => Arc::new(PromptApprovalHandler),
+        ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
+        ApproveMode::None => Arc::new(DenyAllApprovalHandler),
+    };
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .approval_handler(handler)
+        .build();
+    let session = invoker.open_session();
+    let ctx = ToolContext::new("cli-1");
+    let result = invoker
+        .invoke(&session, ToolCall::new("cli-1", canonical, arguments), &ctx)
+        .await;
+    session.close().await;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else if result.status == InvocationStatus::Ok {
+        println!("{}", result.text);
+    } else {
+        eprintln!("{}", result.text);
+    }
+    Ok(match result.status {
+        InvocationStatus::Ok => Exit::Ok,
+        InvocationStatus::Denied => Exit::Denied,
+        _ => Exit::ToolError,
+    })
 }

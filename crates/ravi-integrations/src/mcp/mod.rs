@@ -18,6 +18,7 @@
 mod client;
 mod convert;
 mod error;
+mod invoked;
 mod names;
 mod risk;
 mod server;
@@ -30,6 +31,7 @@ pub(crate) mod golden;
 pub use client::{CallError, ClientOptions, ElicitationPolicy, McpClient, UpstreamTool};
 pub use convert::{block_from_mcp, block_to_mcp, result_from_mcp, result_to_mcp};
 pub use error::McpError;
+pub use invoked::{ElicitationApproval, InvokerTools};
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
 pub use risk::{annotations_for, risk_for};
 pub use server::{

@@ -4,7 +4,8 @@
     mcp_sdk_client.py PLAN_JSON URL
     mcp_sdk_client.py PLAN_JSON -- CMD ARGS...
 
-PLAN_JSON: {"calls": [{"name": "...", "arguments": {...}, "progress": true}], "mode": "auto"}
+PLAN_JSON: {"calls": [{"name": "...", "arguments": {...}, "progress": true}], "mode": "auto",
+           "elicit": {...}}   (elicit: accept every elicitation with this content)
 Report (stdout, last line): {"protocol": ..., "server": ..., "tools": [...], "calls": [{"result"|"error", "progress"}]}
 Used by Ravi's scenario tests so that a third-party client, not Ravi's own, checks Ravi's server.
 """
@@ -21,8 +22,17 @@ def dump(model):
 
 
 async def main(plan, target):
-    report = {"calls": []}
-    async with Client(target, mode=plan.get("mode", "auto"), read_timeout_seconds=30) as client:
+    report = {"calls": [], "elicitations": []}
+    extra = {}
+    if "elicit" in plan:  # answer every elicitation with accept + this content
+        import mcp_types as types
+
+        async def on_elicit(context, params):
+            report["elicitations"].append(getattr(params, "message", ""))
+            return types.ElicitResult(action="accept", content=plan["elicit"])
+
+        extra["elicitation_callback"] = on_elicit
+    async with Client(target, mode=plan.get("mode", "auto"), read_timeout_seconds=30, **extra) as client:
         report["protocol"] = str(client.protocol_version)
         report["server"] = client.server_info.name if client.server_info else None
         listed = await client.list_tools()

@@ -1,0 +1,173 @@
+//! Invoker overhead: a no-op Safe tool through the whole pipeline vs. calling `execute`
+//! directly, in the same run.
+//!
+//! `cargo bench -p ravi-agents --bench invoker` runs criterion; with `-- --ravi-figures
+//! [--quick]` the binary measures the headline figures itself and prints JSON lines for
+//! `cargo xtask bench`.
+
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group};
+use ravi_agents::invoker::ToolInvoker;
+use ravi_agents::kernel::{
+    AnyTool, ChainPolicy, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult,
+};
+use ravi_agents::toolbox::Toolbox;
+use serde_json::{Value, json};
+
+struct Noop;
+
+#[async_trait::async_trait]
+impl Tool for Noop {
+    fn name(&self) -> &str {
+        "noop"
+    }
+    fn description(&self) -> &str {
+        "Do nothing and say ok."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text("ok"))
+    }
+}
+
+/// Calls per session before a fresh one is opened, so the trace does not grow without bound.
+const CALLS_PER_SESSION: u32 = 1000;
+
+fn setup() -> (Arc<dyn Tool>, ToolInvoker) {
+    let tool: Arc<dyn Tool> = Arc::new(Noop);
+    // The standard registry, as every real caller uses it.
+    let registry = Toolbox::try_from_tools([AnyTool::Function(Arc::clone(&tool))]).unwrap();
+    let policy = ChainPolicy::builder()
+        .max_tool_calls(CALLS_PER_SESSION)
+        .build()
+        .unwrap();
+    let invoker = ToolInvoker::builder(Arc::new(registry))
+        .policy(policy)
+        .build();
+    (tool, invoker)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// ns per call of `n` direct executes.
+fn direct(rt: &tokio::runtime::Runtime, tool: &Arc<dyn Tool>, n: u32) -> f64 {
+    let ctx = ToolContext::default();
+    rt.block_on(async {
+        let start = Instant::now();
+        for _ in 0..n {
+            let r = tool.execute(&ctx, json!({})).await;
+            std::hint::black_box(r.ok());
+        }
+        start.elapsed().as_nanos() as f64 / f64::from(n)
+    })
+}
+
+/// ns per call of `n` invocations through the pipeline.
+fn piped(rt: &tokio::runtime::Runtime, invoker: &ToolInvoker, n: u32) -> f64 {
+    let ctx = ToolContext::default();
+    rt.block_on(async {
+        let mut session = invoker.open_session();
+        let start = Instant::now();
+        for i in 0..n {
+            if i % CALLS_PER_SESSION == 0 && i > 0 {
+                session = invoker.open_session();
+            }
+            let r = invoker
+                .invoke(&session, ToolCall::new("c", "noop", json!({})), &ctx)
+                .await;
+            std::hint::black_box(r);
+        }
+        start.elapsed().as_nanos() as f64 / f64::from(n)
+    })
+}
+
+fn figures(quick: bool) {
+    let rt = runtime();
+    let (tool, invoker) = setup();
+    let n = if quick { 200_000 } else { 2_000_000 };
+    // Warm up both paths (validator compiled, allocator warm).
+    direct(&rt, &tool, n / 10);
+    piped(&rt, &invoker, n / 10);
+    // Interleave rounds and keep the best of each, so a noisy neighbour hurts both equally.
+    let rounds = if quick { 3 } else { 7 };
+    let (mut d, mut p) = (f64::MAX, f64::MAX);
+    for _ in 0..rounds {
+        d = d.min(direct(&rt, &tool, n / rounds));
+        p = p.min(piped(&rt, &invoker, n / rounds));
+    }
+    let added = p - d;
+    println!(
+        "{}",
+        json!({"bench": "invoker/noop_pipeline", "value": round(p), "unit": "ns/call",
+               "peer": "direct Tool::execute", "peer_value": round(d), "ratio": round3(d / p)})
+    );
+    println!(
+        "{}",
+        json!({"bench": "invoker/added_per_call", "value": round(added), "unit": "ns/call",
+               "peer": null, "peer_value": null, "ratio": null})
+    );
+    println!(
+        "{}",
+        json!({"bench": "invoker/throughput_one_core", "value": round(1e9 / p), "unit": "calls/s",
+               "peer": null, "peer_value": null, "ratio": null})
+    );
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = runtime();
+    let (tool, invoker) = setup();
+    let ctx = ToolContext::default();
+    let mut g = c.benchmark_group("invoker");
+    g.bench_function("direct_execute", |b| {
+        b.iter(|| rt.block_on(tool.execute(&ctx, json!({}))).ok())
+    });
+    g.bench_function("pipeline_noop", |b| {
+        b.iter_batched(
+            || invoker.open_session(),
+            |session| {
+                rt.block_on(invoker.invoke(&session, ToolCall::new("c", "noop", json!({})), &ctx))
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(3));
+    targets = bench
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--ravi-figures") {
+        figures(args.iter().any(|a| a == "--quick"));
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

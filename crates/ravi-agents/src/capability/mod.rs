@@ -1,0 +1,479 @@
+//! The capability registry: tools organised by category, tag and alias, and found by search.
+//!
+//! An agent with hundreds of tools cannot be shown all of them; it browses a category tree or
+//! searches in words, and loads only what it needs. [`CapabilityRegistry::search`] ranks by
+//! BM25 over name, tags, aliases, category and description, plus exact-name, alias, tag and
+//! category boosts.
+//!
+//! ```
+//! use ravi_agents::capability::CapabilityRegistry;
+//! use ravi_agents::tool_fn;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct To { to: String, body: String }
+//!
+//! let mut reg = CapabilityRegistry::new();
+//! reg.register_tool(
+//!     tool_fn("send_email", "Send an email message to a recipient.", |a: To| async move { a.to }),
+//!     "communication",
+//!     &["email", "notify"],
+//!     &["mail"],
+//! ).unwrap();
+//! let hits = reg.search("notify someone by mail", 5);
+//! assert_eq!(hits[0].entry.name, "send_email");
+//! assert_eq!(reg.get_tool("mail").map(|t| t.name().to_owned()).as_deref(), Some("send_email"));
+//! assert_eq!(reg.browse("communication").len(), 1);
+//! ```
+
+mod search;
+
+use std::collections::{BTreeMap, HashMap};
+
+use ravi_kernel::{AnyTool, ToolRisk};
+
+use crate::discovery::ToolRegistration;
+use crate::toolbox::{Toolbox, ToolboxError, validate_tool_name};
+
+/// The built-in category tree (seed 004), as `(path, description)`.
+pub const BUILTIN_CATEGORIES: [(&str, &str); 14] = [
+    (
+        "system",
+        "The machine itself: files, processes, shell, environment.",
+    ),
+    (
+        "communication",
+        "Email, chat, notifications and messages to people.",
+    ),
+    ("data", "Structured data: tables, databases, spreadsheets."),
+    ("data/visualization", "Charts, plots and dashboards."),
+    (
+        "data/exploration",
+        "Querying, profiling and summarising data.",
+    ),
+    (
+        "data/management",
+        "Importing, cleaning, transforming and storing data.",
+    ),
+    ("development", "Software development."),
+    ("development/execution", "Running code, tests and builds."),
+    (
+        "development/project",
+        "Repositories, issues, reviews and CI.",
+    ),
+    ("research", "Web search, browsing and reading sources."),
+    ("creative", "Writing, design and generation."),
+    ("media", "Images, audio and video."),
+    ("productivity", "Calendars, tasks, documents and notes."),
+    ("general", "Tools not filed anywhere more specific."),
+];
+
+/// Why a registration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CapabilityError {
+    /// The tool's name is not one every provider accepts.
+    #[error(transparent)]
+    InvalidName(#[from] ToolboxError),
+    /// The name or an alias is already taken.
+    #[error("`{name}` is already registered as {taken_by}; tool `{tool}` cannot use it")]
+    NameTaken {
+        /// The contested name or alias.
+        name: String,
+        /// What holds it (`tool x` or `an alias of tool x`).
+        taken_by: String,
+        /// The tool being registered.
+        tool: String,
+    },
+    /// The category path is malformed.
+    #[error("invalid category `{0}`: expected lower-case segments of [a-z0-9_-] separated by `/`")]
+    InvalidCategory(String),
+}
+
+/// A node of the category tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CategoryNode {
+    /// Full path, e.g. `data/visualization`.
+    pub path: String,
+    /// What belongs here.
+    pub description: String,
+}
+
+/// A registered tool with what it is found by.
+#[derive(Debug, Clone)]
+pub struct CapabilityEntry {
+    /// The tool's name.
+    pub name: String,
+    /// The tool's description.
+    pub description: String,
+    /// Category path.
+    pub category: String,
+    /// Search tags.
+    pub tags: Vec<String>,
+    /// Other names it answers to.
+    pub aliases: Vec<String>,
+    /// The tool's risk.
+    pub risk: ToolRisk,
+    /// The tool itself.
+    pub tool: AnyTool,
+}
+
+/// One search result.
+#[derive(Debug, Clone)]
+pub struct SearchHit<'a> {
+    /// The matching entry.
+    pub entry: &'a CapabilityEntry,
+    /// Its score (higher is better; only comparable within one query).
+    pub score: f64,
+}
+
+/// Tools by category, tag and alias, with ranked search. See the module docs.
+#[derive(Debug, Clone)]
+pub struct CapabilityRegistry {
+    categories: BTreeMap<String, CategoryNode>,
+    entries: Vec<CapabilityEntry>,
+    names: HashMap<String, usize>,
+    aliases: HashMap<String, usize>,
+    index: search::Index,
+}
+
+impl Default for CapabilityRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn valid_category(path: &str) -> bool {
+    !path.is_empty()
+        && path.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        })
+}
+
+impl CapabilityRegistry {
+    /// An empty registry with the built-in category tree.
+    pub fn new() -> Self {
+        let mut reg = Self {
+            categories: BTreeMap::new(),
+            entries: Vec::new(),
+            names: HashMap::new(),
+            aliases: HashMap::new(),
+            index: search::Index::default(),
+        };
+        for (path, description) in BUILTIN_CATEGORIES {
+            reg.categories.insert(
+                path.to_owned(),
+                CategoryNode {
+                    path: path.to_owned(),
+                    description: description.to_owned(),
+                },
+            );
+        }
+        reg
+    }
+
+    /// A registry of every tool registered for discovery (`#[tool]`, `register_tool!`).
+    /// Registrations that conflict are skipped with a `tracing` warning.
+    pub fn from_discovered() -> Self {
+        let mut reg = Self::new();
+        for r in crate::discovery::registered_tools() {
+            if let Err(err) = reg.register_discovered(r) {
+                tracing::warn!(%err, tool = r.name, "discovered tool not registered");
+            }
+        }
+        reg
+    }
+
+    /// Registers one discovered tool.
+    pub fn register_discovered(&mut self, r: &ToolRegistration) -> Result<(), CapabilityError> {
+        self.register_tool((r.build)(), r.category, r.tags, r.aliases)
+    }
+
+    /// Adds (or describes) a category; parents are created as needed.
+    pub fn add_category(&mut self, path: &str, description: &str) -> Result<(), CapabilityError> {
+        if !valid_category(path) {
+            return Err(CapabilityError::InvalidCategory(path.to_owned()));
+        }
+        let mut prefix = String::new();
+        for seg in path.split('/') {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(seg);
+            self.categories
+                .entry(prefix.clone())
+                .or_insert_with(|| CategoryNode {
+                    path: prefix.clone(),
+                    description: String::new(),
+                });
+        }
+        if let Some(node) = self.categories.get_mut(path)
+            && !description.is_empty()
+        {
+            node.description = description.to_owned();
+        }
+        Ok(())
+    }
+
+    /// Registers a tool under a category (created if new) with tags and aliases. Names and
+    /// aliases share one namespace; a clash is refused naming both sides.
+    pub fn register_tool(
+        &mut self,
+        tool: impl Into<AnyTool>,
+        category: &str,
+        tags: &[&str],
+        aliases: &[&str],
+    ) -> Result<(), CapabilityError> {
+        let tool = tool.into();
+        let name = tool.name().to_owned();
+        validate_tool_name(&name)?;
+        self.add_category(category, "")?;
+        for n in std::iter::once(name.as_str()).chain(aliases.iter().copied()) {
+            let taken = self
+                .names
+                .get(n)
+                .map(|&i| format!("tool `{}`", self.entries[i].name))
+                .or_else(|| {
+                    self.aliases
+                        .get(n)
+                        .map(|&i| format!("an alias of tool `{}`", self.entries[i].name))
+                });
+            if let Some(taken_by) = taken {
+                return Err(CapabilityError::NameTaken {
+                    name: n.to_owned(),
+                    taken_by,
+                    tool: name,
+                });
+            }
+        }
+        let id = self.entries.len();
+        let entry = CapabilityEntry {
+            name: name.clone(),
+            description: tool.description().to_owned(),
+            category: category.to_owned(),
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+            risk: tool.risk(),
+            tool,
+        };
+        let tags_text = entry.tags.join(" ");
+        let alias_text = entry.aliases.join(" ");
+        self.index.add(
+            id,
+            &[
+                (search::W_NAME, &entry.name),
+                (search::W_ALIAS, &alias_text),
+                (search::W_TAG, &tags_text),
+                (search::W_CATEGORY, &entry.category),
+                (search::W_DESCRIPTION, &entry.description),
+            ],
+        );
+        self.names.insert(name, id);
+        for a in &entry.aliases {
+            self.aliases.insert(a.clone(), id);
+        }
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    /// The tool called `name_or_alias`.
+    pub fn get_tool(&self, name_or_alias: &str) -> Option<&AnyTool> {
+        self.entry(name_or_alias).map(|e| &e.tool)
+    }
+
+    /// The entry called `name_or_alias`.
+    pub fn entry(&self, name_or_alias: &str) -> Option<&CapabilityEntry> {
+        let i = self
+            .names
+            .get(name_or_alias)
+            .or_else(|| self.aliases.get(name_or_alias))?;
+        self.entries.get(*i)
+    }
+
+    /// Every entry in `category` or below it (`data` includes `data/visualization`), in
+    /// registration order.
+    pub fn browse(&self, category: &str) -> Vec<&CapabilityEntry> {
+        let category = category.trim_matches('/');
+        self.entries
+            .iter()
+            .filter(|e| {
+                e.category == category
+                    || e.category
+                        .strip_prefix(category)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+            .collect()
+    }
+
+    /// Every entry of exactly the given risk.
+    pub fn by_risk(&self, risk: ToolRisk) -> Vec<&CapabilityEntry> {
+        self.entries.iter().filter(|e| e.risk == risk).collect()
+    }
+
+    /// The category tree, sorted by path.
+    pub fn categories(&self) -> Vec<&CategoryNode> {
+        self.categories.values().collect()
+    }
+
+    /// Every entry, in registration order.
+    pub fn entries(&self) -> &[CapabilityEntry] {
+        &self.entries
+    }
+
+    /// How many tools are registered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The registered tools as a toolbox (for schemas and invocation).
+    pub fn toolbox(&self) -> Toolbox {
+        self.entries.iter().map(|e| e.tool.clone()).collect()
+    }
+
+    /// The `limit` best tools for a free-text query, best first. Ties keep registration order.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit<'_>> {
+        let terms = search::tokenize(query);
+        let mut scores = self.index.scores(&terms);
+        let normalized: String = query
+            .trim()
+            .to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join("_");
+        // Exact name or alias: the user named the tool.
+        for (map, boost) in [(&self.names, 10.0), (&self.aliases, 8.0)] {
+            if let Some(&i) = map.get(query.trim()).or_else(|| map.get(&normalized)) {
+                *scores.entry(i).or_default() += boost;
+            }
+        }
+        for (i, score) in scores.iter_mut() {
+            let Some(e) = self.entries.get(*i) else {
+                continue;
+            };
+            // Tag and category words the query names outright.
+            let tag_hits = e
+                .tags
+                .iter()
+                .filter(|t| {
+                    let tt = search::tokenize(t);
+                    !tt.is_empty() && tt.iter().all(|w| terms.contains(w))
+                })
+                .count();
+            *score += 0.75 * tag_hits as f64;
+            if e.category
+                .split('/')
+                .flat_map(search::tokenize)
+                .any(|w| terms.contains(&w))
+            {
+                *score += 0.5;
+            }
+            // Coverage of the name's words: `create issue` should beat a tool that merely
+            // mentions issues.
+            let name_words = search::tokenize(&e.name);
+            if !name_words.is_empty() {
+                let covered = name_words
+                    .iter()
+                    .filter(|w| {
+                        terms.contains(w) || search::synonyms(w).iter().any(|s| terms.contains(s))
+                    })
+                    .count();
+                *score += 1.5 * covered as f64 / name_words.len() as f64;
+            }
+        }
+        let mut ranked: Vec<(usize, f64)> = scores.into_iter().filter(|(_, s)| *s > 0.0).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked
+            .into_iter()
+            .take(limit)
+            .filter_map(|(i, score)| self.entries.get(i).map(|entry| SearchHit { entry, score }))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool_fn;
+
+    fn t(name: &str, desc: &str) -> AnyTool {
+        tool_fn(name.to_owned(), desc.to_owned(), |_: ()| async { "ok" }).into()
+    }
+
+    fn reg() -> CapabilityRegistry {
+        let mut r = CapabilityRegistry::new();
+        r.register_tool(
+            t("read_file", "Read a text file."),
+            "system",
+            &["fs"],
+            &["cat"],
+        )
+        .unwrap();
+        r.register_tool(
+            t("bar_chart", "Draw a bar chart."),
+            "data/visualization",
+            &["plot"],
+            &[],
+        )
+        .unwrap();
+        r.register_tool(
+            t("sql_query", "Run a read-only SQL query."),
+            "data/exploration",
+            &[],
+            &[],
+        )
+        .unwrap();
+        r.register_tool(t("my_tool", "Custom."), "custom/deep/path", &[], &[])
+            .unwrap();
+        r
+    }
+
+    #[test]
+    fn browse_includes_subcategories_only() {
+        let r = reg();
+        let names = |v: Vec<&CapabilityEntry>| v.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(r.browse("data")), vec!["bar_chart", "sql_query"]);
+        assert_eq!(names(r.browse("data/visualization")), vec!["bar_chart"]);
+        assert!(
+            r.browse("dat").is_empty(),
+            "a prefix of a segment is not a parent"
+        );
+        assert!(r.categories().iter().any(|c| c.path == "custom/deep"));
+    }
+
+    #[test]
+    fn aliases_and_names_share_a_namespace() {
+        let mut r = reg();
+        assert_eq!(
+            r.get_tool("cat").map(|t| t.name().to_owned()).as_deref(),
+            Some("read_file")
+        );
+        let err = r
+            .register_tool(t("cat", "Concatenate."), "system", &[], &[])
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("an alias of tool `read_file`"),
+            "{err}"
+        );
+        let err = r
+            .register_tool(t("x", "X."), "Bad Category", &[], &[])
+            .unwrap_err();
+        assert!(matches!(err, CapabilityError::InvalidCategory(_)));
+    }
+
+    #[test]
+    fn exact_names_and_aliases_win() {
+        let r = reg();
+        assert_eq!(r.search("sql_query", 3)[0].entry.name, "sql_query");
+        assert_eq!(r.search("cat", 3)[0].entry.name, "read_file");
+        assert_eq!(r.search("plot some numbers", 3)[0].entry.name, "bar_chart");
+        assert!(r.search("zzzz", 3).is_empty());
+    }
+}

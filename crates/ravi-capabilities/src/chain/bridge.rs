@@ -1,0 +1,266 @@
+//! The bridge between a script's tool calls and whatever executes them.
+//!
+//! The sandbox knows nothing about invokers: it hands each call to a [`ToolBridge`] and gets
+//! a [`BridgeOutcome`] back. `ToolChainTool` implements the bridge over the `ToolInvoker`;
+//! tests and benchmarks implement it directly.
+
+use async_trait::async_trait;
+use ravi_kernel::{InvocationResult, InvocationStatus};
+use serde_json::{Value, json};
+
+/// Executes the tool calls a script makes.
+#[async_trait]
+pub trait ToolBridge: Send + Sync {
+    /// Runs `tool` with the keyword arguments the script passed (a JSON object; artifacts
+    /// appear as `{"$artifact": ref}` for the executor to resolve).
+    async fn call(&self, tool: &str, args: Value) -> BridgeOutcome;
+
+    /// What `budget()` reports to the script besides the time left (which the sandbox adds):
+    /// e.g. `{"calls_used": 3, "calls_remaining": 47}`.
+    fn budget(&self) -> Value {
+        json!({})
+    }
+}
+
+/// Why a call failed, as the script sees it (it picks the exception class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The tool failed (`ToolError`).
+    Error,
+    /// Policy or a human refused the call (`ToolDenied`).
+    Denied,
+    /// The chain's call budget is spent (`BudgetExhausted`).
+    BudgetExhausted,
+    /// The call ran out of time (`ToolError` with status `timeout`).
+    Timeout,
+}
+
+impl FailureKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::Denied => "denied",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::Timeout => "timeout",
+        }
+    }
+}
+
+/// A large result kept on the host; only the preview enters the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactHandle {
+    /// The stored value's ref (`art_...`).
+    pub artifact_ref: String,
+    /// The first part of the text, for the script to look at.
+    pub preview: String,
+    /// Full size in bytes.
+    pub size: u64,
+    /// IANA media type, when known.
+    pub media_type: Option<String>,
+}
+
+/// A media file produced by a tool, exposed to the script by path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileHandle {
+    /// Where the file appears, e.g. `/workspace/media/shot_0.png`.
+    pub path: String,
+    /// IANA media type.
+    pub media_type: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The result of one bridged call.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BridgeOutcome {
+    /// A value: structured content, or the text.
+    Value(Value),
+    /// A large result kept on the host.
+    Artifact(ArtifactHandle),
+    /// Media files, with the call's text or structured content when it had any.
+    Files {
+        /// The text or structured content (`Null` when there was none).
+        content: Value,
+        /// The files.
+        files: Vec<FileHandle>,
+    },
+    /// A failure the script sees as an exception.
+    Failure {
+        /// Which exception.
+        kind: FailureKind,
+        /// The message, phrased for the model.
+        message: String,
+    },
+}
+
+impl BridgeOutcome {
+    /// A tool failure with `message`.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self::Failure {
+            kind: FailureKind::Error,
+            message: message.into(),
+        }
+    }
+
+    /// Maps the invoker's result to what the script sees: structured content when present,
+    /// else the text; an offloaded result as an artifact; media as files; failures as
+    /// exceptions (a spent budget as `BudgetExhausted`, a timeout kept apart from errors).
+    pub fn from_invocation(result: InvocationResult) -> Self {
+        match result.status {
+            InvocationStatus::Ok => {
+                if let Some(artifact_ref) = result.artifact_ref {
+                    return Self::Artifact(ArtifactHandle {
+                        artifact_ref: artifact_ref.to_string(),
+                        preview: result.text,
+                        size: result.artifact_size.unwrap_or(0),
+                        media_type: result.artifact_media_type,
+                    });
+                }
+                let content = match result.structured {
+                    Some(v) => v,
+                    None if result.text.is_empty() && !result.files.is_empty() => Value::Null,
+                    None => Value::String(result.text),
+                };
+                if result.files.is_empty() {
+                    return Self::Value(content);
+                }
+                Self::Files {
+                    content,
+                    files: result
+                        .files
+                        .into_iter()
+                        .map(|f| FileHandle {
+                            path: f.path,
+                            media_type: f.media_type,
+                            size: f.size,
+                        })
+                        .collect(),
+                }
+            }
+            InvocationStatus::Denied => Self::Failure {
+                kind: FailureKind::Denied,
+                message: result.text,
+            },
+            _ => {
+                let lower = result.text.to_ascii_lowercase();
+                let kind = if lower.contains("budget") {
+                    FailureKind::BudgetExhausted
+                } else if lower.contains("timed out") || lower.contains("timeout") {
+                    FailureKind::Timeout
+                } else {
+                    FailureKind::Error
+                };
+                Self::Failure {
+                    kind,
+                    message: result.text,
+                }
+            }
+        }
+    }
+
+    /// The envelope the guest decodes (see the guest crate's ABI notes).
+    pub(crate) fn envelope(&self) -> Value {
+        match self {
+            Self::Value(v) => json!({ "ok": v }),
+            Self::Artifact(a) => json!({ "ok": artifact_json(a) }),
+            Self::Files { content, files } => {
+                let files: Vec<Value> = files.iter().map(file_json).collect();
+                let value = match (content, files.len()) {
+                    (Value::Null, 1) => files.into_iter().next().unwrap_or(Value::Null),
+                    (Value::Null, _) => Value::Array(files),
+                    (c, _) => json!({ "content": c, "files": files }),
+                };
+                json!({ "ok": value })
+            }
+            Self::Failure { kind, message } => {
+                json!({ "error": { "kind": kind.as_str(), "message": message } })
+            }
+        }
+    }
+}
+
+fn artifact_json(a: &ArtifactHandle) -> Value {
+    json!({
+        "$ravi": "artifact",
+        "ref": a.artifact_ref,
+        "preview": a.preview,
+        "size": a.size,
+        "media_type": a.media_type,
+    })
+}
+
+fn file_json(f: &FileHandle) -> Value {
+    json!({ "$ravi": "file", "path": f.path, "media_type": f.media_type, "size": f.size })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ravi_kernel::{ArtifactRef, ChainFile};
+
+    #[test]
+    fn structured_content_wins_over_text() {
+        let mut r = InvocationResult::ok("{\"a\":1}");
+        r.structured = Some(json!({"a": 1}));
+        assert_eq!(
+            BridgeOutcome::from_invocation(r).envelope(),
+            json!({"ok": {"a": 1}})
+        );
+        assert_eq!(
+            BridgeOutcome::from_invocation(InvocationResult::ok("hi")).envelope(),
+            json!({"ok": "hi"})
+        );
+    }
+
+    #[test]
+    fn offloaded_results_become_artifacts() {
+        let mut r = InvocationResult::ok("first bytes");
+        r.artifact_ref = ArtifactRef::parse("art_0123456789abcdefghijklmnop").ok();
+        r.artifact_size = Some(1_000_000);
+        r.artifact_media_type = Some("text/plain".into());
+        assert_eq!(
+            BridgeOutcome::from_invocation(r).envelope(),
+            json!({"ok": {"$ravi": "artifact", "ref": "art_0123456789abcdefghijklmnop",
+                          "preview": "first bytes", "size": 1_000_000, "media_type": "text/plain"}})
+        );
+    }
+
+    #[test]
+    fn media_become_files() {
+        let mut r = InvocationResult::ok("");
+        r.files.push(ChainFile {
+            path: "/workspace/media/a.png".into(),
+            media_type: "image/png".into(),
+            size: 3,
+            artifact_ref: ArtifactRef::parse("art_0123456789abcdefghijklmnop")
+                .unwrap_or_else(|e| unreachable!("{e}")),
+        });
+        assert_eq!(
+            BridgeOutcome::from_invocation(r).envelope(),
+            json!({"ok": {"$ravi": "file", "path": "/workspace/media/a.png",
+                          "media_type": "image/png", "size": 3}})
+        );
+    }
+
+    #[test]
+    fn failures_pick_their_exception() {
+        let cases = [
+            (InvocationResult::denied("no approval"), "denied"),
+            (InvocationResult::error("boom"), "error"),
+            (
+                InvocationResult::error("call budget exhausted: 3 of 3 calls used"),
+                "budget_exhausted",
+            ),
+            (
+                InvocationResult::error("the call timed out after 1 s"),
+                "timeout",
+            ),
+        ];
+        for (r, kind) in cases {
+            let env = BridgeOutcome::from_invocation(r).envelope();
+            assert_eq!(env["error"]["kind"], kind, "{env}");
+        }
+    }
+}

@@ -1,0 +1,36 @@
+// Engine settings shared, via `include!`, by the build-time precompiler
+// (`crates/ravi-sandbox-guest/builder`) and the run-time host (`chain::sandbox`). A `.cwasm`
+// loads only into an engine whose code-generation settings match the one that produced it,
+// so both sides must build their `Config` here and nowhere else.
+
+/// Largest linear memory a guest may ever have; runs get a smaller cap through
+/// `StoreLimits`.
+pub const MAX_GUEST_MEMORY_BYTES: usize = 1 << 30;
+
+/// Native stack a guest may use. RustPython recurses deeply per Python frame; this leaves
+/// room for Python's own recursion limit to trigger first.
+pub const MAX_WASM_STACK_BYTES: usize = 4 << 20;
+
+/// The engine configuration. `pool_slots` sizes the pooling allocator (how many instances
+/// may be live at once); `None` keeps the on-demand allocator (used at build time).
+pub fn engine_config(pool_slots: Option<u32>) -> wasmtime::Config {
+    let mut config = wasmtime::Config::new();
+    config.epoch_interruption(true);
+    // The builder's wasmtime is built with more crate features than the host's; pin every
+    // setting whose default follows those features. The guest needs no GC proposals.
+    config.gc_support(false);
+    config.memory_init_cow(true);
+    config.max_wasm_stack(MAX_WASM_STACK_BYTES);
+    config.async_stack_size(MAX_WASM_STACK_BYTES + (1 << 20));
+    if let Some(slots) = pool_slots {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_core_instances(slots);
+        pool.total_memories(slots);
+        pool.total_tables(slots * 4);
+        pool.total_stacks(slots);
+        pool.max_memory_size(MAX_GUEST_MEMORY_BYTES);
+        pool.table_elements(100_000);
+        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}

@@ -1,0 +1,61 @@
+//! Code mode: model-written Python run in a wasmtime sandbox, every tool call crossing a
+//! bridge to the host.
+//!
+//! The guest is RustPython compiled to `wasm32-wasip1`, booted once at build time (wizer)
+//! and precompiled; a run instantiates a fresh copy-on-write instance from that snapshot,
+//! so nothing leaks between runs and start-up costs well under a millisecond. See
+//! `docs/code-mode.md` for what scripts may do.
+//!
+//! - [`Sandbox`]: the engine and the loaded guest; [`Sandbox::run`] runs one script.
+//! - [`ToolBridge`]: where the script's calls go ([`BridgeOutcome`] is what comes back).
+//! - [`chain_description`]: the `tool_chain` description for the model.
+//! - [`ToolChainTool`]: the `tool_chain` kernel tool; every call of its scripts goes through
+//!   the `ToolInvoker`, and its [`ChainRunResult`](ravi_kernel::ChainRunResult) carries a
+//!   complete trace on every outcome.
+
+mod bridge;
+mod describe;
+// Shared verbatim with the guest builder, which precompiles for exactly this engine.
+#[allow(missing_docs)]
+mod engine_config;
+mod sandbox;
+mod tool;
+
+pub use bridge::{ArtifactHandle, BridgeOutcome, FailureKind, FileHandle, ToolBridge};
+pub use describe::{bindings, chain_description, python_name, signature};
+pub use sandbox::{
+    Sandbox, SandboxConfig, SandboxLimits, SandboxRun, ToolBinding, default_cwasm_path,
+};
+pub use tool::{ToolChainTool, limits_from, status_str, summary_text};
+
+use std::path::PathBuf;
+
+/// Why the sandbox could not be set up (a run itself never fails: its problems are its
+/// result).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// The precompiled guest is not where it should be.
+    #[error(
+        "the code-mode guest {0} does not exist; build ravi-capabilities with the `code-mode` \
+         feature (its build script produces it) or set RAVI_GUEST_CWASM to its path"
+    )]
+    GuestMissing(PathBuf),
+    /// The file is not a guest this engine can load (another wasmtime version or settings).
+    #[error("the code-mode guest {path} cannot be loaded: {reason}; rebuild ravi-capabilities")]
+    GuestInvalid {
+        /// The file.
+        path: PathBuf,
+        /// What wasmtime said.
+        reason: String,
+    },
+    /// The engine or linker could not be configured.
+    #[error("the code-mode engine could not be set up: {0}")]
+    Engine(String),
+}
+
+impl SandboxError {
+    fn engine(e: wasmtime::Error) -> Self {
+        Self::Engine(format!("{e:#}"))
+    }
+}

@@ -1,0 +1,614 @@
+//! The wasmtime sandbox: one precompiled, pre-initialised Python guest, a fresh isolated
+//! instance per run.
+//!
+//! Per run: take a pool slot → new store (WASI with no preopens, no env, no args, stdout and
+//! stderr into capped in-memory pipes; a memory limiter; an epoch deadline) → instantiate
+//! from the copy-on-write snapshot → write the request into guest memory → `ravi_run`,
+//! answering the guest's bridge calls asynchronously → map the outcome or the trap to a
+//! [`SandboxRun`].
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use ravi_kernel::{CancellationToken, ChainError, ChainStatus};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use wasmtime::{
+    Caller, Engine, Extern, InstancePre, Linker, Module, ResourceLimiter, Store, Trap,
+    UpdateDeadline,
+};
+use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+
+use super::SandboxError;
+use super::bridge::ToolBridge;
+use super::engine_config::{MAX_GUEST_MEMORY_BYTES, engine_config};
+
+const OP_CALL: i32 = 1;
+const OP_PARALLEL: i32 = 2;
+const OP_BUDGET: i32 = 3;
+const OP_FINISH: i32 = 4;
+
+/// How often the epoch advances: the granularity of wall-clock deadlines and of yields.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Most calls one `parallel(...)` may batch.
+const MAX_PARALLEL: usize = 64;
+
+/// Largest request or answer that crosses the bridge in one piece.
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// The limits of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Wall-clock limit of the whole run, tool calls included.
+    pub timeout: Duration,
+    /// Linear-memory cap of the guest.
+    pub memory_bytes: usize,
+    /// Cap on what the script may print (stdout and stderr each).
+    pub output_bytes: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            memory_bytes: 256 << 20,
+            output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A tool as the script sees it: a global function `python_name` calling `tool`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolBinding {
+    /// The Python identifier.
+    pub python_name: String,
+    /// The tool's registered name.
+    pub tool: String,
+    /// The function's `__doc__`.
+    pub doc: String,
+}
+
+/// What one run produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxRun {
+    /// How it ended.
+    pub status: ChainStatus,
+    /// What the script printed on stdout.
+    pub stdout: String,
+    /// What the script printed on stderr (warnings, explicit writes).
+    pub stderr: String,
+    /// The uncaught error or the limit that stopped the run.
+    pub error: Option<ChainError>,
+    /// Wall time.
+    pub duration: Duration,
+}
+
+/// Sizing of a [`Sandbox`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// The precompiled guest.
+    pub cwasm: PathBuf,
+    /// How many runs may be live at once (pool slots); further runs wait for a slot.
+    pub max_concurrent_runs: u32,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            cwasm: default_cwasm_path(),
+            max_concurrent_runs: 256,
+        }
+    }
+}
+
+/// Where the precompiled guest is: `$RAVI_GUEST_CWASM` when set, otherwise the artefact the
+/// build script produced.
+pub fn default_cwasm_path() -> PathBuf {
+    std::env::var_os("RAVI_GUEST_CWASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("RAVI_GUEST_CWASM_BUILT")))
+}
+
+/// The engine, the loaded guest and the epoch ticker. Load once, share, run many times.
+pub struct Sandbox {
+    engine: Engine,
+    pre: InstancePre<RunState>,
+    slots: Arc<Semaphore>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("free_slots", &self.slots.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+static SHARED: OnceLock<Result<Arc<Sandbox>, SandboxError>> = OnceLock::new();
+
+impl Sandbox {
+    /// The process-wide sandbox with the default configuration, loaded on first use.
+    pub fn shared() -> Result<Arc<Sandbox>, SandboxError> {
+        SHARED
+            .get_or_init(|| Sandbox::load(&SandboxConfig::default()).map(Arc::new))
+            .clone()
+    }
+
+    /// Loads the precompiled guest and starts the epoch ticker.
+    pub fn load(config: &SandboxConfig) -> Result<Self, SandboxError> {
+        let slots = config.max_concurrent_runs.max(1);
+        let engine = Engine::new(&engine_config(Some(slots))).map_err(SandboxError::engine)?;
+        let module = load_module(&engine, &config.cwasm)?;
+        let mut linker: Linker<RunState> = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut RunState| &mut s.wasi)
+            .map_err(SandboxError::engine)?;
+        linker
+            .func_wrap_async(
+                "ravi",
+                "host_call",
+                |caller: Caller<'_, RunState>, (op, ptr, len): (i32, i32, i32)| {
+                    Box::new(host_call(caller, op, ptr, len))
+                },
+            )
+            .map_err(SandboxError::engine)?;
+        linker
+            .func_wrap("ravi", "host_take", host_take)
+            .map_err(SandboxError::engine)?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(SandboxError::engine)?;
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        spawn_ticker(engine.clone(), ticker_stop.clone());
+        Ok(Self {
+            engine,
+            pre,
+            slots: Arc::new(Semaphore::new(slots as usize)),
+            ticker_stop,
+        })
+    }
+
+    /// Runs `script` in a fresh instance with `tools` bound as globals, each call going
+    /// through `bridge`. Never fails: every problem becomes the run's status and error.
+    pub async fn run(
+        &self,
+        script: &str,
+        filename: &str,
+        tools: &[ToolBinding],
+        bridge: Arc<dyn ToolBridge>,
+        limits: &SandboxLimits,
+        cancel: Option<CancellationToken>,
+    ) -> SandboxRun {
+        let started = Instant::now();
+        let deadline = started + limits.timeout;
+        let cancel = cancel.unwrap_or_default();
+        let Ok(_permit) = self.slots.acquire().await else {
+            return failed_run(started, "RaviSandboxError", "the sandbox is shutting down");
+        };
+        let stdout = MemoryOutputPipe::new(limits.output_bytes);
+        let stderr = MemoryOutputPipe::new(limits.output_bytes);
+        let wasi = WasiCtxBuilder::new()
+            .stdin(MemoryInputPipe::new(Vec::<u8>::new()))
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .build_p1();
+        let state = RunState {
+            wasi,
+            limiter: Limiter {
+                memory_cap: limits.memory_bytes.min(MAX_GUEST_MEMORY_BYTES),
+                memory_refused: false,
+            },
+            bridge,
+            pending: Vec::new(),
+            finish: None,
+            deadline,
+            cancel: cancel.clone(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            let st = ctx.data();
+            if st.cancel.is_cancelled() {
+                return Err(wasmtime::Error::new(Interrupt::Cancelled));
+            }
+            if Instant::now() >= st.deadline {
+                return Err(wasmtime::Error::new(Interrupt::Timeout));
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+
+        let request = json!({
+            "script": script,
+            "filename": filename,
+            "tools": tools.iter().map(|t| json!({
+                "py": t.python_name, "name": t.tool, "doc": t.doc,
+            })).collect::<Vec<_>>(),
+        })
+        .to_string();
+
+        let exec = execute(&self.pre, &mut store, request);
+        // Epoch interruption stops a busy guest; this stops one waiting on a slow tool.
+        let grace = deadline + EPOCH_TICK * 5;
+        let outcome = tokio::select! {
+            r = exec => r,
+            () = tokio::time::sleep_until(grace.into()) => Err(wasmtime::Error::new(Interrupt::Timeout)),
+            () = cancel.cancelled() => Err(wasmtime::Error::new(Interrupt::Cancelled)),
+        };
+        let stdout = String::from_utf8_lossy(&stdout.contents()).into_owned();
+        let stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
+        let state = store.data();
+        let (status, error) =
+            if stdout.len() >= limits.output_bytes || stderr.len() >= limits.output_bytes {
+                // The pipe fills to exactly its capacity and then refuses writes (the script
+                // sees an OSError it might even catch); either way the run hit the output cap.
+                output_exhausted(limits)
+            } else {
+                match outcome {
+                    Ok(()) => finish_outcome(state.finish.as_ref()),
+                    Err(e) => classify_trap(&e, state, limits),
+                }
+            };
+        SandboxRun {
+            status,
+            stdout,
+            stderr,
+            error,
+            duration: started.elapsed(),
+        }
+    }
+}
+
+fn load_module(engine: &Engine, path: &Path) -> Result<Module, SandboxError> {
+    if !path.is_file() {
+        return Err(SandboxError::GuestMissing(path.to_path_buf()));
+    }
+    // SAFETY: `deserialize_file` trusts the file to be a module precompiled by this exact
+    // wasmtime version (it checks the version and engine settings, not the code). The file
+    // is the artefact our build script produced with `engine_config` (or one an operator
+    // pointed `RAVI_GUEST_CWASM` at); it is never taken from a script or the network.
+    #[allow(unsafe_code)]
+    let module = unsafe { Module::deserialize_file(engine, path) };
+    module.map_err(|e| SandboxError::GuestInvalid {
+        path: path.to_path_buf(),
+        reason: format!("{e:#}"),
+    })
+}
+
+fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
+    let _ = std::thread::Builder::new()
+        .name("ravi-sandbox-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        });
+}
+
+async fn execute(
+    pre: &InstancePre<RunState>,
+    store: &mut Store<RunState>,
+    request: String,
+) -> wasmtime::Result<()> {
+    let instance = pre.instantiate_async(&mut *store).await?;
+    let alloc = instance.get_typed_func::<i32, i32>(&mut *store, "ravi_alloc")?;
+    let run = instance.get_typed_func::<(i32, i32), i32>(&mut *store, "ravi_run")?;
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or_else(|| wasmtime::format_err!("the guest exports no memory"))?;
+    let len = i32::try_from(request.len())
+        .map_err(|_| wasmtime::format_err!("the script is too large"))?;
+    let ptr = alloc.call_async(&mut *store, len).await?;
+    memory.write(&mut *store, usize::try_from(ptr)?, request.as_bytes())?;
+    run.call_async(&mut *store, (ptr, len)).await?;
+    Ok(())
+}
+
+/// Why the host stopped a run.
+#[derive(Debug, thiserror::Error)]
+enum Interrupt {
+    #[error("the run exceeded its wall-clock limit")]
+    Timeout,
+    #[error("the run was cancelled")]
+    Cancelled,
+}
+
+struct Limiter {
+    memory_cap: usize,
+    memory_refused: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let ok = desired <= self.memory_cap;
+        if !ok {
+            self.memory_refused = true;
+        }
+        Ok(ok)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+
+    fn instances(&self) -> usize {
+        1
+    }
+
+    fn memories(&self) -> usize {
+        1
+    }
+
+    fn tables(&self) -> usize {
+        4
+    }
+}
+
+struct RunState {
+    wasi: WasiP1Ctx,
+    limiter: Limiter,
+    bridge: Arc<dyn ToolBridge>,
+    pending: Vec<u8>,
+    finish: Option<Value>,
+    deadline: Instant,
+    cancel: CancellationToken,
+}
+
+fn guest_memory(caller: &mut Caller<'_, RunState>) -> wasmtime::Result<wasmtime::Memory> {
+    caller
+        .get_export("memory")
+        .and_then(Extern::into_memory)
+        .ok_or_else(|| wasmtime::format_err!("the guest exports no memory"))
+}
+
+fn read_guest(caller: &mut Caller<'_, RunState>, ptr: i32, len: i32) -> wasmtime::Result<Vec<u8>> {
+    let memory = guest_memory(caller)?;
+    let start = usize::try_from(ptr)?;
+    let len = usize::try_from(len)?;
+    if len > MAX_MESSAGE_BYTES {
+        wasmtime::bail!("bridge message of {len} bytes exceeds {MAX_MESSAGE_BYTES}");
+    }
+    let mut buf = vec![0u8; len];
+    memory.read(&*caller, start, &mut buf)?;
+    Ok(buf)
+}
+
+async fn host_call(
+    mut caller: Caller<'_, RunState>,
+    op: i32,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<i64> {
+    let request = read_guest(&mut caller, ptr, len)?;
+    let parsed: Value = serde_json::from_slice(&request).unwrap_or(Value::Null);
+    let answer = match op {
+        OP_CALL => {
+            let bridge = caller.data().bridge.clone();
+            call_one(bridge.as_ref(), &parsed).await.envelope()
+        }
+        OP_PARALLEL => {
+            let bridge = caller.data().bridge.clone();
+            let calls = parsed.as_array().cloned().unwrap_or_default();
+            if calls.len() > MAX_PARALLEL {
+                let msg = format!(
+                    "parallel() takes at most {MAX_PARALLEL} calls, got {}",
+                    calls.len()
+                );
+                Value::Array(
+                    calls
+                        .iter()
+                        .map(|_| super::bridge::BridgeOutcome::error(msg.clone()).envelope())
+                        .collect(),
+                )
+            } else {
+                let futs = calls.iter().map(|c| call_one(bridge.as_ref(), c));
+                let results = futures::future::join_all(futs).await;
+                Value::Array(results.iter().map(|r| r.envelope()).collect())
+            }
+        }
+        OP_BUDGET => {
+            let st = caller.data();
+            let mut b = st.bridge.budget();
+            let left = st.deadline.saturating_duration_since(Instant::now());
+            if let Value::Object(m) = &mut b {
+                m.insert("seconds_remaining".into(), json!(left.as_secs_f64()));
+            }
+            json!({ "ok": b })
+        }
+        OP_FINISH => {
+            caller.data_mut().finish = Some(parsed);
+            caller.data_mut().pending.clear();
+            return Ok(0);
+        }
+        other => wasmtime::bail!("unknown bridge operation {other}"),
+    };
+    let bytes = answer.to_string().into_bytes();
+    let n = i64::try_from(bytes.len())?;
+    caller.data_mut().pending = bytes;
+    Ok(n)
+}
+
+async fn call_one(bridge: &dyn ToolBridge, call: &Value) -> super::bridge::BridgeOutcome {
+    let Some(name) = call.get("name").and_then(Value::as_str) else {
+        return super::bridge::BridgeOutcome::error("malformed call: no tool name");
+    };
+    let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
+    bridge.call(name, args).await
+}
+
+fn host_take(mut caller: Caller<'_, RunState>, dst: i32) -> wasmtime::Result<()> {
+    let memory = guest_memory(&mut caller)?;
+    let pending = std::mem::take(&mut caller.data_mut().pending);
+    memory.write(&mut caller, usize::try_from(dst)?, &pending)?;
+    Ok(())
+}
+
+fn failed_run(started: Instant, ty: &str, message: &str) -> SandboxRun {
+    SandboxRun {
+        status: ChainStatus::Error,
+        stdout: String::new(),
+        stderr: String::new(),
+        error: Some(chain_error(ty, message, "")),
+        duration: started.elapsed(),
+    }
+}
+
+fn chain_error(ty: &str, message: &str, traceback: &str) -> ChainError {
+    ChainError {
+        exc_type: ty.to_owned(),
+        message: message.to_owned(),
+        traceback: traceback.to_owned(),
+    }
+}
+
+fn finish_outcome(finish: Option<&Value>) -> (ChainStatus, Option<ChainError>) {
+    let Some(f) = finish else {
+        return (
+            ChainStatus::Error,
+            Some(chain_error(
+                "RaviSandboxError",
+                "the guest ended without reporting an outcome",
+                "",
+            )),
+        );
+    };
+    if f.get("status").and_then(Value::as_str) == Some("ok") {
+        return (ChainStatus::Ok, None);
+    }
+    let s = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let ty = s("type");
+    let status = if ty == "MemoryError" {
+        ChainStatus::ResourceExhausted
+    } else {
+        ChainStatus::Error
+    };
+    (
+        status,
+        Some(ChainError {
+            exc_type: ty,
+            message: s("message"),
+            traceback: s("traceback"),
+        }),
+    )
+}
+
+fn output_exhausted(limits: &SandboxLimits) -> (ChainStatus, Option<ChainError>) {
+    (
+        ChainStatus::ResourceExhausted,
+        Some(chain_error(
+            "OutputLimitExceeded",
+            &format!(
+                "the script printed {} bytes or more, its output limit; print less (summaries, \
+                 not raw data)",
+                limits.output_bytes
+            ),
+            "",
+        )),
+    )
+}
+
+fn classify_trap(
+    err: &wasmtime::Error,
+    state: &RunState,
+    limits: &SandboxLimits,
+) -> (ChainStatus, Option<ChainError>) {
+    if let Some(i) = err.downcast_ref::<Interrupt>() {
+        return match i {
+            Interrupt::Timeout => (
+                ChainStatus::Timeout,
+                Some(chain_error(
+                    "TimeoutError",
+                    &format!(
+                        "the script ran longer than its {:.1} s limit and was stopped",
+                        limits.timeout.as_secs_f64()
+                    ),
+                    "",
+                )),
+            ),
+            Interrupt::Cancelled => (
+                ChainStatus::Cancelled,
+                Some(chain_error("Cancelled", "the run was cancelled", "")),
+            ),
+        };
+    }
+    let text = format!("{err:#}");
+    if text.contains("write beyond capacity") {
+        return output_exhausted(limits);
+    }
+    if state.limiter.memory_refused {
+        return (
+            ChainStatus::ResourceExhausted,
+            Some(chain_error(
+                "MemoryError",
+                &format!(
+                    "the script exceeded its memory limit of {} MiB",
+                    limits.memory_bytes >> 20
+                ),
+                "",
+            )),
+        );
+    }
+    if matches!(err.downcast_ref::<Trap>(), Some(Trap::StackOverflow)) {
+        return (
+            ChainStatus::ResourceExhausted,
+            Some(chain_error(
+                "RecursionError",
+                "the script recursed too deeply and exhausted the sandbox's stack",
+                "",
+            )),
+        );
+    }
+    (
+        ChainStatus::Error,
+        Some(chain_error(
+            "RaviSandboxError",
+            &format!("the sandbox stopped the script: {text}"),
+            "",
+        )),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_reports_map_to_statuses() {
+        assert_eq!(
+            finish_outcome(Some(&json!({"status": "ok"}))),
+            (ChainStatus::Ok, None)
+        );
+        let (status, err) = finish_outcome(Some(&json!({
+            "status": "error", "type": "ZeroDivisionError", "message": "division by zero",
+            "traceback": "Traceback ...",
+        })));
+        assert_eq!(status, ChainStatus::Error);
+        assert_eq!(
+            err.map(|e| e.exc_type),
+            Some("ZeroDivisionError".to_owned())
+        );
+        assert_eq!(finish_outcome(None).0, ChainStatus::Error);
+    }
+}

@@ -1,0 +1,539 @@
+//! `http_get` (Sensitive): fetches a URL with SSRF guards.
+//!
+//! Guards, in order: scheme http/https only; host deny-list; host allow-list (when non-empty,
+//! only listed hosts); literal IP hosts and every address a name resolves to must be public
+//! unless the host is on the allow-list (or the policy allows private ranges). The address
+//! check runs inside the client's DNS resolver, at connection time, so a name that resolves to
+//! a public address for the check and a private one for the request (DNS rebinding) is still
+//! refused; redirects are re-checked hop by hop and limited in number. No proxy from the
+//! environment is used (a proxy would resolve names itself). The body is capped.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ravi_kernel::{
+    ContentBlock, Tool, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult, ToolRisk,
+};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::files::sniff_image;
+use super::parse_args;
+
+/// Where `http_get` may go and how much it may fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HttpPolicy {
+    /// When non-empty, only these hosts are reachable. An entry is a host name or IP
+    /// (`api.example.com`, `127.0.0.1`) or a suffix pattern (`*.example.com`). Listed hosts may
+    /// resolve to private addresses: listing one is the operator's explicit consent.
+    pub allow_hosts: Vec<String>,
+    /// Hosts never reachable, same syntax; checked first.
+    pub deny_hosts: Vec<String>,
+    /// Reach private, loopback and link-local addresses even for unlisted hosts (default false).
+    pub allow_private: bool,
+    /// Whole-request time limit (default 30 s).
+    pub timeout: Duration,
+    /// Largest body returned (default 5 MiB); bigger responses are a tool error.
+    pub max_bytes: usize,
+    /// Most redirects followed (default 5).
+    pub max_redirects: usize,
+}
+
+impl Default for HttpPolicy {
+    fn default() -> Self {
+        Self {
+            allow_hosts: Vec::new(),
+            deny_hosts: Vec::new(),
+            allow_private: false,
+            timeout: Duration::from_secs(30),
+            max_bytes: 5 << 20,
+            max_redirects: 5,
+        }
+    }
+}
+
+fn host_matches(pattern: &str, host: &str) -> bool {
+    let pattern = pattern.trim().trim_end_matches('.').to_ascii_lowercase();
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => host.len() > suffix.len() && host.ends_with(&format!(".{suffix}")),
+        None => pattern.trim_start_matches('[').trim_end_matches(']') == host,
+    }
+}
+
+impl HttpPolicy {
+    /// A policy that reaches only the given hosts (which may be private, e.g. `127.0.0.1`).
+    pub fn allow_only<I, S>(hosts: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            allow_hosts: hosts.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    fn is_listed(&self, host: &str) -> bool {
+        self.allow_hosts.iter().any(|p| host_matches(p, host))
+    }
+
+    /// Checks a URL's scheme and host against the lists and, for literal IPs, the address
+    /// ranges. Names are checked again at resolution time.
+    pub fn check_url(&self, url: &url::Url) -> Result<(), String> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "scheme `{}` is not allowed; only http and https URLs can be fetched",
+                url.scheme()
+            ));
+        }
+        let Some(host) = url.host_str() else {
+            return Err("the URL has no host".into());
+        };
+        if self.deny_hosts.iter().any(|p| host_matches(p, host)) {
+            return Err(format!("host `{host}` is on the deny-list"));
+        }
+        let listed = self.is_listed(host);
+        if !self.allow_hosts.is_empty() && !listed {
+            return Err(format!(
+                "host `{host}` is not on the allow-list ({})",
+                self.allow_hosts.join(", ")
+            ));
+        }
+        let ip = match url.host() {
+            Some(url::Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
+            Some(url::Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
+            _ => None,
+        };
+        if let Some(ip) = ip
+            && !listed
+            && !self.allow_private
+            && !is_public(ip)
+        {
+            return Err(format!(
+                "address {ip} is private, loopback or link-local; http_get only reaches public addresses"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `ip` is a globally routable unicast address (not private, loopback, link-local,
+/// shared, documentation, benchmarking, reserved, multicast or unspecified).
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_public_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public_v4(v4);
+            }
+            let seg = v6.segments();
+            // NAT64 well-known prefix 64:ff9b::/96 embeds an IPv4 address.
+            if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                let o = v6.octets();
+                return is_public_v4(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
+            }
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || v6.is_unique_local()
+                || v6.is_unicast_link_local()
+                || (seg[0] == 0x2001 && seg[1] == 0x0db8)
+                || v6 == Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 1))
+        }
+    }
+}
+
+fn is_public_v4(v4: Ipv4Addr) -> bool {
+    let o = v4.octets();
+    !(v4.is_private()
+        || v4.is_loopback()
+        || v4.is_link_local()
+        || v4.is_unspecified()
+        || v4.is_broadcast()
+        || v4.is_documentation()
+        || v4.is_multicast()
+        || o[0] == 0
+        || (o[0] == 100 && (64..128).contains(&o[1])) // shared address space (CGNAT)
+        || (o[0] == 198 && (o[1] == 18 || o[1] == 19)) // benchmarking
+        || (o[0] == 192 && o[1] == 0 && o[2] == 0) // IETF protocol assignments
+        || o[0] >= 240) // reserved
+}
+
+/// The DNS resolver that enforces the address rule at connection time.
+struct GuardedResolver {
+    policy: Arc<HttpPolicy>,
+}
+
+async fn resolve_checked(policy: &HttpPolicy, host: &str) -> Result<Vec<SocketAddr>, String> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, 0))
+        .await
+        .map_err(|e| format!("cannot resolve host `{host}`: {e}"))?
+        .collect();
+    let trusted = policy.allow_private || policy.is_listed(host);
+    let allowed: Vec<SocketAddr> = addrs
+        .iter()
+        .copied()
+        .filter(|a| trusted || is_public(a.ip()))
+        .collect();
+    if allowed.is_empty() {
+        let shown: Vec<String> = addrs.iter().map(|a| a.ip().to_string()).collect();
+        return Err(format!(
+            "host `{host}` resolves only to private, loopback or link-local addresses ({}); http_get only reaches public addresses",
+            shown.join(", ")
+        ));
+    }
+    Ok(allowed)
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = Arc::clone(&self.policy);
+        Box::pin(async move {
+            let addrs = resolve_checked(&policy, name.as_str()).await.map_err(|m| {
+                Box::new(std::io::Error::new(std::io::ErrorKind::PermissionDenied, m))
+            })?;
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// `http_get` (Sensitive): a GET request under an [`HttpPolicy`].
+#[derive(Clone)]
+pub struct HttpGet {
+    policy: Arc<HttpPolicy>,
+    client: reqwest::Client,
+}
+
+impl std::fmt::Debug for HttpGet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpGet")
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl HttpGet {
+    /// The tool under `policy`.
+    pub fn new(policy: HttpPolicy) -> Result<Self, ToolError> {
+        let policy = Arc::new(policy);
+        let hop_policy = Arc::clone(&policy);
+        let redirect = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > hop_policy.max_redirects {
+                let n = hop_policy.max_redirects;
+                return attempt.error(format!("more than {n} redirects"));
+            }
+            match hop_policy.check_url(attempt.url()) {
+                Ok(()) => attempt.follow(),
+                Err(why) => {
+                    let to = attempt.url().to_string();
+                    attempt.error(format!("redirect to {to} refused: {why}"))
+                }
+            }
+        });
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(redirect)
+            .timeout(policy.timeout)
+            .connect_timeout(policy.timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("ravi-http-get/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(GuardedResolver {
+                policy: Arc::clone(&policy),
+            }))
+            .build()
+            .map_err(|e| ToolError::internal(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self { policy, client })
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &HttpPolicy {
+        &self.policy
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    url: String,
+}
+
+/// The innermost message of an error chain, where reqwest keeps the resolver's or redirect
+/// policy's own words.
+fn chain_message(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+fn is_text(content_type: &str) -> bool {
+    let ct = content_type.to_ascii_lowercase();
+    ct.starts_with("text/")
+        || ct.contains("json")
+        || ct.contains("xml")
+        || ct.contains("javascript")
+        || ct.contains("x-www-form-urlencoded")
+}
+
+#[ravi_kernel::async_trait]
+impl Tool for HttpGet {
+    fn name(&self) -> &str {
+        "http_get"
+    }
+
+    fn description(&self) -> &str {
+        "Fetch a web page or API response with an HTTP GET and return its status and body \
+         (text, JSON, or an image). Only http and https; private, loopback and link-local \
+         addresses are refused unless the operator allowed the host; at most 5 redirects; \
+         bodies over the size limit (default 5 MiB) are refused."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "url": {"type": "string", "minLength": 1, "description": "Absolute http or https URL, e.g. \"https://example.com/data.json\"."},
+            },
+            "required": ["url"],
+            "additionalProperties": false,
+        })
+    }
+
+    fn risk(&self) -> ToolRisk {
+        ToolRisk::Sensitive
+    }
+
+    async fn execute(
+        &self,
+        _ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let Args { url } = parse_args("http_get", args)?;
+        let parsed = url::Url::parse(&url).map_err(|e| {
+            ToolError::invalid_arguments(format!(
+                "`{url}` is not a valid absolute URL ({e}); give a full URL such as https://example.com/page"
+            ))
+        })?;
+        self.policy
+            .check_url(&parsed)
+            .map_err(|why| ToolError::permission_denied(format!("cannot fetch {url}: {why}")))?;
+        if let Some(url::Host::Domain(host)) = parsed.host() {
+            resolve_checked(&self.policy, host).await.map_err(|why| {
+                ToolError::permission_denied(format!("cannot fetch {url}: {why}"))
+            })?;
+        }
+        let mut response = self.client.get(parsed).send().await.map_err(|e| {
+            let why = chain_message(&e);
+            let kind = if e.is_timeout() {
+                ToolErrorKind::Timeout
+            } else if e.is_redirect() || why.contains("only reaches public") {
+                ToolErrorKind::PermissionDenied
+            } else {
+                ToolErrorKind::Unavailable
+            };
+            ToolError::new(kind, format!("GET {url} failed: {why}"))
+        })?;
+        let status = response.status();
+        let final_url = response.url().to_string();
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let max = self.policy.max_bytes;
+        let too_big = || {
+            ToolError::limit_exceeded(format!(
+                "the response from {final_url} is larger than the {max}-byte limit; fetch a smaller resource or a specific range"
+            ))
+        };
+        if response.content_length().is_some_and(|n| n > max as u64) {
+            return Err(too_big());
+        }
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len() + chunk.len() > max {
+                        return Err(too_big());
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let kind = if e.is_timeout() {
+                        ToolErrorKind::Timeout
+                    } else {
+                        ToolErrorKind::Unavailable
+                    };
+                    return Err(ToolError::new(
+                        kind,
+                        format!(
+                            "reading the body of {final_url} failed: {}",
+                            chain_message(&e)
+                        ),
+                    ));
+                }
+            }
+        }
+        let head = format!(
+            "HTTP {} from {final_url} ({}, {} bytes)",
+            status,
+            if content_type.is_empty() {
+                "no content type"
+            } else {
+                &content_type
+            },
+            body.len()
+        );
+        let structured = json!({
+            "url": final_url,
+            "status": status.as_u16(),
+            "content_type": content_type,
+            "bytes": body.len(),
+        });
+        let mut content = vec![];
+        if let Some(media_type) = sniff_image(&body) {
+            content.push(ContentBlock::text(head));
+            content.push(ContentBlock::image_bytes(media_type, &body));
+        } else {
+            match String::from_utf8(body) {
+                Ok(text) if is_text(&content_type) || !text.contains('\0') => {
+                    content.push(ContentBlock::text(format!("{head}\n\n{text}")));
+                }
+                _ => {
+                    content.push(ContentBlock::text(format!(
+                        "{head}\n\n[binary body not shown: it is neither text nor a PNG/JPEG/GIF/WebP image]"
+                    )));
+                }
+            }
+        }
+        Ok(ToolExecutionResult {
+            content,
+            is_error: status.is_client_error() || status.is_server_error(),
+            structured_content: Some(structured),
+            ..ToolExecutionResult::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_ranges() {
+        for private in [
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "127.0.0.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "255.255.255.255",
+            "224.0.0.1",
+            "198.18.0.1",
+            "192.0.2.1",
+            "240.0.0.1",
+            "::1",
+            "::",
+            "fe80::1",
+            "fc00::1",
+            "fd12::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a00:1",
+            "2001:db8::1",
+            "ff02::1",
+        ] {
+            let ip: IpAddr = private.parse().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+            assert!(!is_public(ip), "{private} counted as public");
+        }
+        for public in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "172.32.0.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+        ] {
+            let ip: IpAddr = public.parse().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+            assert!(is_public(ip), "{public} counted as private");
+        }
+    }
+
+    #[test]
+    fn host_patterns() {
+        assert!(host_matches("example.com", "EXAMPLE.com."));
+        assert!(host_matches("*.example.com", "api.example.com"));
+        assert!(!host_matches("*.example.com", "example.com"));
+        assert!(!host_matches("*.example.com", "evilexample.com"));
+        assert!(host_matches("::1", "[::1]"));
+    }
+
+    #[test]
+    fn url_checks() {
+        let p = HttpPolicy::default();
+        let check = |u: &str| p.check_url(&url::Url::parse(u).unwrap_or_else(|_| unreachable!()));
+        assert!(check("https://example.com/").is_ok());
+        assert!(
+            check("ftp://example.com/")
+                .unwrap_err()
+                .contains("scheme `ftp`")
+        );
+        assert!(
+            check("file:///etc/passwd")
+                .unwrap_err()
+                .contains("scheme `file`")
+        );
+        assert!(
+            check("http://127.0.0.1:8080/")
+                .unwrap_err()
+                .contains("private")
+        );
+        assert!(check("http://[::1]/").unwrap_err().contains("private"));
+        assert!(
+            check("http://169.254.169.254/latest/meta-data")
+                .unwrap_err()
+                .contains("private")
+        );
+        assert!(check("http://2130706433/").unwrap_err().contains("private")); // 127.0.0.1 as an integer
+        let only = HttpPolicy::allow_only(["127.0.0.1"]);
+        assert!(
+            only.check_url(
+                &url::Url::parse("http://127.0.0.1:9/").unwrap_or_else(|_| unreachable!())
+            )
+            .is_ok()
+        );
+        assert!(
+            only.check_url(
+                &url::Url::parse("https://example.com/").unwrap_or_else(|_| unreachable!())
+            )
+            .unwrap_err()
+            .contains("allow-list")
+        );
+        let deny = HttpPolicy {
+            deny_hosts: vec!["*.internal".into()],
+            ..HttpPolicy::default()
+        };
+        assert!(
+            deny.check_url(
+                &url::Url::parse("https://db.internal/").unwrap_or_else(|_| unreachable!())
+            )
+            .unwrap_err()
+            .contains("deny-list")
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! Catalog discovery: built-ins and a user tool dropped into this test binary are found with
+//! no registration call; workspace binding; lookups by alias, category and tag.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
+
+use std::sync::Arc;
+
+use ravi_capabilities::{BUILTIN_NAMES, Catalog, HttpPolicy, builtin_tools};
+use ravi_kernel::{
+    AnyTool, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRegistry, ToolRisk,
+};
+use serde_json::{Value, json};
+
+/// A user tool: declared here, registered with one line, never added anywhere by hand.
+struct Greeter;
+
+#[ravi_kernel::async_trait]
+impl Tool for Greeter {
+    fn name(&self) -> &str {
+        "greeter"
+    }
+    fn description(&self) -> &str {
+        "Greet someone by name."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text(format!(
+            "hello, {}",
+            args["name"].as_str().unwrap_or("?")
+        )))
+    }
+}
+
+ravi_agents::register_tool!(name: "greeter", category: "social/greetings", tags: ["demo"],
+    build: || AnyTool::Function(Arc::new(Greeter)));
+
+// A broken registration whose builder makes a tool of another name: reported, not listed.
+ravi_agents::register_tool!(name: "misnamed", category: "demo", tags: [],
+    build: || AnyTool::Function(Arc::new(Greeter)));
+
+#[test]
+fn discover_finds_builtins_and_dropped_in_tools() {
+    let catalog = Catalog::discover();
+    for name in BUILTIN_NAMES {
+        let entry = catalog
+            .entry(name)
+            .unwrap_or_else(|| panic!("{name} not discovered"));
+        assert!(entry.builtin);
+        assert!(
+            !entry.category.is_empty() && !entry.tags.is_empty(),
+            "{name}"
+        );
+    }
+    let greeter = catalog.entry("greeter").unwrap();
+    assert!(!greeter.builtin);
+    assert_eq!(greeter.category, "social/greetings");
+    assert!(catalog.entry("misnamed").is_none());
+    assert!(
+        catalog.skipped().iter().any(|s| s.contains("`misnamed`")),
+        "{:?}",
+        catalog.skipped()
+    );
+    let names: Vec<_> = catalog
+        .entries()
+        .iter()
+        .map(|e| e.name().to_owned())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "entries are sorted by name");
+}
+
+#[test]
+fn lookups_by_alias_category_and_tag() {
+    let catalog = Catalog::discover();
+    assert_eq!(catalog.entry("ls").unwrap().name(), "list_files");
+    assert_eq!(catalog.entry("bash").unwrap().name(), "shell");
+    let mut fs: Vec<_> = catalog
+        .in_category("system")
+        .iter()
+        .map(|e| e.name().to_owned())
+        .collect();
+    fs.sort();
+    assert_eq!(
+        fs,
+        [
+            "delete_file",
+            "file_exists",
+            "list_files",
+            "read_file",
+            "write_file"
+        ]
+    );
+    assert_eq!(catalog.in_category("system/files").len(), 5);
+    assert!(
+        catalog.in_category("system/file").is_empty(),
+        "a category matches whole segments"
+    );
+    assert!(
+        catalog
+            .with_tag("NETWORK")
+            .iter()
+            .any(|e| e.name() == "http_get")
+    );
+    let cats = catalog.categories();
+    assert_eq!(cats["general/math"], ["calculator"]);
+    // As a registry.
+    assert!(catalog.contains("read_result"));
+    assert_eq!(catalog.get("rm").unwrap().risk(), ToolRisk::Critical);
+    let toolbox = catalog.toolbox().unwrap();
+    assert_eq!(toolbox.len(), catalog.entries().len());
+    assert!(toolbox.contains("greeter") && toolbox.contains("http_get"));
+    let safe = catalog.clone().filter(|e| e.tool.risk() == ToolRisk::Safe);
+    assert!(
+        safe.entries()
+            .iter()
+            .all(|e| e.tool.risk() == ToolRisk::Safe)
+    );
+    assert!(safe.entry("calculator").is_some() && safe.entry("shell").is_none());
+}
+
+#[tokio::test]
+async fn discover_in_binds_the_builtins_to_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::discover_in(dir.path(), HttpPolicy::default()).unwrap();
+    let write = catalog.get("write_file").unwrap();
+    let out = write
+        .as_function()
+        .unwrap()
+        .execute(
+            &ToolContext::default(),
+            json!({"path": "hello.txt", "content": "hi"}),
+        )
+        .await
+        .unwrap();
+    assert!(!out.is_error);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hello.txt")).unwrap(),
+        "hi"
+    );
+    assert!(
+        catalog.entry("greeter").is_some(),
+        "user tools stay in a bound catalog"
+    );
+    let err = Catalog::discover_in("/no/such/workspace", HttpPolicy::default()).unwrap_err();
+    assert!(err.to_string().contains("/no/such/workspace"), "{err}");
+}
+
+#[test]
+fn builtin_tools_lists_every_builtin_once() {
+    let names: Vec<_> = builtin_tools()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    assert_eq!(names, BUILTIN_NAMES);
+}

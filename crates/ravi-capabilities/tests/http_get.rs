@@ -1,0 +1,259 @@
+//! `http_get` against a real HTTP server on 127.0.0.1 (a std `TcpListener` speaking HTTP/1.1):
+//! the explicit allow-list reaches it; the default policy refuses loopback whether named by
+//! IP, by `localhost` or through a redirect; size, redirect and time limits hold.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use ravi_capabilities::tools::{HttpGet, HttpPolicy};
+use ravi_kernel::{ContentBlock, Tool, ToolContext, ToolErrorKind};
+use serde_json::json;
+
+const PNG_HEAD: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+
+/// Serves a fixed set of routes until the test process ends; each connection gets one
+/// response and is closed.
+fn server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(200) {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).into_owned();
+                let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                let (status, ctype, body, extra): (&str, &str, Vec<u8>, String) =
+                    match path.as_str() {
+                        "/hello" => (
+                            "200 OK",
+                            "text/plain; charset=utf-8",
+                            b"hello from the test server".to_vec(),
+                            String::new(),
+                        ),
+                        "/json" => (
+                            "200 OK",
+                            "application/json",
+                            br#"{"ok":true}"#.to_vec(),
+                            String::new(),
+                        ),
+                        "/missing" => (
+                            "404 Not Found",
+                            "text/plain",
+                            b"no such page".to_vec(),
+                            String::new(),
+                        ),
+                        "/img" => ("200 OK", "image/png", PNG_HEAD.to_vec(), String::new()),
+                        "/big" => ("200 OK", "text/plain", vec![b'a'; 20_000], String::new()),
+                        "/redirect" => (
+                            "302 Found",
+                            "text/plain",
+                            Vec::new(),
+                            "Location: /hello\r\n".into(),
+                        ),
+                        "/loop" => (
+                            "302 Found",
+                            "text/plain",
+                            Vec::new(),
+                            "Location: /loop\r\n".into(),
+                        ),
+                        "/to-localhost" => (
+                            "302 Found",
+                            "text/plain",
+                            Vec::new(),
+                            format!("Location: http://localhost:{port}/hello\r\n"),
+                        ),
+                        "/to-file" => (
+                            "302 Found",
+                            "text/plain",
+                            Vec::new(),
+                            "Location: file:///etc/passwd\r\n".into(),
+                        ),
+                        "/slow" => {
+                            std::thread::sleep(Duration::from_secs(3));
+                            ("200 OK", "text/plain", b"late".to_vec(), String::new())
+                        }
+                        _ => ("404 Not Found", "text/plain", Vec::new(), String::new()),
+                    };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(&body);
+            });
+        }
+    });
+    port
+}
+
+fn allowing_loopback() -> HttpGet {
+    let mut policy = HttpPolicy::allow_only(["127.0.0.1"]);
+    policy.max_bytes = 10_000;
+    policy.max_redirects = 3;
+    policy.timeout = Duration::from_secs(1);
+    HttpGet::new(policy).unwrap()
+}
+
+async fn get(
+    tool: &HttpGet,
+    url: &str,
+) -> Result<ravi_kernel::ToolExecutionResult, ravi_kernel::ToolError> {
+    tool.execute(&ToolContext::default(), json!({ "url": url }))
+        .await
+}
+
+#[tokio::test]
+async fn fetches_text_json_and_images_from_an_allowed_host() {
+    let port = server();
+    let tool = allowing_loopback();
+    let out = get(&tool, &format!("http://127.0.0.1:{port}/hello"))
+        .await
+        .unwrap();
+    assert!(!out.is_error);
+    let text = out.text_content();
+    assert!(
+        text.starts_with("HTTP 200 OK from http://127.0.0.1:"),
+        "{text}"
+    );
+    assert!(text.ends_with("\n\nhello from the test server"), "{text}");
+    assert_eq!(out.structured_content.as_ref().unwrap()["status"], 200);
+
+    let out = get(&tool, &format!("http://127.0.0.1:{port}/json"))
+        .await
+        .unwrap();
+    assert!(out.text_content().ends_with(r#"{"ok":true}"#));
+
+    let out = get(&tool, &format!("http://127.0.0.1:{port}/img"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&out.content[1], ContentBlock::Image { media_type, .. } if media_type == "image/png")
+    );
+
+    let out = get(&tool, &format!("http://127.0.0.1:{port}/missing"))
+        .await
+        .unwrap();
+    assert!(out.is_error, "a 404 is an error result the model sees");
+    assert!(out.text_content().contains("HTTP 404 Not Found"));
+    assert!(out.text_content().contains("no such page"));
+
+    let out = get(&tool, &format!("http://127.0.0.1:{port}/redirect"))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.structured_content.unwrap()["url"],
+        format!("http://127.0.0.1:{port}/hello")
+    );
+}
+
+#[tokio::test]
+async fn default_policy_refuses_loopback_by_ip_name_and_redirect() {
+    let port = server();
+    let tool = HttpGet::new(HttpPolicy::default()).unwrap();
+    for url in [
+        format!("http://127.0.0.1:{port}/hello"),
+        format!("http://localhost:{port}/hello"),
+        format!("http://[::1]:{port}/hello"),
+        format!("http://0x7f000001:{port}/hello"),
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+    ] {
+        let err = get(&tool, &url).await.unwrap_err();
+        assert_eq!(err.kind, ToolErrorKind::PermissionDenied, "{url}: {err:?}");
+        assert!(
+            err.message.contains("public addresses"),
+            "{url}: {}",
+            err.message
+        );
+    }
+    // Allowed to reach 127.0.0.1, but a redirect to `localhost` (not on the list) is refused.
+    let tool = allowing_loopback();
+    let err = get(&tool, &format!("http://127.0.0.1:{port}/to-localhost"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("redirect to http://localhost"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("allow-list"), "{}", err.message);
+    // A redirect to a non-HTTP scheme is never followed: the 302 itself is the answer.
+    let out = get(&tool, &format!("http://127.0.0.1:{port}/to-file"))
+        .await
+        .unwrap();
+    assert_eq!(out.structured_content.as_ref().unwrap()["status"], 302);
+    assert!(!out.text_content().contains("root:"));
+}
+
+#[tokio::test]
+async fn a_listed_name_may_resolve_to_loopback() {
+    let port = server();
+    let tool = HttpGet::new(HttpPolicy::allow_only(["localhost"])).unwrap();
+    let out = get(&tool, &format!("http://localhost:{port}/hello"))
+        .await
+        .unwrap();
+    assert!(out.text_content().contains("hello from the test server"));
+}
+
+#[tokio::test]
+async fn limits_hold() {
+    let port = server();
+    let tool = allowing_loopback();
+    let err = get(&tool, &format!("http://127.0.0.1:{port}/big"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::LimitExceeded);
+    assert!(err.message.contains("10000-byte limit"), "{}", err.message);
+    let err = get(&tool, &format!("http://127.0.0.1:{port}/loop"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("more than 3 redirects"),
+        "{}",
+        err.message
+    );
+    let started = Instant::now();
+    let err = get(&tool, &format!("http://127.0.0.1:{port}/slow"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Timeout, "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(err.retryable);
+}
+
+#[tokio::test]
+async fn bad_urls_are_invalid_arguments() {
+    let tool = allowing_loopback();
+    let err = get(&tool, "not a url").await.unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::InvalidArguments);
+    assert!(
+        err.message.contains("not a valid absolute URL"),
+        "{}",
+        err.message
+    );
+    let err = get(&tool, "ftp://127.0.0.1/x").await.unwrap_err();
+    assert!(
+        err.message.contains("only http and https"),
+        "{}",
+        err.message
+    );
+    let err = tool
+        .execute(&ToolContext::default(), json!({"uri": "x"}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("unknown field `uri`"),
+        "{}",
+        err.message
+    );
+}

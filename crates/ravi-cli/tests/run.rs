@@ -1,0 +1,170 @@
+//! `ravi run` as a user runs it: the quickstart, the compatibility corpus byte for byte, exit
+//! codes, approvals from the command line and scripts on stdin.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn ravi(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    // A process that fails before reading its input closes the pipe; that is not an error here.
+    let _ = input.write_all(stdin.unwrap_or("").as_bytes());
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn the_quickstart_runs_in_a_scratch_workspace() {
+    let ws = tempfile::tempdir().unwrap();
+    let script = repo().join("examples/quickstart.py");
+    let out = ravi(
+        &[
+            "run",
+            script.to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--approve",
+            "all",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("best: west"), "{stdout}");
+    assert!(stdout.contains("Artifact of 244890 bytes"), "{stdout}");
+    assert!(stdout.contains("archived: True file"), "{stdout}");
+    assert!(stderr.contains("── ok in"), "{stderr}");
+    assert!(stderr.contains("[artifact]"), "{stderr}");
+    let archived = std::fs::read(ws.path().join("archive/app.log")).unwrap();
+    assert_eq!(
+        archived,
+        std::fs::read(ws.path().join("logs/app.log")).unwrap()
+    );
+    assert_eq!(archived.len(), 244_890);
+}
+
+#[test]
+fn every_corpus_script_matches_cpython_through_ravi_run() {
+    let dir = repo().join("crates/ravi-capabilities/tests/corpus/python");
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "py"))
+        .collect();
+    scripts.sort();
+    assert!(scripts.len() >= 12);
+    let ws = tempfile::tempdir().unwrap();
+    for script in scripts {
+        let out = ravi(
+            &[
+                "run",
+                script.to_str().unwrap(),
+                "--json",
+                "--workspace",
+                ws.path().to_str().unwrap(),
+            ],
+            None,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{}: {e}: {}", script.display(), text(&out.stderr)));
+        let expected = std::fs::read_to_string(script.with_extension("expected")).unwrap();
+        assert_eq!(v["status"], "ok", "{}: {v}", script.display());
+        assert_eq!(
+            v["output_text"].as_str().unwrap(),
+            expected,
+            "{}",
+            script.display()
+        );
+        assert_eq!(out.status.code(), Some(0));
+    }
+}
+
+#[test]
+fn exit_codes_follow_the_outcome() {
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path().to_str().unwrap();
+    let ok = ravi(&["run", "-", "--workspace", w], Some("print('from stdin')"));
+    assert_eq!(ok.status.code(), Some(0));
+    assert_eq!(text(&ok.stdout), "from stdin\n");
+
+    let err = ravi(&["run", "-", "--workspace", w], Some("x = 1\n{}['k']\n"));
+    assert_eq!(err.status.code(), Some(1));
+    assert!(
+        text(&err.stderr).contains("KeyError"),
+        "{}",
+        text(&err.stderr)
+    );
+
+    let slow = ravi(
+        &["run", "-", "--workspace", w, "--timeout", "0.3"],
+        Some("while True:\n    pass\n"),
+    );
+    assert_eq!(slow.status.code(), Some(3));
+    let mem = ravi(
+        &["run", "-", "--workspace", w, "--memory-mb", "32", "--json"],
+        Some("x = []\nwhile True:\n    x.append(' ' * 100000)\n"),
+    );
+    assert_eq!(mem.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&mem.stdout).unwrap();
+    assert_eq!(v["status"], "resource_exhausted");
+
+    let missing = ravi(&["run", "no/such/script.py", "--workspace", w], None);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(text(&missing.stderr).contains("no/such/script.py"));
+    let bad = ravi(&["run", "-", "--timeout=0"], Some("print(1)"));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("--timeout"));
+}
+
+#[test]
+fn approve_none_denies_and_budget_is_enforced() {
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path().to_str().unwrap();
+    let script = "try:\n    write_file(path='a.txt', content='x')\nexcept ToolDenied:\n    print('denied')\n";
+    let out = ravi(
+        &["run", "-", "--workspace", w, "--approve", "none"],
+        Some(script),
+    );
+    assert_eq!(text(&out.stdout), "denied\n");
+    assert!(!ws.path().join("a.txt").exists());
+    let out = ravi(
+        &["run", "-", "--workspace", w, "--approve", "all"],
+        Some(script),
+    );
+    assert_eq!(text(&out.stdout), "");
+    assert!(ws.path().join("a.txt").exists());
+
+    let out = ravi(
+        &[
+            "run",
+            "-",
+            "--workspace",
+            w,
+            "--max-tool-calls",
+            "2",
+            "--json",
+        ],
+        Some("for i in range(3):\n    calculator(expression='1+1')\n"),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["exc_type"], "BudgetExhausted");
+    assert_eq!(v["call_trace"].as_array().unwrap().len(), 3);
+}

@@ -139,8 +139,6 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
     display.finish();
     if !display.streamed_text() && !result.final_text.is_empty() {
         println!("{}", result.final_text);
-    } else if display.streamed_text() {
-        println!();
     }
     let u = result.usage();
     eprintln!(
@@ -284,6 +282,8 @@ struct Display {
     paused: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     streamed: AtomicBool,
+    /// Answer text was printed since the last newline on stdout.
+    line_open: AtomicBool,
     spinner: Mutex<Option<std::thread::JoinHandle<()>>>,
     tty: bool,
 }
@@ -314,12 +314,21 @@ impl Display {
             paused,
             stop,
             streamed: AtomicBool::new(false),
+            line_open: AtomicBool::new(false),
             spinner: Mutex::new(handle),
             tty,
         }
     }
 
+    /// Ends the answer line on stdout, so status lines on stderr never overwrite it.
+    fn end_text_line(&self) {
+        if self.line_open.swap(false, Ordering::AcqRel) {
+            println!();
+        }
+    }
+
     fn clear_line(&self) {
+        self.end_text_line();
         if self.tty {
             eprint!("\r\x1b[K");
         }
@@ -343,8 +352,10 @@ impl Display {
 impl AgentObserver for Display {
     fn on_event(&self, event: &AgentEvent) {
         match event {
+            AgentEvent::TurnStarted { .. } => self.end_text_line(),
             AgentEvent::TextDelta { text } => {
                 self.streamed.store(true, Ordering::Release);
+                self.line_open.store(true, Ordering::Release);
                 print!("{text}");
                 let _ = std::io::stdout().flush();
             }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ravi_agents::discovery::registered_tools;
-use ravi_agents::{Toolbox, ToolboxError};
+use ravi_agents::{CapabilityError, CapabilityRegistry, Toolbox, ToolboxError};
 use ravi_kernel::{AnyTool, ToolRegistry};
 
 use crate::BackendError;
@@ -142,6 +142,18 @@ impl Catalog {
     /// A [`Toolbox`] holding every catalogued tool, for an invoker or a model's tool list.
     pub fn toolbox(&self) -> Result<Toolbox, ToolboxError> {
         Toolbox::try_from_tools(self.entries.iter().map(|e| e.tool.clone()))
+    }
+
+    /// A [`CapabilityRegistry`] entry for every catalogued tool, with its category, tags and
+    /// aliases, so an agent can browse the category tree or search in words.
+    pub fn capability_registry(&self) -> Result<CapabilityRegistry, CapabilityError> {
+        let mut registry = CapabilityRegistry::new();
+        for e in &self.entries {
+            let tags: Vec<&str> = e.tags.iter().map(String::as_str).collect();
+            let aliases: Vec<&str> = e.aliases.iter().map(String::as_str).collect();
+            registry.register_tool(e.tool.clone(), &e.category, &tags, &aliases)?;
+        }
+        Ok(registry)
     }
 
     /// Keeps only the entries `keep` accepts (e.g. a risk ceiling or a category).

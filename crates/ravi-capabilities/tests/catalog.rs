@@ -153,6 +153,28 @@ async fn discover_in_binds_the_builtins_to_the_workspace() {
 }
 
 #[test]
+fn capability_registry_browses_and_searches_the_catalog() {
+    let catalog = Catalog::discover();
+    let registry = catalog.capability_registry().unwrap();
+    assert_eq!(registry.len(), catalog.entries().len());
+    let files: Vec<_> = registry
+        .browse("system")
+        .iter()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(files.len(), 5, "{files:?}");
+    assert_eq!(registry.get_tool("rm").unwrap().name(), "delete_file");
+    let hits = registry.search("run a command in the terminal", 3);
+    assert!(
+        hits.iter().any(|h| h.entry.name == "shell"),
+        "{:?}",
+        hits.iter().map(|h| &h.entry.name).collect::<Vec<_>>()
+    );
+    let hits = registry.search("download a web page", 3);
+    assert_eq!(hits[0].entry.name, "http_get");
+}
+
+#[test]
 fn builtin_tools_lists_every_builtin_once() {
     let names: Vec<_> = builtin_tools()
         .iter()

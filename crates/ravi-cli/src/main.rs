@@ -28,6 +28,9 @@ enum Command {
     Tools(commands::tools::ToolsCommand),
     /// Serve a toolbox over MCP (stdio or streamable HTTP).
     Serve(commands::serve::ServeArgs),
+    /// Inspect skills (SKILL.md prompt packages).
+    #[command(subcommand)]
+    Skills(commands::skills::SkillsCommand),
 }
 
 /// The process exit codes (see the crate docs).
@@ -52,6 +55,7 @@ fn main() {
         }
         Command::Tools(cmd) => commands::tools::run(cmd),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Skills(cmd) => commands::skills::run(cmd),
     };
     let code = match result {
         Ok(exit) => exit as i32,

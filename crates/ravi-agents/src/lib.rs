@@ -55,6 +55,11 @@ pub use typed::{
 /// Options, parameter forms and return types are listed in `docs/tools.md`.
 pub use ravi_macros::tool;
 
+/// The examples of `docs/tools.md`, compiled and run as doctests so the guide stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/tools.md")]
+struct ToolsGuide;
+
 // Lets the `#[tool]` expansion's `::ravi_agents::…` paths resolve inside this crate too.
 extern crate self as ravi_agents;
 

@@ -32,6 +32,9 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Run a model with tools (the ReAct loop), approving risky calls on the terminal.
     Agent(commands::agent::AgentArgs),
+    /// Inspect skills (SKILL.md prompt packages).
+    #[command(subcommand)]
+    Skills(commands::skills::SkillsCommand),
 }
 
 /// The process exit codes (see the crate docs).
@@ -60,6 +63,7 @@ fn main() {
         Command::Serve(args) => commands::serve::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Agent(args) => commands::agent::run(args),
+        Command::Skills(cmd) => commands::skills::run(cmd),
     };
     let code = match result {
         Ok(exit) => exit as i32,

@@ -39,3 +39,104 @@ fn unknown_command_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("frobnicate"));
 }
+
+#[test]
+fn tools_schema_prints_each_providers_shape() {
+    for (provider, check) in [
+        ("openai", "function"),
+        ("openai-responses", "function"),
+        ("anthropic", "input_schema"),
+        ("gemini", "functionDeclarations"),
+        ("mcp", "inputSchema"),
+    ] {
+        let out = ravi(&["tools", "schema", "--provider", provider, "--strict"]);
+        assert!(
+            out.status.success(),
+            "{provider}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let text = v.to_string();
+        assert!(v.is_array(), "{provider}: {v}");
+        assert!(text.contains(check), "{provider}: {text}");
+    }
+    let one = ravi(&[
+        "tools",
+        "schema",
+        "--provider",
+        "mcp",
+        "--name",
+        "read_file",
+    ]);
+    assert!(one.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(v["annotations"]["readOnlyHint"], true);
+}
+
+#[test]
+fn tools_schema_rejects_an_unknown_provider() {
+    let out = ravi(&["tools", "schema", "--provider", "bedrock"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("expected one of openai, openai-responses"),
+        "{err}"
+    );
+}
+
+#[test]
+fn tools_search_finds_builtins_by_paraphrase() {
+    let out = ravi(&["tools", "search", "remove a file", "--limit", "3", "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["name"], "delete_file", "{v}");
+    assert!(v.as_array().unwrap().len() <= 3);
+}
+
+#[test]
+fn tools_lint_reports_per_tool() {
+    let out = ravi(&["tools", "lint", "--provider", "gemini", "--json"]);
+    assert!(out.status.code() == Some(0) || out.status.code() == Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for f in v.as_array().unwrap() {
+        assert!(f["tool"].is_string() && f["message"].is_string(), "{f}");
+        assert_eq!(f["provider"], "gemini");
+    }
+}
+
+#[test]
+fn skills_list_reads_a_directory_and_names_bad_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("review")).unwrap();
+    std::fs::write(
+        dir.path().join("review/SKILL.md"),
+        "---\nname: review\ndescription: Review a change.\nallowed_tools: [read_file]\n---\nRead first.\n",
+    )
+    .unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = ravi(&["skills", "list", d, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["name"], "review");
+    assert_eq!(v[0]["allowed_tools"], serde_json::json!(["read_file"]));
+    let table = ravi(&["skills", "list", d]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("review"));
+
+    std::fs::create_dir(dir.path().join("bad")).unwrap();
+    std::fs::write(
+        dir.path().join("bad/SKILL.md"),
+        "---\nname: 5\ndescription: d\n---\nx\n",
+    )
+    .unwrap();
+    let out = ravi(&["skills", "list", d]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad/SKILL.md") && err.contains("field `name`"),
+        "{err}"
+    );
+}

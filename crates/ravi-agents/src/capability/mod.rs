@@ -134,6 +134,15 @@ pub struct CapabilityRegistry {
     names: HashMap<String, usize>,
     aliases: HashMap<String, usize>,
     index: search::Index,
+    /// Per entry: tokenized name, tags and category words, for the boosts.
+    tokens: Vec<EntryTokens>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct EntryTokens {
+    name: Vec<String>,
+    tags: Vec<Vec<String>>,
+    category: Vec<String>,
 }
 
 impl Default for CapabilityRegistry {
@@ -161,6 +170,7 @@ impl CapabilityRegistry {
             names: HashMap::new(),
             aliases: HashMap::new(),
             index: search::Index::default(),
+            tokens: Vec::new(),
         };
         for (path, description) in BUILTIN_CATEGORIES {
             reg.categories.insert(
@@ -270,6 +280,20 @@ impl CapabilityRegistry {
                 (search::W_DESCRIPTION, &entry.description),
             ],
         );
+        self.tokens.push(EntryTokens {
+            name: search::tokenize(&entry.name),
+            tags: entry
+                .tags
+                .iter()
+                .map(|t| search::tokenize(t))
+                .filter(|t| !t.is_empty())
+                .collect(),
+            category: entry
+                .category
+                .split('/')
+                .flat_map(search::tokenize)
+                .collect(),
+        });
         self.names.insert(name, id);
         for a in &entry.aliases {
             self.aliases.insert(a.clone(), id);
@@ -354,38 +378,34 @@ impl CapabilityRegistry {
                 *scores.entry(i).or_default() += boost;
             }
         }
+        // Query words plus their synonyms, for name coverage.
+        let mut expanded: Vec<&str> = terms.iter().map(String::as_str).collect();
+        for t in &terms {
+            expanded.extend(search::synonyms(t).iter().map(String::as_str));
+        }
         for (i, score) in scores.iter_mut() {
-            let Some(e) = self.entries.get(*i) else {
+            let Some(tok) = self.tokens.get(*i) else {
                 continue;
             };
             // Tag and category words the query names outright.
-            let tag_hits = e
+            let tag_hits = tok
                 .tags
                 .iter()
-                .filter(|t| {
-                    let tt = search::tokenize(t);
-                    !tt.is_empty() && tt.iter().all(|w| terms.contains(w))
-                })
+                .filter(|tt| tt.iter().all(|w| terms.contains(w)))
                 .count();
             *score += 0.75 * tag_hits as f64;
-            if e.category
-                .split('/')
-                .flat_map(search::tokenize)
-                .any(|w| terms.contains(&w))
-            {
+            if tok.category.iter().any(|w| terms.contains(w)) {
                 *score += 0.5;
             }
             // Coverage of the name's words: `create issue` should beat a tool that merely
             // mentions issues.
-            let name_words = search::tokenize(&e.name);
-            if !name_words.is_empty() {
-                let covered = name_words
+            if !tok.name.is_empty() {
+                let covered = tok
+                    .name
                     .iter()
-                    .filter(|w| {
-                        terms.contains(w) || search::synonyms(w).iter().any(|s| terms.contains(s))
-                    })
+                    .filter(|w| expanded.contains(&w.as_str()))
                     .count();
-                *score += 1.5 * covered as f64 / name_words.len() as f64;
+                *score += 1.5 * covered as f64 / tok.name.len() as f64;
             }
         }
         let mut ranked: Vec<(usize, f64)> = scores.into_iter().filter(|(_, s)| *s > 0.0).collect();

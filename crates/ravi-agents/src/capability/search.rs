@@ -154,20 +154,26 @@ fn undouble(s: &str) -> String {
     }
 }
 
-/// The synonyms of a (stemmed) word, stemmed, excluding the word itself.
-pub(crate) fn synonyms(word: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for group in SYNONYMS {
-        if group.iter().any(|g| stem(g) == word) {
-            for g in *group {
-                let s = stem(g);
-                if s != word && !out.contains(&s) {
-                    out.push(s);
+/// The synonyms of a (stemmed) word, stemmed, excluding the word itself. The table is
+/// stemmed once, on first use.
+pub(crate) fn synonyms(word: &str) -> &'static [String] {
+    static TABLE: std::sync::OnceLock<HashMap<String, Vec<String>>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut table: HashMap<String, Vec<String>> = HashMap::new();
+        for group in SYNONYMS {
+            let stems: Vec<String> = group.iter().map(|g| stem(g)).collect();
+            for w in &stems {
+                let entry = table.entry(w.clone()).or_default();
+                for s in &stems {
+                    if s != w && !entry.contains(s) {
+                        entry.push(s.clone());
+                    }
                 }
             }
         }
-    }
-    out
+        table
+    });
+    table.get(word).map_or(&[], Vec::as_slice)
 }
 
 /// An inverted index with weighted term frequencies per document.
@@ -208,7 +214,7 @@ impl Index {
         for term in query_terms {
             let mut best: HashMap<usize, f64> = HashMap::new();
             let mut variants = vec![(term.clone(), 1.0)];
-            variants.extend(synonyms(term).into_iter().map(|s| (s, 0.5)));
+            variants.extend(synonyms(term).iter().map(|s| (s.clone(), 0.5)));
             for (t, w) in variants {
                 let Some(posting) = self.postings.get(&t) else {
                     continue;

@@ -5,4 +5,8 @@ pub mod mcp_attach;
 pub mod run;
 pub mod serve;
 pub mod serve_tools;
+pub mod skills;
+pub mod toolbox;
 pub mod tools;
+pub mod tools_schema;
+pub mod tools_search;

@@ -33,6 +33,12 @@ pub enum ApproveMode {
 /// Subcommands of `ravi tools`.
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
+    /// Print the tool declarations for a provider (JSON on stdout, findings on stderr).
+    Schema(super::tools_schema::SchemaArgs),
+    /// Find tools by what they do (BM25 over names, tags, categories and descriptions).
+    Search(super::tools_search::SearchArgs),
+    /// Report what a provider would reject or silently lose, per tool (exit 1 on rejections).
+    Lint(super::tools_schema::LintArgs),
     /// List the available tools with their risk and category.
     List {
         /// Print JSON instead of a table.
@@ -69,6 +75,9 @@ pub enum ToolsCommand {
 /// Runs a `ravi tools` subcommand.
 pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
     match cmd {
+        ToolsCommand::Schema(args) => super::tools_schema::schema(args),
+        ToolsCommand::Search(args) => super::tools_search::search(args),
+        ToolsCommand::Lint(args) => super::tools_schema::lint(args),
         ToolsCommand::List { json, mcp } => {
             if mcp.mcp.is_empty() && mcp.mcp_url.is_empty() {
                 list(Catalog::discover().entries(), &[], json);

@@ -1,0 +1,44 @@
+//! The toolbox the inspection commands (`tools schema|search|lint`) describe.
+
+use std::io::Write as _;
+
+use anyhow::Context as _;
+use ravi_agents::{CapabilityRegistry, Toolbox};
+use ravi_capabilities::Catalog;
+
+/// Every tool this binary knows: the discovered catalog (built-ins and anything registered
+/// with `#[tool]` or `register_tool!`). The one place to change what the CLI describes.
+pub fn default_toolbox() -> anyhow::Result<Toolbox> {
+    Catalog::discover()
+        .toolbox()
+        .context("the discovered tools do not form a valid toolbox")
+}
+
+/// The same tools as a capability registry, with the catalog's categories, tags and aliases.
+pub fn default_registry() -> anyhow::Result<CapabilityRegistry> {
+    let mut reg = CapabilityRegistry::new();
+    for e in Catalog::discover().entries() {
+        let tags: Vec<&str> = e.tags.iter().map(String::as_str).collect();
+        let aliases: Vec<&str> = e.aliases.iter().map(String::as_str).collect();
+        let category = if e.category.is_empty() {
+            "general"
+        } else {
+            e.category.as_str()
+        };
+        reg.register_tool(e.tool.clone(), category, &tags, &aliases)
+            .with_context(|| format!("cannot index tool `{}`", e.name()))?;
+    }
+    Ok(reg)
+}
+
+/// Writes `text` and a newline to stdout; a closed pipe (`ravi … | head`) ends the output
+/// quietly instead of panicking like `println!`.
+pub fn print_out(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
+        _ => Ok(()),
+    }
+}

@@ -227,3 +227,40 @@ fn tools_list_and_call_accept_attached_servers() {
         "The sum of 20 and 22 is 42."
     );
 }
+
+/// `ravi run --mcp`: a code-mode script calls an attached server's tool as `ev__echo(...)`,
+/// through the same invoker as the built-in tools, and the call is in the run's trace.
+#[test]
+fn ravi_run_calls_the_tools_of_an_attached_server() {
+    if !ready("ravi run --mcp") {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(["run", "-", "--json", "--approve", "all", "--workspace"])
+        .arg(ws.path())
+        .args(["--mcp", &attach_flag()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"r = ev__echo(message='through the sandbox')\nprint(r)\n")
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "ok", "{result:#}");
+    let printed = result["output_text"].as_str().unwrap();
+    assert!(printed.contains("through the sandbox"), "{printed}");
+    let trace = result["call_trace"].as_array().unwrap();
+    assert_eq!(trace.len(), 1, "{result:#}");
+    assert_eq!(trace[0]["tool"], "ev__echo");
+    assert_eq!(trace[0]["status"], "ok");
+}

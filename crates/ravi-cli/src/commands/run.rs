@@ -1,4 +1,5 @@
-//! `ravi run SCRIPT.py|-`: runs a code-mode script against the built-in toolbox, every call
+//! `ravi run SCRIPT.py|-`: runs a code-mode script against the built-in toolbox (plus the tools of
+//! servers attached with `--mcp`/`--mcp-url`), every call
 //! through the ToolInvoker, and prints its output and trace.
 //!
 //! Exit codes: 0 ok, 1 script error, 2 usage or configuration error, 3 timeout, limit or
@@ -13,17 +14,18 @@ use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
 use ravi_agents::blob::MemoryBlobStore;
-use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
+use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::backend::{Backend, LocalBackend};
 use ravi_capabilities::chain::{ToolChainTool, limits_from, status_str};
 use ravi_capabilities::tools::{
-    Calculator, DeleteFile, FileExists, ListFiles, ReadFile, Shell, WriteFile,
+    Calculator, DeleteFile, FileExists, ListFiles, ReadFile, ReadResult, Shell, WriteFile,
 };
 use ravi_kernel::{
     AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, ChainPolicy, ChainRunResult,
     ChainStatus, ToolContext,
 };
 
+use super::mcp_attach::{McpArgs, build_toolbox};
 use crate::Exit;
 
 /// How risky calls are approved.
@@ -63,6 +65,9 @@ pub struct RunArgs {
     /// How risky calls are approved (default: ask on a terminal, none otherwise).
     #[arg(long, value_enum)]
     approve: Option<ApproveMode>,
+    /// MCP servers whose tools the script may call too (`--mcp`, `--mcp-url`).
+    #[command(flatten)]
+    mcp: McpArgs,
 }
 
 fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -82,6 +87,7 @@ fn builtin_toolbox(backend: Arc<dyn Backend>) -> Vec<AnyTool> {
         AnyTool::Function(Arc::new(WriteFile::new(backend.clone()))),
         AnyTool::Function(Arc::new(DeleteFile::new(backend.clone()))),
         AnyTool::Function(Arc::new(Shell::new(backend))),
+        AnyTool::Function(Arc::new(ReadResult)),
     ]
 }
 
@@ -140,8 +146,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
         ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
         ApproveMode::None => Arc::new(DenyAllApprovalHandler),
     };
-    let registry = Arc::new(StaticRegistry::new(builtin_toolbox(backend)));
-    let invoker = ToolInvoker::builder(registry)
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // Attached MCP servers run as child processes (or connections) for the whole run.
+    let (toolbox, clients) = rt.block_on(build_toolbox(builtin_toolbox(backend), &args.mcp))?;
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)
         .approval_handler(approval)
         .blob_store(Arc::new(MemoryBlobStore::new()))
@@ -150,11 +161,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
         .context("loading the code-mode sandbox")?
         .limits(limits_from(timeout, args.memory_mb, 1 << 20));
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = rt.block_on(chain.run_named(&source, &filename, &ToolContext::new("run")));
+    let result = rt.block_on(async {
+        let result = chain
+            .run_named(&source, &filename, &ToolContext::new("run"))
+            .await;
+        for client in clients {
+            client.close().await;
+        }
+        result
+    });
 
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);

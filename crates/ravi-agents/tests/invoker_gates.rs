@@ -138,6 +138,29 @@ async fn type_gate_refuses_hosted_provider_defined_and_tool_chain() {
     assert!(s.trace().iter().all(|r| !r.executed));
 }
 
+/// A top-level invoker (a model turn, an MCP client) runs `tool_chain` like any tool; hosted
+/// tools stay refused there too.
+#[tokio::test]
+async fn top_level_invoker_runs_tool_chain() {
+    let inv = ToolInvoker::builder(Arc::new(registry()))
+        .top_level(true)
+        .build();
+    let s = inv.open_session();
+    let ctx = ToolContext::default();
+    let r = inv
+        .invoke(&s, call("c1", "tool_chain", json!({})), &ctx)
+        .await;
+    assert_result(&r, InvocationStatus::Ok, "chained");
+    let r = inv
+        .invoke(&s, call("c2", "web_search", json!({})), &ctx)
+        .await;
+    assert_eq!(r.status, InvocationStatus::Error);
+    assert_eq!(
+        s.trace().iter().map(|r| r.executed).collect::<Vec<_>>(),
+        [true, false]
+    );
+}
+
 fn skill(name: &str, allowed: Option<&[&str]>) -> Skill {
     Skill {
         name: name.into(),

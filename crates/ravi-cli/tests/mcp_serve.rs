@@ -264,3 +264,39 @@ fn ravi_run_calls_the_tools_of_an_attached_server() {
     assert_eq!(trace[0]["tool"], "ev__echo");
     assert_eq!(trace[0]["status"], "ok");
 }
+
+/// `ravi serve` offers code mode: the Python SDK calls `tool_chain` with a script that calls the
+/// attached server's tool, and gets the script's output back.
+#[test]
+fn python_sdk_calls_tool_chain_on_ravi_serve() {
+    if !ready("ravi serve tool_chain") {
+        return;
+    }
+    let target = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_ravi").to_owned(),
+        "serve".into(),
+        "--stdio".into(),
+        "--approve".into(),
+        "auto".into(),
+        "--mcp".into(),
+        attach_flag(),
+    ];
+    let plan = json!({"calls": [{
+        "name": "tool_chain",
+        "arguments": {"script": "r = ev__get_sum(a=20, b=22)\nprint('chain says', r)\n"}
+    }]});
+    let report = run_python(&plan, &target);
+    let names: Vec<&str> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"tool_chain"), "{names:?}");
+    let result = &report["calls"][0]["result"];
+    assert_ne!(result["isError"], true, "{result:#}");
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("chain says"), "{result:#}");
+    assert!(text.contains("42"), "{result:#}");
+}

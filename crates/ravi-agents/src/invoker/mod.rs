@@ -97,6 +97,9 @@ struct Inner {
     output_guardrails: Vec<Arc<dyn OutputGuardrail>>,
     progress: Option<Arc<dyn ProgressSink>>,
     validator: ArgumentValidator,
+    /// Whether calls come straight from a model turn or an MCP client rather than from a
+    /// chain script: then `tool_chain` is an ordinary tool.
+    top_level: bool,
 }
 
 impl std::fmt::Debug for ToolInvoker {
@@ -122,6 +125,16 @@ pub struct ToolInvokerBuilder {
 }
 
 impl ToolInvokerBuilder {
+    /// Marks this invoker as serving top-level calls — a model's turn (the ReAct loop) or an
+    /// MCP client (`ravi serve`) — so that `tool_chain` may be called through it. The default
+    /// (`false`) is the invoker a chain script's calls go through, where `tool_chain` is refused
+    /// because chains do not nest. Hosted and provider-defined tools are refused either way:
+    /// Ravi does not execute them through this pipeline.
+    #[must_use]
+    pub fn top_level(mut self, top_level: bool) -> Self {
+        self.inner.top_level = top_level;
+        self
+    }
     /// The limits every call is held to.
     #[must_use]
     pub fn policy(mut self, policy: ChainPolicy) -> Self {
@@ -193,6 +206,7 @@ impl ToolInvoker {
                 output_guardrails: Vec::new(),
                 progress: None,
                 validator: ArgumentValidator::new(),
+                top_level: false,
             },
         }
     }
@@ -349,7 +363,7 @@ impl ToolInvoker {
 
         // 3. Type gate.
         let tool: Arc<dyn Tool> = match any {
-            AnyTool::Function(t) if call.name != TOOL_CHAIN_NAME => t,
+            AnyTool::Function(t) if inner.top_level || call.name != TOOL_CHAIN_NAME => t,
             AnyTool::Function(_) => {
                 return InvocationResult::error(format!(
                     "tool `{TOOL_CHAIN_NAME}` cannot be called from inside a chain: chains do \

@@ -359,7 +359,8 @@ impl ReActAgent {
         }))
         .policy(self.policy.clone())
         .approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>)
-        .hooks(self.hooks.clone());
+        .hooks(self.hooks.clone())
+        .top_level(true);
         if let Some(store) = &self.blob_store {
             builder = builder.blob_store(Arc::clone(store));
         }

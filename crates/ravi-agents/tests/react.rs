@@ -615,6 +615,50 @@ async fn approval_pause_serializes_and_resumes_in_a_fresh_agent() {
     assert!(err.to_string().contains("mail"), "{err}");
 }
 
+/// `max_tool_calls` bounds the whole run, not each resumed segment: calls made before an
+/// approval pause still count after the resume.
+#[tokio::test]
+async fn the_call_budget_spans_pause_and_resume() {
+    let sent = Arc::new(AtomicU32::new(0));
+    let policy = ChainPolicy::builder().max_tool_calls(2).build().unwrap();
+    let make = |model: Arc<Scripted>| {
+        ReActAgent::new(
+            "mailer",
+            model,
+            vec![tool(Add), tool(SendEmail(sent.clone()))],
+        )
+        .with_policy(policy.clone())
+        .pause_on_approval(true)
+    };
+    let paused = make(Scripted::new(vec![calls(&[
+        ("add1", "add", json!({"a": 1, "b": 2})),
+        ("mail", "send_email", json!({"to": "ops@example.com"})),
+    ])]))
+    .run("add and mail")
+    .await;
+    assert_eq!(paused.stop, RunStop::AwaitingApproval);
+    assert_eq!(paused.state.trace.len(), 1, "the safe call ran and counted");
+
+    // Resumed: the approved call is the run's 2nd (the last allowed); the 3rd is refused.
+    let model = Scripted::new(vec![
+        calls(&[("add2", "add", json!({"a": 2, "b": 2}))]),
+        answer("done"),
+    ]);
+    let done = make(model)
+        .resume(
+            paused.state,
+            [("mail".to_owned(), ApprovalDecision::Approved)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+    let r = results(done.messages());
+    let third = r.iter().find(|(id, _, _)| id == "add2").unwrap();
+    assert!(third.2, "{r:?}");
+    assert!(third.1.contains("budget exhausted"), "{r:?}");
+}
+
 #[tokio::test]
 async fn approval_handler_decides_inline_when_not_pausing() {
     let sent = Arc::new(AtomicU32::new(0));

@@ -87,6 +87,16 @@ impl InvokerSession {
         self
     }
 
+    /// The same session with `calls` already charged to its budget: for a run that continues
+    /// in a new session (an agent resumed after an approval pause, possibly in another process),
+    /// so `max_tool_calls` bounds the whole run rather than each resumed segment. Only raises
+    /// the count, never lowers it.
+    #[must_use]
+    pub fn with_calls_already_made(self, calls: u32) -> Self {
+        self.inner.count.fetch_max(calls, Ordering::AcqRel);
+        self
+    }
+
     /// The active skills.
     pub fn skills(&self) -> &[Skill] {
         &self.skills

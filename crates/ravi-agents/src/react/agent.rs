@@ -365,8 +365,13 @@ impl ReActAgent {
             builder = builder.blob_store(Arc::clone(store));
         }
         let invoker = builder.build();
-        let session = invoker.open_session().with_skills(self.skills.clone());
+        // The budget spans the whole run: calls made before a pause (recorded in the state's
+        // trace) count against `max_tool_calls` after a resume too.
         let trace_before = state.trace.len();
+        let session = invoker
+            .open_session()
+            .with_skills(self.skills.clone())
+            .with_calls_already_made(u32::try_from(trace_before).unwrap_or(u32::MAX));
         let stop = self
             .drive(&invoker, &session, &book, &mut state, &cancel)
             .await;

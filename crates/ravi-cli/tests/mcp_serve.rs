@@ -300,3 +300,42 @@ fn python_sdk_calls_tool_chain_on_ravi_serve() {
     assert!(text.contains("chain says"), "{result:#}");
     assert!(text.contains("42"), "{result:#}");
 }
+
+/// `ravi tools schema --mcp` describes an attached server's tools to a provider, in that
+/// provider's wire shape (here OpenAI Chat Completions).
+#[test]
+fn tools_schema_describes_attached_servers() {
+    if !ready("ravi tools schema --mcp") {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args([
+            "tools",
+            "schema",
+            "--provider",
+            "openai",
+            "--mcp",
+            &attach_flag(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "ev__get-sum")
+        .cloned()
+        .unwrap_or_else(|| panic!("no ev__get-sum in {v:#}"));
+    assert_eq!(sum["type"], "function");
+    assert_eq!(sum["function"]["parameters"]["type"], "object");
+    assert!(
+        sum["function"]["parameters"]["properties"]["a"].is_object(),
+        "{sum:#}"
+    );
+}

@@ -14,6 +14,28 @@ pub fn default_toolbox() -> anyhow::Result<Toolbox> {
         .context("the discovered tools do not form a valid toolbox")
 }
 
+/// [`default_toolbox`] plus the tools of the MCP servers attached with `--mcp`/`--mcp-url`,
+/// for commands that only describe tools: the servers are connected, listed and closed again.
+pub fn toolbox_with_mcp(mcp: &super::mcp_attach::McpArgs) -> anyhow::Result<Toolbox> {
+    let base = default_toolbox()?;
+    if mcp.mcp.is_empty() && mcp.mcp_url.is_empty() {
+        return Ok(base);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let mut toolbox = base;
+        let clients = mcp.attach(&mut toolbox).await?;
+        for c in clients {
+            c.close().await;
+        }
+        Ok(toolbox)
+    })
+}
+
 /// The same tools as a capability registry, with the catalog's categories, tags and aliases.
 pub fn default_registry() -> anyhow::Result<CapabilityRegistry> {
     let mut reg = CapabilityRegistry::new();

@@ -5,7 +5,8 @@ use clap::Args;
 use ravi_agents::{SchemaOptions, Severity};
 use ravi_kernel::Provider;
 
-use super::toolbox::{default_toolbox, print_out};
+use super::mcp_attach::McpArgs;
+use super::toolbox::{print_out, toolbox_with_mcp};
 use crate::Exit;
 
 fn parse_provider(s: &str) -> Result<Provider, String> {
@@ -27,12 +28,15 @@ pub struct SchemaArgs {
     /// Only this tool's declaration.
     #[arg(long)]
     name: Option<String>,
+    /// MCP servers whose tools are described too.
+    #[command(flatten)]
+    mcp: McpArgs,
 }
 
 /// Prints the provider's `tools` array (or one declaration) as JSON on stdout; findings go
 /// to stderr.
 pub fn schema(args: SchemaArgs) -> anyhow::Result<Exit> {
-    let tb = default_toolbox()?;
+    let tb = toolbox_with_mcp(&args.mcp)?;
     let opts = if args.strict {
         SchemaOptions::strict()
     } else {
@@ -65,11 +69,14 @@ pub struct LintArgs {
     /// Print the findings as JSON.
     #[arg(long)]
     json: bool,
+    /// MCP servers whose tools are checked too.
+    #[command(flatten)]
+    mcp: McpArgs,
 }
 
 /// Prints what the provider would reject or lose; exit 1 when anything would be rejected.
 pub fn lint(args: LintArgs) -> anyhow::Result<Exit> {
-    let tb = default_toolbox()?;
+    let tb = toolbox_with_mcp(&args.mcp)?;
     let findings = tb.lint(args.provider.clone());
     if args.json {
         print_out(&serde_json::to_string_pretty(&findings)?)?;

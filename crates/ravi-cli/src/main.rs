@@ -7,6 +7,7 @@
 
 mod approval;
 mod commands;
+mod config;
 mod table;
 
 use clap::{Parser, Subcommand};

@@ -339,3 +339,53 @@ fn tools_schema_describes_attached_servers() {
         "{sum:#}"
     );
 }
+
+/// `ravi serve --config`: the served tools are the file's built-ins, its upstream servers and
+/// `tool_chain`; risk overrides show in the MCP annotations.
+#[test]
+fn ravi_serve_reads_its_config_file() {
+    if !ready("ravi serve --config") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "builtin = [\"calculator\", \"list_files\"]\n\n[risk]\nlist_files = \"safe\"\n\n\
+             [[mcp]]\nname = \"ev\"\ntransport = \"stdio\"\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n",
+            node().display().to_string(),
+            everything().display().to_string()
+        ),
+    )
+    .unwrap();
+    let target = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_ravi").to_owned(),
+        "serve".into(),
+        "--stdio".into(),
+        "--config".into(),
+        config.display().to_string(),
+    ];
+    let report = run_python(
+        &json!({"calls": [{"name": "ev__get-sum", "arguments": {"a": 1, "b": 2}}]}),
+        &target,
+    );
+    let tools = report["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(
+        names.contains(&"calculator") && names.contains(&"tool_chain"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"read_file") && !names.contains(&"shell"),
+        "{names:?}"
+    );
+    assert!(names.contains(&"ev__get-sum"), "{names:?}");
+    let list = tools.iter().find(|t| t["name"] == "list_files").unwrap();
+    assert_eq!(list["annotations"]["readOnlyHint"], true, "{list:#}");
+    assert_eq!(
+        report["calls"][0]["result"]["content"][0]["text"],
+        "The sum of 1 and 2 is 3."
+    );
+}

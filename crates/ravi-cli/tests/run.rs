@@ -168,3 +168,54 @@ fn approve_none_denies_and_budget_is_enforced() {
     assert_eq!(v["error"]["exc_type"], "BudgetExhausted");
     assert_eq!(v["call_trace"].as_array().unwrap().len(), 3);
 }
+
+/// `ravi run --config ravi.toml`: the file picks the built-in tools, overrides a tool's risk
+/// and sets the call budget; a bad file is a usage error naming the file, line and key.
+#[test]
+fn a_config_file_selects_tools_overrides_risk_and_sets_the_budget() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = ws.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        "builtin = [\"calculator\", \"write_file\"]\n\n[policy]\nmax_tool_calls = 2\n\n\
+         [risk]\nwrite_file = \"safe\"\n",
+    )
+    .unwrap();
+    let script = "write_file(path='a.txt', content='x')\n\
+                  print(calculator(expression='2 + 3')['result'])\n\
+                  try:\n    calculator(expression='1 + 1')\nexcept BudgetExhausted:\n    print('budget')\n\
+                  print('read_file' in globals())\n";
+    let out = ravi(
+        &[
+            "run",
+            "-",
+            "--approve",
+            "none",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        Some(script),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // write_file ran without approval (its risk is `safe` here), the budget of 2 stopped the
+    // third call, and read_file is not offered.
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "x"
+    );
+    assert_eq!(text(&out.stdout), "5.0\nbudget\nFalse\n");
+
+    std::fs::write(&config, "[policy]\nmax_tool_cals = 2\n").unwrap();
+    let out = ravi(
+        &["run", "-", "--config", config.to_str().unwrap()],
+        Some("print(1)\n"),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("ravi.toml") && err.contains("line 2") && err.contains("max_tool_cals"),
+        "{err}"
+    );
+}

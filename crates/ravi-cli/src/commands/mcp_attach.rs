@@ -46,22 +46,31 @@ impl McpArgs {
     /// Connects every attached server and adds its tools to `toolbox` (names never shadow a
     /// tool already there). Returns the clients so the caller can close them.
     pub async fn attach(&self, toolbox: &mut Toolbox) -> anyhow::Result<Vec<McpClient>> {
-        let mut clients = Vec::new();
-        for spec in self.specs()? {
-            let name = spec.name.clone();
-            let client = McpClient::connect(spec)
-                .await
-                .with_context(|| format!("attaching MCP server `{name}`"))?;
-            let taken: HashSet<String> = toolbox.names().into_iter().collect();
-            for tool in McpTool::from_client_avoiding(&client, &taken) {
-                toolbox
-                    .try_add(AnyTool::Function(tool))
-                    .with_context(|| format!("adding the tools of MCP server `{name}`"))?;
-            }
-            clients.push(client);
-        }
-        Ok(clients)
+        attach_specs(self.specs()?, toolbox).await
     }
+}
+
+/// Connects each server of `specs` (from flags or `ravi.toml`) and adds its tools to
+/// `toolbox` (names never shadow a tool already there). Returns the clients to close.
+pub async fn attach_specs(
+    specs: Vec<McpServerSpec>,
+    toolbox: &mut Toolbox,
+) -> anyhow::Result<Vec<McpClient>> {
+    let mut clients = Vec::new();
+    for spec in specs {
+        let name = spec.name.clone();
+        let client = McpClient::connect(spec)
+            .await
+            .with_context(|| format!("attaching MCP server `{name}`"))?;
+        let taken: HashSet<String> = toolbox.names().into_iter().collect();
+        for tool in McpTool::from_client_avoiding(&client, &taken) {
+            toolbox
+                .try_add(AnyTool::Function(tool))
+                .with_context(|| format!("adding the tools of MCP server `{name}`"))?;
+        }
+        clients.push(client);
+    }
+    Ok(clients)
 }
 
 /// The toolbox every command starts from: the given base tools plus every attached MCP

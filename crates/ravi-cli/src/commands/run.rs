@@ -25,8 +25,12 @@ use ravi_kernel::{
     ChainStatus, ToolContext,
 };
 
-use super::mcp_attach::{McpArgs, build_toolbox};
+use ravi_agents::Toolbox;
+use ravi_kernel::ToolRegistry as _;
+
+use super::mcp_attach::{McpArgs, attach_specs};
 use crate::Exit;
+use crate::config::RaviConfig;
 
 /// How risky calls are approved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -50,15 +54,16 @@ pub struct RunArgs {
     /// The directory the file and shell tools work in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// Wall-clock limit of the whole run, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
-    timeout: f64,
-    /// Limit of one tool call, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
-    call_timeout: f64,
-    /// How many tool calls the script may make.
-    #[arg(long, value_name = "N", default_value_t = 50)]
-    max_tool_calls: u32,
+    /// Wall-clock limit of the whole run, in seconds (default: ravi.toml's
+    /// `total_timeout_secs`, else 30).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Limit of one tool call, in seconds (default: ravi.toml's `call_timeout_secs`, else 60).
+    #[arg(long, value_name = "SECS")]
+    call_timeout: Option<f64>,
+    /// How many tool calls the script may make (default: ravi.toml's `max_tool_calls`, else 50).
+    #[arg(long, value_name = "N")]
+    max_tool_calls: Option<u32>,
     /// Memory cap of the sandbox, in MiB.
     #[arg(long, value_name = "N", default_value_t = 256)]
     memory_mb: usize,
@@ -68,6 +73,11 @@ pub struct RunArgs {
     /// MCP servers whose tools the script may call too (`--mcp`, `--mcp-url`).
     #[command(flatten)]
     mcp: McpArgs,
+    /// The configuration file (default: `ravi.toml` in the current directory, if present):
+    /// built-in tools, upstream MCP servers, risk overrides, policy limits, workspace. The
+    /// command-line limits and `--workspace` win over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -93,8 +103,24 @@ fn builtin_toolbox(backend: Arc<dyn Backend>) -> Vec<AnyTool> {
 
 /// Runs `ravi run`.
 pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
-    let timeout = seconds("timeout", args.timeout)?;
-    let call_timeout = seconds("call-timeout", args.call_timeout)?;
+    let (config, config_path) = RaviConfig::discover(args.config.as_deref())?;
+    let from_file = &config.policy;
+    let timeout = seconds(
+        "timeout",
+        args.timeout
+            .or(from_file.total_timeout_secs)
+            .unwrap_or(30.0),
+    )?;
+    let call_timeout = seconds(
+        "call-timeout",
+        args.call_timeout
+            .or(from_file.call_timeout_secs)
+            .unwrap_or(60.0),
+    )?;
+    let max_tool_calls = args
+        .max_tool_calls
+        .or(from_file.max_tool_calls)
+        .unwrap_or(50);
     if args.memory_mb < 16 || args.memory_mb > 1024 {
         bail!(
             "--memory-mb must be between 16 and 1024, got {}",
@@ -117,7 +143,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
             .map_or_else(|| args.script.clone(), |n| n.to_string_lossy().into_owned());
         (s, name)
     };
-    let workspace = match args.workspace {
+    let workspace = match args.workspace.or_else(|| config.workspace.clone()) {
         Some(w) => w,
         None => std::env::current_dir().context("finding the current directory")?,
     };
@@ -126,14 +152,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
             .with_context(|| format!("opening the workspace {}", workspace.display()))?,
     );
     // Approvals get most of a call's time; the invoker requires them to be shorter.
-    let approval_timeout = call_timeout.mul_f64(0.9);
-    let policy = ChainPolicy::builder()
-        .max_tool_calls(args.max_tool_calls)
+    let approval_timeout = match from_file.approval_timeout_secs {
+        Some(s) if args.call_timeout.is_none() => seconds("approval_timeout_secs", s)?,
+        _ => call_timeout.mul_f64(0.9),
+    };
+    let mut policy = ChainPolicy::builder()
+        .max_tool_calls(max_tool_calls)
         .call_timeout(call_timeout)
         .total_timeout(timeout)
-        .approval_timeout(approval_timeout)
-        .build()
-        .context("invalid limits")?;
+        .approval_timeout(approval_timeout);
+    if let Some(r) = from_file.max_risk_unapproved {
+        policy = policy.max_risk_unapproved(r);
+    }
+    if let Some(n) = from_file.max_inline_result_bytes {
+        policy = policy.max_inline_result_bytes(n);
+    }
+    let policy = policy.build().with_context(|| match &config_path {
+        Some(p) => format!("invalid limits (from the command line and {})", p.display()),
+        None => "invalid limits".to_owned(),
+    })?;
     let mode = args.approve.unwrap_or(
         if !from_stdin && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
             ApproveMode::Ask
@@ -151,7 +188,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
         .build()
         .context("starting the async runtime")?;
     // Attached MCP servers run as child processes (or connections) for the whole run.
-    let (toolbox, clients) = rt.block_on(build_toolbox(builtin_toolbox(backend), &args.mcp))?;
+    let (toolbox, clients) = rt.block_on(async {
+        let builtins = config.select_builtins(builtin_toolbox(backend));
+        let mut toolbox = Toolbox::try_from_tools(builtins)?;
+        let mut clients = attach_specs(config.mcp.clone(), &mut toolbox).await?;
+        clients.extend(args.mcp.attach(&mut toolbox).await?);
+        let toolbox = Toolbox::try_from_tools(config.apply_risk(toolbox.all()))?;
+        anyhow::Ok((toolbox, clients))
+    })?;
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)
         .approval_handler(approval)

@@ -7,9 +7,13 @@ use anyhow::Context as _;
 use clap::Args;
 use ravi_integrations::mcp::{HttpOptions, McpServer};
 
-use super::mcp_attach::{McpArgs, build_toolbox};
+use ravi_agents::Toolbox;
+use ravi_kernel::ToolRegistry as _;
+
+use super::mcp_attach::{McpArgs, attach_specs};
 use super::serve_tools::{ApproveMode, toolbox_server_tools};
 use crate::Exit;
+use crate::config::RaviConfig;
 
 /// Arguments of `ravi serve`.
 #[derive(Debug, Args)]
@@ -37,6 +41,10 @@ pub struct ServeArgs {
     pub approve: ApproveMode,
     #[command(flatten)]
     pub mcp: McpArgs,
+    /// The configuration file (default: `ravi.toml` in the current directory, if present):
+    /// built-in tools, upstream MCP servers, risk overrides, policy limits, workspace.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// Runs `ravi serve`.
@@ -49,12 +57,34 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
-    let root = args.workspace.clone().unwrap_or_else(|| ".".into());
+    let (config, config_path) = RaviConfig::discover(args.config.as_deref())?;
+    let root = args
+        .workspace
+        .clone()
+        .or_else(|| config.workspace.clone())
+        .unwrap_or_else(|| ".".into());
     let builtins =
         ravi_capabilities::builtin_tools_in(&root, ravi_capabilities::HttpPolicy::default())
             .with_context(|| format!("opening the workspace {}", root.display()))?;
-    let (toolbox, clients) = build_toolbox(builtins, &args.mcp).await?;
-    let server = McpServer::new(toolbox_server_tools(toolbox, args.approve));
+    let mut toolbox = Toolbox::try_from_tools(config.select_builtins(builtins))?;
+    let mut clients = attach_specs(config.mcp.clone(), &mut toolbox).await?;
+    clients.extend(args.mcp.attach(&mut toolbox).await?);
+    let toolbox = Toolbox::try_from_tools(config.apply_risk(toolbox.all()))?;
+    let policy = match &config_path {
+        Some(path) => {
+            let unknown = config.unknown_risk_names(&toolbox.names());
+            if !unknown.is_empty() {
+                eprintln!(
+                    "ravi serve: warning: {}: [risk] names tools that are not served: {}",
+                    path.display(),
+                    unknown.join(", ")
+                );
+            }
+            config.policy(path)?
+        }
+        None => ravi_kernel::ChainPolicy::default(),
+    };
+    let server = McpServer::new(toolbox_server_tools(toolbox, args.approve, policy));
     if let Some(addr) = args.http {
         if !addr.ip().is_loopback() && args.allow_host.is_empty() {
             eprintln!(

@@ -11,7 +11,7 @@ use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::chain::ToolChainTool;
 use ravi_integrations::mcp::{ElicitationApproval, InvokerTools, ServerTools};
-use ravi_kernel::{AnyTool, ApprovalHandler};
+use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy};
 
 /// Who approves calls above the policy's risk threshold.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -26,7 +26,11 @@ pub enum ApproveMode {
 }
 
 /// The server-side view of a toolbox, backed by the invoker.
-pub fn toolbox_server_tools(mut toolbox: Toolbox, approve: ApproveMode) -> Arc<dyn ServerTools> {
+pub fn toolbox_server_tools(
+    mut toolbox: Toolbox,
+    approve: ApproveMode,
+    policy: ChainPolicy,
+) -> Arc<dyn ServerTools> {
     let approval: Arc<dyn ApprovalHandler> = match approve {
         ApproveMode::Elicit => Arc::new(ElicitationApproval::new(None)),
         ApproveMode::Deny => Arc::new(DenyAllApprovalHandler),
@@ -36,6 +40,7 @@ pub fn toolbox_server_tools(mut toolbox: Toolbox, approve: ApproveMode) -> Arc<d
     // Code mode over the same tools: the script's calls go through an invoker with the same
     // approvals and store, so an artifact a chain returns can be passed to a later call.
     let chain_invoker = ToolInvoker::builder(Arc::new(toolbox.clone()))
+        .policy(policy.clone())
         .blob_store(blobs.clone())
         .approval_handler(approval.clone())
         .build();
@@ -48,6 +53,7 @@ pub fn toolbox_server_tools(mut toolbox: Toolbox, approve: ApproveMode) -> Arc<d
         Err(e) => eprintln!("ravi serve: tool_chain is not offered (code-mode sandbox: {e})"),
     }
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .policy(policy)
         .blob_store(blobs)
         .approval_handler(approval)
         .top_level(true)

@@ -7,8 +7,7 @@
 //! discarded. "Always" is remembered for the handler's lifetime and never offered for
 //! Critical tools, which are asked about every time.
 
-// Used by the commands that run calls through the invoker (`ravi run`, `ravi agent`), which
-// land separately; until then only the tests exercise it.
+// `ravi serve --approve terminal` uses it; `with_io` and `always_approves` serve the tests.
 #![allow(dead_code)]
 
 use std::collections::HashSet;

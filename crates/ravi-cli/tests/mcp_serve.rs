@@ -177,6 +177,13 @@ fn bad_attachment_flags_are_usage_errors_naming_the_flag() {
         err.contains("attaching MCP server `x`") && err.contains("/nonexistent/server-binary"),
         "{err}"
     );
+    let out = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(["serve", "--stdio", "--approve", "terminal"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--approve terminal needs --http"), "{err}");
 }
 
 #[test]

@@ -57,6 +57,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
+    if args.stdio && args.approve == ApproveMode::Terminal {
+        anyhow::bail!(
+            "--approve terminal needs --http: with --stdio, stdin carries the MCP protocol, so \
+             nobody can answer a prompt there; use --approve elicit, deny or auto"
+        );
+    }
     let (config, config_path) = RaviConfig::discover(args.config.as_deref())?;
     let root = args
         .workspace

@@ -23,6 +23,10 @@ pub enum ApproveMode {
     Deny,
     /// Approve everything (only for trusted, unattended setups).
     Auto,
+    /// Ask the operator at the terminal running `ravi serve` (tool, risk, arguments; approve,
+    /// deny or always for this tool). Only with `--http`: with `--stdio`, stdin carries the
+    /// protocol.
+    Terminal,
 }
 
 /// The server-side view of a toolbox, backed by the invoker.
@@ -35,6 +39,7 @@ pub fn toolbox_server_tools(
         ApproveMode::Elicit => Arc::new(ElicitationApproval::new(None)),
         ApproveMode::Deny => Arc::new(DenyAllApprovalHandler),
         ApproveMode::Auto => Arc::new(AutoApprovalHandler::approving()),
+        ApproveMode::Terminal => Arc::new(crate::approval::CliApprovalHandler::terminal()),
     };
     let blobs = Arc::new(MemoryBlobStore::new());
     // Code mode over the same tools: the script's calls go through an invoker with the same

@@ -304,8 +304,51 @@ criterion_group! {
     targets = criterion_benches
 }
 
+/// Loops one workload for about ten seconds, for a profiler to sample.
+fn profile(what: &str) {
+    let rt = rt();
+    let sb = sandbox();
+    let chain = ToolChainTool::with_sandbox(noop_invoker(5000), sb.clone());
+    let (runner, bindings) = noop_runner();
+    let calls = "for i in range(1000):\n    r = noop(i=i, tag='x')\n";
+    let t = Instant::now();
+    let mut n = 0u64;
+    while t.elapsed().as_secs() < 10 {
+        rt.block_on(async {
+            match what {
+                "cold" => {
+                    run_plain(&sb, "print(1)").await;
+                }
+                "bridge" => {
+                    sb.run(
+                        calls,
+                        "p.py",
+                        &bindings,
+                        runner.clone(),
+                        &SandboxLimits::default(),
+                        None,
+                    )
+                    .await;
+                }
+                _ => {
+                    chain.run(calls, &ToolContext::default()).await;
+                }
+            }
+        });
+        n += 1;
+    }
+    println!(
+        "{what}: {n} runs, {:.3} ms/run",
+        t.elapsed().as_secs_f64() * 1e3 / n as f64
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--ravi-profile") {
+        profile(args.get(i + 1).map_or("calls", String::as_str));
+        return;
+    }
     if args.iter().any(|a| a == "--ravi-figures") {
         figures(args.iter().any(|a| a == "--quick"));
         return;

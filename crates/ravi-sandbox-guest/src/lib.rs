@@ -23,6 +23,11 @@
 
 use std::cell::RefCell;
 
+mod arena;
+
+#[global_allocator]
+static ALLOC: arena::RunArena = arena::RunArena::new();
+
 use rustpython::InterpreterBuilderExt;
 use rustpython_vm::builtins::{
     PyBaseException, PyBaseExceptionRef, PyDict, PyDictRef, PyFloat, PyInt, PyList, PyStr, PyTuple,
@@ -177,6 +182,7 @@ pub extern "C" fn ravi_run(ptr: *mut u8, len: usize) -> i32 {
     // exactly that length; we take it back exactly once.
     let request = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) };
     init();
+    arena::start_run(&ALLOC);
     let outcome = match serde_json::from_slice::<Value>(&request) {
         Ok(req) => run_request(&req),
         Err(e) => finish_error("RaviBridgeError", &format!("bad run request: {e}"), ""),

@@ -104,8 +104,21 @@ fn setup() -> anyhow::Result<()> {
 fn lint() -> anyhow::Result<()> {
     setup()?;
     let root = util::workspace_root()?;
+    let guest_manifest = root.join("crates/ravi-sandbox-guest/Cargo.toml");
+    let guest_manifest = guest_manifest.to_string_lossy();
     util::step("rustfmt", || {
-        util::run("cargo", &["fmt", "--all", "--check"])
+        util::run("cargo", &["fmt", "--all", "--check"])?;
+        // The code-mode guest is a workspace of its own (it targets wasm), so `--all` skips it.
+        util::run(
+            "cargo",
+            &[
+                "fmt",
+                "--all",
+                "--check",
+                "--manifest-path",
+                &guest_manifest,
+            ],
+        )
     })?;
     util::step("clippy", || {
         util::run(

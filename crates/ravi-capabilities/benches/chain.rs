@@ -67,13 +67,17 @@ fn figure(bench: &str, value: f64, unit: &str, peer: Option<(&str, f64)>, ratio:
 }
 
 fn python_subprocess_ms(n: usize) -> Option<f64> {
+    // The interpreter itself, not a version-manager shim in front of it (pyenv's adds ~60 ms,
+    // which would flatter the comparison).
+    let exe = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()?;
+    let exe = String::from_utf8(exe.stdout).ok()?.trim().to_owned();
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        let out = Command::new("python3")
-            .args(["-c", "print(1)"])
-            .output()
-            .ok()?;
+        let out = Command::new(&exe).args(["-c", "print(1)"]).output().ok()?;
         if !out.status.success() {
             return None;
         }

@@ -15,7 +15,7 @@
 //! - `host_call(op, ptr, len) -> i64`: a request to the host; the answer's length in bytes;
 //! - `host_take(dst)`: copies the pending answer into a buffer of that length.
 //!
-//! Ops: [`OP_CALL`] (`{"name", "args"}` → envelope), [`OP_PARALLEL`] (array of calls →
+//! Ops: [`OP_CALL`] (the tool name, a NUL byte, the arguments as a JSON object → envelope), [`OP_PARALLEL`] (array of calls →
 //! array of envelopes), [`OP_BUDGET`] (→ envelope), [`OP_FINISH`] (the outcome; no answer).
 //! An envelope is `{"ok": value}` or `{"error": {"kind", "message"}}`. In values, objects
 //! with a `"$ravi"` key are handles: `"artifact"` (`ref`, `preview`, `size`, `media_type`)
@@ -34,8 +34,8 @@ use rustpython_vm::builtins::{
 };
 use rustpython_vm::scope::Scope;
 use rustpython_vm::{
-    AsObject, Interpreter, InterpreterBuilder, PyObject, PyObjectRef, PyResult, Settings,
-    VirtualMachine,
+    AsObject, Interpreter, InterpreterBuilder, PyObject, PyObjectRef, PyPayload, PyResult,
+    Settings, VirtualMachine,
 };
 use serde_json::{Map, Value};
 
@@ -54,7 +54,8 @@ const PRELUDE: &str = include_str!("prelude.py");
 const MAX_DEPTH: usize = 64;
 
 /// Modules imported while pre-initialising, so scripts find them ready. Nothing that seeds
-/// itself from entropy (random, secrets, uuid, tempfile): a snapshot would freeze the seed.
+/// itself from entropy (random, secrets, uuid, tempfile, or statistics, which imports
+/// random): a snapshot would freeze the seed, and reseeding it costs every run.
 const PREIMPORTS: &[&str] = &[
     "json",
     "re",
@@ -68,7 +69,6 @@ const PREIMPORTS: &[&str] = &[
     "dataclasses",
     "typing",
     "enum",
-    "statistics",
     "traceback",
     "operator",
     "copy",
@@ -101,6 +101,7 @@ struct Classes {
     tool_error: PyObjectRef,
     tool_denied: PyObjectRef,
     budget_exhausted: PyObjectRef,
+    deferred: PyObjectRef,
 }
 
 thread_local! {
@@ -142,6 +143,10 @@ fn boot() -> State {
             vm.print_exception(&exc);
             std::process::abort();
         }
+        if let Err(exc) = export_prelude(vm, &scope.globals) {
+            vm.print_exception(&exc);
+            std::process::abort();
+        }
         for name in PREIMPORTS {
             if let Err(exc) = vm.import(*name, 0) {
                 vm.print_exception(&exc);
@@ -151,6 +156,20 @@ fn boot() -> State {
         scope.globals
     });
     State { interp, prelude }
+}
+
+/// Puts the prelude's public names (`__all__`) into builtins, once, at snapshot time: every
+/// script sees them without a per-run copy, and may still shadow them.
+fn export_prelude(vm: &VirtualMachine, prelude: &PyDictRef) -> PyResult<()> {
+    let exports: Vec<PyObjectRef> = prelude.get_item("__all__", vm)?.try_to_value(vm)?;
+    for name in exports {
+        let value = prelude.get_item(&*name, vm)?;
+        let Some(name) = name.downcast_ref::<PyStr>() else {
+            return Err(vm.new_type_error("__all__ holds a non-string"));
+        };
+        vm.builtins.as_object().set_attr(name, value, vm)?;
+    }
+    Ok(())
 }
 
 fn init() {
@@ -229,13 +248,7 @@ fn run_script(
     let globals = vm.ctx.new_dict();
     globals.set_item("__name__", vm.ctx.new_str("__main__").into(), vm)?;
     globals.set_item("__builtins__", vm.builtins.clone().into(), vm)?;
-    let exports = prelude.get_item("__all__", vm)?;
-    let exports: Vec<PyObjectRef> = exports.try_to_value(vm)?;
-    for name in exports {
-        let value = prelude.get_item(&*name, vm)?;
-        globals.set_item(&*name, value, vm)?;
-    }
-    let make_tool = prelude.get_item("_tool", vm)?;
+    let _ = prelude;
     for tool in tools {
         let py = tool.get("py").and_then(Value::as_str).unwrap_or("");
         let name = tool.get("name").and_then(Value::as_str).unwrap_or(py);
@@ -243,15 +256,13 @@ fn run_script(
         if py.is_empty() {
             continue;
         }
-        let f = make_tool.call(
-            (
-                vm.ctx.new_str(py),
-                vm.ctx.new_str(name),
-                vm.ctx.new_str(doc),
-            ),
-            vm,
-        )?;
-        globals.set_item(py, f, vm)?;
+        let f = _ravi_host::PyTool {
+            pyname: py.to_owned(),
+            tool: name.to_owned(),
+            doc: doc.to_owned(),
+        }
+        .into_ref(&vm.ctx);
+        globals.set_item(py, f.into(), vm)?;
     }
     reseed_random(vm);
     let scope = Scope::with_builtins(None, globals, vm);
@@ -530,6 +541,19 @@ fn envelope_to_result(
     }
 }
 
+/// Sends one call across the bridge and turns the answer into a value or an exception.
+fn call_tool(tool: &str, args: Value, vm: &VirtualMachine) -> PyResult {
+    let mut req = Vec::with_capacity(64);
+    req.extend_from_slice(tool.as_bytes());
+    req.push(0);
+    if serde_json::to_writer(&mut req, &args).is_err() {
+        return Err(vm.new_runtime_error("could not encode the tool arguments"));
+    }
+    let answer = host_request(OP_CALL, &req);
+    let env = parse_answer(&answer, vm)?;
+    envelope_to_result(tool, &env, vm)
+}
+
 fn parse_answer(bytes: &[u8], vm: &VirtualMachine) -> PyResult<Value> {
     serde_json::from_slice(bytes)
         .map_err(|e| vm.new_runtime_error(format!("the host sent a malformed answer: {e}")))
@@ -539,6 +563,9 @@ fn parse_answer(bytes: &[u8], vm: &VirtualMachine) -> PyResult<Value> {
 mod _ravi_host {
     use super::*;
     use rustpython_vm::builtins::PyStrRef;
+    use rustpython_vm::function::FuncArgs;
+    use rustpython_vm::types::{Callable, Representable};
+    use rustpython_vm::{Py, pyclass};
 
     /// Registers the prelude's classes with the bridge (called once by the prelude).
     #[pyfunction]
@@ -548,6 +575,7 @@ mod _ravi_host {
         tool_error: PyObjectRef,
         tool_denied: PyObjectRef,
         budget_exhausted: PyObjectRef,
+        deferred: PyObjectRef,
     ) {
         CLASSES.with(|c| {
             *c.borrow_mut() = Some(Classes {
@@ -556,6 +584,7 @@ mod _ravi_host {
                 tool_error,
                 tool_denied,
                 budget_exhausted,
+                deferred,
             });
         });
     }
@@ -564,11 +593,81 @@ mod _ravi_host {
     #[pyfunction]
     fn call(name: PyStrRef, args: PyDictRef, vm: &VirtualMachine) -> PyResult {
         let args = to_json(args.as_object(), vm, 0)?;
-        let name = name.to_string_lossy().into_owned();
-        let req = serde_json::json!({"name": name, "args": args});
-        let answer = host_request(OP_CALL, req.to_string().as_bytes());
-        let env = parse_answer(&answer, vm)?;
-        envelope_to_result(&name, &env, vm)
+        call_tool(&name.to_string_lossy(), args, vm)
+    }
+
+    /// One tool as a script function: `read_file(path="a.txt")`. Native, so a call costs no
+    /// Python frame: the keyword arguments go straight to JSON and across the bridge.
+    #[pyattr]
+    #[pyclass(name = "Tool", module = "_ravi_host")]
+    #[derive(Debug, PyPayload)]
+    pub struct PyTool {
+        /// The Python identifier.
+        pub pyname: String,
+        /// The registered tool name.
+        pub tool: String,
+        /// The function's help text.
+        pub doc: String,
+    }
+
+    #[pyclass(with(Callable, Representable))]
+    impl PyTool {
+        #[pygetset]
+        fn __name__(zelf: &Py<Self>) -> String {
+            zelf.pyname.clone()
+        }
+
+        #[pygetset]
+        fn __qualname__(zelf: &Py<Self>) -> String {
+            zelf.pyname.clone()
+        }
+
+        #[pygetset]
+        fn __doc__(zelf: &Py<Self>) -> String {
+            zelf.doc.clone()
+        }
+
+        /// A call to run later with `parallel(...)`.
+        #[pymethod]
+        fn defer(zelf: &Py<Self>, args: FuncArgs, vm: &VirtualMachine) -> PyResult {
+            if !args.args.is_empty() {
+                return Err(positional_error(&zelf.pyname, vm));
+            }
+            let kwargs = vm.ctx.new_dict();
+            for (k, v) in args.kwargs {
+                kwargs.set_item(&*k.to_string_lossy(), v, vm)?;
+            }
+            let cls = with_classes(|c| c.deferred.clone())
+                .ok_or_else(|| vm.new_runtime_error("bridge classes not registered"))?;
+            cls.call((vm.ctx.new_str(zelf.tool.as_str()), kwargs), vm)
+        }
+    }
+
+    impl Callable for PyTool {
+        type Args = FuncArgs;
+
+        fn call(zelf: &Py<Self>, args: FuncArgs, vm: &VirtualMachine) -> PyResult {
+            if !args.args.is_empty() {
+                return Err(positional_error(&zelf.pyname, vm));
+            }
+            let mut map = Map::new();
+            for (k, v) in &args.kwargs {
+                map.insert(k.to_string_lossy().into_owned(), to_json(v, vm, 1)?);
+            }
+            call_tool(&zelf.tool, Value::Object(map), vm)
+        }
+    }
+
+    impl Representable for PyTool {
+        fn repr_str(zelf: &Py<Self>, _vm: &VirtualMachine) -> PyResult<String> {
+            Ok(format!("<tool {}>", zelf.pyname))
+        }
+    }
+
+    fn positional_error(pyname: &str, vm: &VirtualMachine) -> PyBaseExceptionRef {
+        vm.new_type_error(format!(
+            "{pyname}() takes keyword arguments only, e.g. {pyname}(path=...)"
+        ))
     }
 
     /// Calls several tools concurrently; returns `[(ok, value_or_exception), ...]`.

@@ -1,6 +1,7 @@
 # The code-mode prelude: the names every script sees besides its tools.
-# Executed once when the guest is pre-initialised; each run gets a fresh copy of the
-# exported names (`__all__`) in its globals. Values cross the bridge natively (the Rust
+# Executed once when the guest is pre-initialised; the exported names (`__all__`) are put
+# into builtins then, so every script sees them. Tools are native `_ravi_host.Tool` objects
+# bound in each run's globals. Values cross the bridge natively (the Rust
 # side converts dict/list/str/int/float/bool/None), never through Python's json module.
 import _ravi_host
 
@@ -96,27 +97,6 @@ class _Call:
         return "<deferred call %s>" % self.name
 
 
-class _Tool:
-    def __init__(self, pyname, tool, doc):
-        self.__name__ = pyname
-        self._tool = tool
-        self.__doc__ = doc
-
-    def __call__(self, *args, **kwargs):
-        if args:
-            raise TypeError(
-                "%s() takes keyword arguments only, e.g. %s(path=...)" % (self.__name__, self.__name__)
-            )
-        return _ravi_host.call(self._tool, kwargs)
-
-    def defer(self, **kwargs):
-        """A call to run later with parallel(...)."""
-        return _Call(self._tool, kwargs)
-
-    def __repr__(self):
-        return "<tool %s>" % self.__name__
-
-
 def parallel(*calls, return_exceptions=False):
     """Run several tool calls concurrently; each still goes through the invoker and counts
     against the budget. Pass deferred calls: parallel(read_file.defer(path="a"),
@@ -144,10 +124,6 @@ def budget():
     return _ravi_host.budget()
 
 
-def _tool(pyname, tool, doc):
-    return _Tool(pyname, tool, doc)
-
-
 def _format_exception(exc):
     import traceback
 
@@ -155,5 +131,5 @@ def _format_exception(exc):
 
 
 _ravi_host._register(
-    Artifact, ChainFile, ToolError, ToolDenied, BudgetExhausted
+    Artifact, ChainFile, ToolError, ToolDenied, BudgetExhausted, _Call
 )

@@ -160,6 +160,25 @@ impl BridgeOutcome {
         }
     }
 
+    /// Writes the envelope as JSON without copying a plain value into a wrapper first (the
+    /// per-call path).
+    pub(crate) fn write_envelope(&self, out: &mut Vec<u8>) {
+        if let Self::Value(v) = self {
+            out.extend_from_slice(b"{\"ok\":");
+            if serde_json::to_writer(&mut *out, v).is_ok() {
+                out.push(b'}');
+                return;
+            }
+            out.clear();
+        }
+        // Serialising a `Value` into a Vec cannot fail; the fallback keeps that an invariant
+        // rather than an assumption.
+        if serde_json::to_writer(&mut *out, &self.envelope()).is_err() {
+            out.clear();
+            out.extend_from_slice(br#"{"error":{"kind":"error","message":"unencodable result"}}"#);
+        }
+    }
+
     /// The envelope the guest decodes (see the guest crate's ABI notes).
     pub(crate) fn envelope(&self) -> Value {
         match self {

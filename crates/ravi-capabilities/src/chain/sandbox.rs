@@ -214,6 +214,7 @@ impl Sandbox {
             finish: None,
             deadline,
             cancel: cancel.clone(),
+            memory: None,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -374,25 +375,38 @@ struct RunState {
     finish: Option<Value>,
     deadline: Instant,
     cancel: CancellationToken,
+    /// The guest's memory, looked up once per run.
+    memory: Option<wasmtime::Memory>,
 }
 
 fn guest_memory(caller: &mut Caller<'_, RunState>) -> wasmtime::Result<wasmtime::Memory> {
-    caller
+    if let Some(m) = caller.data().memory {
+        return Ok(m);
+    }
+    let m = caller
         .get_export("memory")
         .and_then(Extern::into_memory)
-        .ok_or_else(|| wasmtime::format_err!("the guest exports no memory"))
+        .ok_or_else(|| wasmtime::format_err!("the guest exports no memory"))?;
+    caller.data_mut().memory = Some(m);
+    Ok(m)
 }
 
-fn read_guest(caller: &mut Caller<'_, RunState>, ptr: i32, len: i32) -> wasmtime::Result<Vec<u8>> {
-    let memory = guest_memory(caller)?;
+/// The guest's request bytes, borrowed from its memory.
+fn guest_bytes<'a>(
+    memory: &wasmtime::Memory,
+    caller: &'a Caller<'_, RunState>,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<&'a [u8]> {
     let start = usize::try_from(ptr)?;
     let len = usize::try_from(len)?;
     if len > MAX_MESSAGE_BYTES {
         wasmtime::bail!("bridge message of {len} bytes exceeds {MAX_MESSAGE_BYTES}");
     }
-    let mut buf = vec![0u8; len];
-    memory.read(&*caller, start, &mut buf)?;
-    Ok(buf)
+    memory
+        .data(caller)
+        .get(start..start.saturating_add(len))
+        .ok_or_else(|| wasmtime::format_err!("bridge message out of bounds"))
 }
 
 async fn host_call(
@@ -401,17 +415,35 @@ async fn host_call(
     ptr: i32,
     len: i32,
 ) -> wasmtime::Result<i64> {
-    let request = read_guest(&mut caller, ptr, len)?;
-    let parsed: Value = serde_json::from_slice(&request).unwrap_or(Value::Null);
-    let answer = match op {
+    let memory = guest_memory(&mut caller)?;
+    let mut answer = Vec::new();
+    match op {
         OP_CALL => {
-            let bridge = caller.data().bridge.clone();
-            call_one(bridge.as_ref(), &parsed).await.envelope()
+            // The tool name, a NUL byte, then the arguments as JSON.
+            let (name, args) = {
+                let bytes = guest_bytes(&memory, &caller, ptr, len)?;
+                let nul = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+                let name = String::from_utf8_lossy(&bytes[..nul]).into_owned();
+                let args = bytes.get(nul + 1..).unwrap_or_default();
+                (name, serde_json::from_slice::<Value>(args))
+            };
+            let outcome = match args {
+                Ok(args) => {
+                    let bridge = caller.data().bridge.clone();
+                    bridge.call(&name, args).await
+                }
+                Err(e) => super::bridge::BridgeOutcome::error(format!(
+                    "malformed call to `{name}`: the arguments are not JSON ({e})"
+                )),
+            };
+            outcome.write_envelope(&mut answer);
         }
         OP_PARALLEL => {
+            let parsed: Value = serde_json::from_slice(guest_bytes(&memory, &caller, ptr, len)?)
+                .unwrap_or(Value::Null);
             let bridge = caller.data().bridge.clone();
             let calls = parsed.as_array().cloned().unwrap_or_default();
-            if calls.len() > MAX_PARALLEL {
+            let value = if calls.len() > MAX_PARALLEL {
                 let msg = format!(
                     "parallel() takes at most {MAX_PARALLEL} calls, got {}",
                     calls.len()
@@ -426,7 +458,8 @@ async fn host_call(
                 let futs = calls.iter().map(|c| call_one(bridge.as_ref(), c));
                 let results = futures::future::join_all(futs).await;
                 Value::Array(results.iter().map(|r| r.envelope()).collect())
-            }
+            };
+            serde_json::to_writer(&mut answer, &value)?;
         }
         OP_BUDGET => {
             let st = caller.data();
@@ -435,18 +468,19 @@ async fn host_call(
             if let Value::Object(m) = &mut b {
                 m.insert("seconds_remaining".into(), json!(left.as_secs_f64()));
             }
-            json!({ "ok": b })
+            serde_json::to_writer(&mut answer, &json!({ "ok": b }))?;
         }
         OP_FINISH => {
+            let parsed: Value = serde_json::from_slice(guest_bytes(&memory, &caller, ptr, len)?)
+                .unwrap_or(Value::Null);
             caller.data_mut().finish = Some(parsed);
             caller.data_mut().pending.clear();
             return Ok(0);
         }
         other => wasmtime::bail!("unknown bridge operation {other}"),
-    };
-    let bytes = answer.to_string().into_bytes();
-    let n = i64::try_from(bytes.len())?;
-    caller.data_mut().pending = bytes;
+    }
+    let n = i64::try_from(answer.len())?;
+    caller.data_mut().pending = answer;
     Ok(n)
 }
 

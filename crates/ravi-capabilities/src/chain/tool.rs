@@ -261,7 +261,8 @@ pub fn status_str(s: ChainStatus) -> &'static str {
 
 struct InFlight {
     tool: String,
-    digest: String,
+    /// Kept to digest only if the run is stopped mid-call (the rare case).
+    args: Value,
     started: Instant,
 }
 
@@ -290,7 +291,7 @@ impl InvokerBridge {
                 seq: u32::try_from(first_seq + i).unwrap_or(u32::MAX),
                 call_id: format!("{}chain-{id}", self.prefix()),
                 tool: c.tool,
-                args_digest: c.digest,
+                args_digest: args_digest(&c.args),
                 status: CallStatus::Timeout,
                 duration_ms: u64::try_from(c.started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 executed: true,
@@ -320,7 +321,7 @@ impl ToolBridge for InvokerBridge {
                 id,
                 InFlight {
                     tool: tool.to_owned(),
-                    digest: args_digest(&args),
+                    args: args.clone(),
                     started: Instant::now(),
                 },
             );

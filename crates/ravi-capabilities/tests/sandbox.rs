@@ -355,6 +355,68 @@ async fn memory_is_capped() {
 }
 
 #[tokio::test]
+async fn freed_memory_is_reused_and_snapshot_objects_can_grow_and_die() {
+    // 400 lists of ~100k items each (~400 KB on wasm32) would need ~160 MB if nothing were
+    // freed; under a 48 MiB cap this passes only if the run's allocator reuses what it frees.
+    let limits = SandboxLimits {
+        memory_bytes: 48 << 20,
+        ..SandboxLimits::default()
+    };
+    let r = run_with(
+        r#"
+for i in range(400):
+    x = [i] * 100000
+print(len(x), x[0])
+import sys
+# A list built while pre-initialising grows past its capacity (it moves into the run's
+# memory), and modules from the snapshot are dropped and imported afresh.
+for i in range(20000):
+    sys.path.append(str(i))
+print(len(sys.path) >= 20000)
+for name in [m for m in sys.modules if m not in ("sys", "builtins")]:
+    del sys.modules[name]
+import json
+print(json.dumps({"ok": [1, 2]}))
+"#,
+        Arc::new(TestBridge::default()),
+        limits,
+    )
+    .await;
+    assert_ok(&r);
+    assert_eq!(r.stdout, "100000 399\nTrue\n{\"ok\": [1, 2]}\n");
+}
+
+#[tokio::test]
+async fn tools_are_native_functions_with_names_and_docs() {
+    let bindings = vec![ToolBinding {
+        python_name: "echo".into(),
+        tool: "echo".into(),
+        doc: "echo(**kwargs) -> dict\nReturns its arguments.".into(),
+    }];
+    let r = sandbox()
+        .run(
+            r#"
+print(repr(echo), echo.__name__, callable(echo))
+print(echo.__doc__.splitlines()[1])
+print(echo(a=1, b=[True, None]))
+d = echo.defer(a=2)
+print(parallel(d))
+"#,
+            "script.py",
+            &bindings,
+            Arc::new(TestBridge::default()),
+            &SandboxLimits::default(),
+            None,
+        )
+        .await;
+    assert_ok(&r);
+    assert_eq!(
+        r.stdout,
+        "<tool echo> echo True\nReturns its arguments.\n{'a': 1, 'b': [True, None]}\n[{'a': 2}]\n"
+    );
+}
+
+#[tokio::test]
 async fn output_is_capped() {
     let r = run_with(
         "while True:\n    print('x' * 1000, flush=True)\n",
@@ -403,6 +465,11 @@ async fn runs_are_isolated() {
     .await;
     assert_ok(&r);
     assert_eq!(r.stdout, "False False False\n");
+    // The prelude's names live in builtins; a script that clobbers them affects only itself.
+    assert_ok(&run("import builtins\nbuiltins.ToolError = None\nbuiltins.LEAK = 1").await);
+    let r = run("print(isinstance(ToolError, type), hasattr(__builtins__, 'LEAK'))").await;
+    assert_ok(&r);
+    assert_eq!(r.stdout, "True False\n");
     // Fresh entropy each run.
     let a = run("import random\nprint(random.random())").await.stdout;
     let b = run("import random\nprint(random.random())").await.stdout;

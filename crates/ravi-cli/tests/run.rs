@@ -219,3 +219,54 @@ fn a_config_file_selects_tools_overrides_risk_and_sets_the_budget() {
         "{err}"
     );
 }
+
+#[test]
+fn ctrl_c_cancels_the_run_and_still_prints_the_trace() {
+    let ws = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args([
+            "run",
+            "-",
+            "--json",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--approve",
+            "none",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = child;
+    let mut input = child.stdin.take().unwrap();
+    input
+        .write_all(b"print(calculator(expression='6*7')['result'])\nimport sys\nsys.stdout.flush()\nwhile True:\n    pass\n")
+        .unwrap();
+    drop(input);
+    // Let the script reach its busy loop, then interrupt it as a terminal's Ctrl-C would.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the run did not stop promptly"
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(result["status"], "cancelled", "{stdout}");
+    assert_eq!(result["call_trace"][0]["tool"], "calculator", "{stdout}");
+    assert_eq!(result["output_text"], "42.0\n", "{stdout}");
+    assert!(text(&out.stderr).contains("interrupted"));
+}

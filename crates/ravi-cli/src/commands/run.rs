@@ -205,16 +205,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
         .context("loading the code-mode sandbox")?
         .limits(limits_from(timeout, args.memory_mb, 1 << 20));
 
+    // Ctrl-C cancels the run the way a caller's cancellation would: the script stops, calls in
+    // flight are cancelled, and the trace of what ran is still printed (status `cancelled`).
+    let ctx = ToolContext::new("run");
+    let interrupt = ctx.cancellation.clone();
+    rt.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nravi: interrupted; stopping the script");
+            interrupt.cancel();
+        }
+    });
     let result = rt.block_on(async {
-        let result = chain
-            .run_named(&source, &filename, &ToolContext::new("run"))
-            .await;
+        let result = chain.run_named(&source, &filename, &ctx).await;
         for client in clients {
             client.close().await;
         }
         result
     });
 
+    // A terminal approval prompt may still be waiting on stdin in a blocking thread; do not
+    // wait for it.
+    rt.shutdown_timeout(Duration::from_millis(100));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {

@@ -19,6 +19,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dlmalloc::Dlmalloc;
 
+/// How much linear memory the arena asks for at a time.
+const ARENA_GRANULARITY: usize = 1 << 20;
+
 /// The allocator installed as the guest's global allocator.
 pub struct RunArena {
     arena: UnsafeCell<Dlmalloc>,
@@ -33,8 +36,12 @@ unsafe impl Sync for RunArena {}
 impl RunArena {
     /// An allocator that uses `System` until [`start_run`].
     pub const fn new() -> Self {
+        let mut arena = Dlmalloc::new();
+        // Grow the memory 1 MiB at a time rather than 64 KiB: each `memory.grow` is a host
+        // call (limiter, mprotect), and untouched grown pages cost nothing.
+        let _ = arena.set_granularity(ARENA_GRANULARITY);
         Self {
-            arena: UnsafeCell::new(Dlmalloc::new()),
+            arena: UnsafeCell::new(arena),
             floor: AtomicUsize::new(usize::MAX),
         }
     }

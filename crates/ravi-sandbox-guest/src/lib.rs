@@ -294,7 +294,11 @@ fn reseed_random(vm: &VirtualMachine) {
     let Ok(modules) = vm.sys_module.get_attr("modules", vm) else {
         return;
     };
-    if let Ok(random) = modules.get_item("random", vm) {
+    // A plain lookup: asking for a missing key through `get_item` would build a KeyError.
+    let random = modules
+        .downcast_ref::<PyDict>()
+        .and_then(|m| m.get_item_opt("random", vm).ok().flatten());
+    if let Some(random) = random {
         // Not `seed()`: without an argument RustPython draws from an in-process generator
         // whose state is in the snapshot too. `os.urandom` asks the host every time.
         let seed = vm

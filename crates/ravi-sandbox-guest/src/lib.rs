@@ -15,18 +15,14 @@
 //! - `host_call(op, ptr, len) -> i64`: a request to the host; the answer's length in bytes;
 //! - `host_take(dst)`: copies the pending answer into a buffer of that length.
 //!
-//! Ops: [`OP_CALL`] (the tool name, a NUL byte, the arguments as a JSON object → envelope), [`OP_PARALLEL`] (array of calls →
-//! array of envelopes), [`OP_BUDGET`] (→ envelope), [`OP_FINISH`] (the outcome; no answer).
+//! Ops: [`OP_CALL`] (the tool name, a NUL byte, the arguments as a JSON object → envelope),
+//! [`OP_PARALLEL`] (array of `{"name", "args"}` → array of envelopes), [`OP_BUDGET`]
+//! (→ envelope), [`OP_FINISH`] (the outcome; no answer).
 //! An envelope is `{"ok": value}` or `{"error": {"kind", "message"}}`. In values, objects
 //! with a `"$ravi"` key are handles: `"artifact"` (`ref`, `preview`, `size`, `media_type`)
 //! and `"file"` (`path`, `media_type`, `size`).
 
 use std::cell::RefCell;
-
-mod arena;
-
-#[global_allocator]
-static ALLOC: arena::RunArena = arena::RunArena::new();
 
 use rustpython::InterpreterBuilderExt;
 use rustpython_vm::builtins::{
@@ -38,6 +34,12 @@ use rustpython_vm::{
     Settings, VirtualMachine,
 };
 use serde_json::{Map, Value};
+
+mod arena;
+
+/// Snapshot heap before a run starts, a fresh arena for the run (see [`arena`]).
+#[global_allocator]
+static ALLOC: arena::RunArena = arena::RunArena::new();
 
 /// Runs one tool call.
 pub const OP_CALL: i32 = 1;
@@ -228,7 +230,7 @@ fn run_request(req: &Value) -> Value {
             return finish_error("RaviBridgeError", "interpreter not initialised", "");
         };
         state.interp.enter(|vm| {
-            let outcome = match run_script(vm, &state.prelude, script, filename, tools) {
+            let outcome = match run_script(vm, script, filename, tools) {
                 Ok(()) => serde_json::json!({"status": "ok"}),
                 Err(exc) => describe_exception(vm, &state.prelude, exc),
             };
@@ -238,17 +240,10 @@ fn run_request(req: &Value) -> Value {
     })
 }
 
-fn run_script(
-    vm: &VirtualMachine,
-    prelude: &PyDictRef,
-    script: &str,
-    filename: &str,
-    tools: &[Value],
-) -> PyResult<()> {
+fn run_script(vm: &VirtualMachine, script: &str, filename: &str, tools: &[Value]) -> PyResult<()> {
     let globals = vm.ctx.new_dict();
     globals.set_item("__name__", vm.ctx.new_str("__main__").into(), vm)?;
     globals.set_item("__builtins__", vm.builtins.clone().into(), vm)?;
-    let _ = prelude;
     for tool in tools {
         let py = tool.get("py").and_then(Value::as_str).unwrap_or("");
         let name = tool.get("name").and_then(Value::as_str).unwrap_or(py);

@@ -230,18 +230,15 @@ mod tests {
 
     fn request() -> ApprovalRequest {
         let now = chrono::Utc::now();
-        ApprovalRequest {
-            id: "apr_1".into(),
-            call_id: "c1".into(),
-            tool: "delete".into(),
-            arguments: serde_json::json!({"path": "a"}),
-            args_digest: ravi_kernel::args_digest(&serde_json::json!({"path": "a"})),
-            risk: ToolRisk::Critical,
-            hitl_mode: HitlMode::Blocking,
-            reason: "critical".into(),
-            created_at: now,
-            deadline: now,
-        }
+        ApprovalRequest::new(
+            "apr_1",
+            &ravi_kernel::ToolCall::new("c1", "delete", serde_json::json!({"path": "a"})),
+            ToolRisk::Critical,
+            HitlMode::Blocking,
+            "critical",
+            now,
+            now,
+        )
     }
 
     #[tokio::test]

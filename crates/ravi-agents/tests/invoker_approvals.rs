@@ -16,8 +16,8 @@ use ravi_agents::approval::{
 };
 use ravi_agents::invoker::ToolInvoker;
 use ravi_agents::kernel::{
-    ApprovalDecision, ApprovalHandler, CallStatus, ChainPolicy, HitlMode, InvocationStatus,
-    ToolContext, ToolRisk, args_digest,
+    ApprovalDecision, ApprovalHandler, CallStatus, ChainPolicy, FailureReason, HitlMode,
+    InvocationStatus, ToolContext, ToolRisk, args_digest,
 };
 use serde_json::json;
 
@@ -48,6 +48,7 @@ async fn no_handler_denies_anything_that_needs_approval() {
         )
         .await;
     assert_eq!(r.status, InvocationStatus::Denied);
+    assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
     assert_eq!(
         r.text,
         "`send_email` needs approval (risk high) but no approval handler is configured, so the \
@@ -115,6 +116,7 @@ async fn denied_skipped_and_unknown_decisions_deny() {
             )
             .await;
         assert_eq!(r.status, InvocationStatus::Denied);
+        assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
         assert_eq!(s.trace()[0].executed, false);
         r.text
     };
@@ -162,6 +164,7 @@ async fn approval_timeout_denies_well_before_the_call_timeout() {
         "{took:?}"
     );
     assert_eq!(r.status, InvocationStatus::Denied);
+    assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
     assert_eq!(
         r.text,
         "approval for `send_email` timed out after 100 ms, so the call was denied; call the tool \

@@ -14,8 +14,8 @@ use ravi_agents::guardrail::{FnGuardrail, FnOutputGuardrail, GuardrailVerdict};
 use ravi_agents::hooks::HookRegistry;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_agents::kernel::{
-    CallStatus, ChainPolicy, HookEvent, InvocationResult, InvocationStatus, ProgressEvent,
-    ProgressKind, Skill, ToolContext,
+    CallStatus, ChainPolicy, FailureReason, HookEvent, InvocationResult, InvocationStatus,
+    ProgressEvent, ProgressKind, Skill, ToolContext,
 };
 use serde_json::json;
 
@@ -25,6 +25,17 @@ fn invoker() -> ToolInvoker {
 
 fn assert_result(r: &InvocationResult, status: InvocationStatus, text: &str) {
     assert_eq!((r.status, r.text.as_str()), (status, text));
+    if status == InvocationStatus::Ok {
+        assert_eq!(r.reason, None, "a successful call has no failure reason");
+    }
+}
+
+/// A failure with its exact status (implied by the reason), reason and message.
+fn assert_failed(r: &InvocationResult, reason: FailureReason, text: &str) {
+    assert_eq!(
+        (r.status, r.reason, r.text.as_str()),
+        (reason.status(), Some(reason), text)
+    );
 }
 
 #[tokio::test]
@@ -72,9 +83,9 @@ async fn budget_exhausted_after_max_tool_calls() {
     assert_eq!(r.status, InvocationStatus::Error);
     inv.invoke(&s, call("c2", "noop", json!({})), &ctx).await;
     let r = inv.invoke(&s, call("c3", "noop", json!({})), &ctx).await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::BudgetExhausted,
         "budget exhausted: this chain already made 2 of its 2 allowed tool calls; stop calling \
          tools and finish with the results you have",
     );
@@ -94,7 +105,10 @@ async fn unknown_tool_names_close_matches() {
     let r = inv
         .invoke(&s, call("c1", "ech", json!({})), &ToolContext::default())
         .await;
-    assert_eq!(r.status, InvocationStatus::Error);
+    assert_eq!(
+        (r.status, r.reason),
+        (InvocationStatus::Error, Some(FailureReason::UnknownTool))
+    );
     assert!(
         r.text.starts_with(
             "unknown tool `ech`; did you mean `echo`? Available tools: echo, noop, fail"
@@ -113,25 +127,25 @@ async fn type_gate_refuses_hosted_provider_defined_and_tool_chain() {
     let r = inv
         .invoke(&s, call("c1", "web_search", json!({})), &ctx)
         .await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::NotCallable,
         "tool `web_search` is hosted by the model provider and cannot be called from a chain; \
          call it directly in a model turn",
     );
     let r = inv.invoke(&s, call("c2", "shell", json!({})), &ctx).await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::NotCallable,
         "tool `shell` is provider-defined (it answers provider-shaped calls) and cannot be \
          called from a chain; call it directly in a model turn",
     );
     let r = inv
         .invoke(&s, call("c3", "tool_chain", json!({})), &ctx)
         .await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::NotCallable,
         "tool `tool_chain` cannot be called from inside a chain: chains do not nest; call the \
          tools you need directly",
     );
@@ -182,9 +196,9 @@ async fn skill_gate_denies_tools_outside_the_active_skills() {
     let r = inv
         .invoke(&s, call("c1", "send_email", json!({})), &ctx)
         .await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Denied,
+        FailureReason::SkillDenied,
         "tool `send_email` is not allowed by the active skill `research`; use one of: echo, noop",
     );
     assert_eq!(s.trace()[0].status, CallStatus::Denied);
@@ -209,7 +223,13 @@ async fn invalid_arguments_name_each_field_and_never_execute() {
             &ToolContext::default(),
         )
         .await;
-    assert_eq!(r.status, InvocationStatus::Error);
+    assert_eq!(
+        (r.status, r.reason),
+        (
+            InvocationStatus::Error,
+            Some(FailureReason::InvalidArguments)
+        )
+    );
     let mut lines: Vec<&str> = r.text.lines().collect();
     lines[1..3].sort_unstable();
     assert_eq!(
@@ -247,17 +267,17 @@ async fn guardrails_trip_before_and_after_execution() {
     let r = inv
         .invoke(&s, call("c1", "echo", json!({"text": "my password"})), &ctx)
         .await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Denied,
+        FailureReason::GuardrailDenied,
         "guardrail `no-secrets` blocked the call to `echo`: arguments must not contain passwords",
     );
     let r = inv
         .invoke(&s, call("c2", "echo", json!({"text": "a@b.c"})), &ctx)
         .await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Denied,
+        FailureReason::OutputWithheld,
         "guardrail `pii` withheld the result of `echo`: the result contains an email address",
     );
     let trace = s.trace();
@@ -282,9 +302,9 @@ async fn cancelled_context_stops_the_call_before_it_runs() {
     let ctx = ToolContext::default();
     ctx.cancellation.cancel();
     let r = inv.invoke(&s, call("c1", "noop", json!({})), &ctx).await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::Cancelled,
         "the call to `noop` was cancelled before it ran",
     );
     assert_eq!(
@@ -306,9 +326,9 @@ async fn cancellation_while_running_ends_the_call() {
     let started = Instant::now();
     let r = inv.invoke(&s, call("c1", "hang", json!({})), &ctx).await;
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::Cancelled,
         "the call to `hang` was cancelled while running; it may have had partial side effects",
     );
     assert_eq!(
@@ -324,9 +344,9 @@ async fn panicking_tool_becomes_an_error_result() {
     let r = inv
         .invoke(&s, call("c1", "crash", json!({})), &ToolContext::default())
         .await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::ToolCrashed,
         "tool `crash` crashed (panic: index out of range); the call failed, try different \
          arguments or another tool",
     );
@@ -361,9 +381,9 @@ async fn hanging_tool_times_out_and_the_trace_says_timeout() {
         took >= Duration::from_millis(150) && took < Duration::from_secs(3),
         "{took:?}"
     );
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::Timeout,
         "tool `hang` timed out after 150 ms; it may still have had side effects, so check \
          before calling it again",
     );
@@ -380,7 +400,7 @@ async fn tool_errors_are_error_results_with_the_tool_message() {
     let r = inv
         .invoke(&s, call("c1", "fail", json!({})), &ToolContext::default())
         .await;
-    assert_result(&r, InvocationStatus::Error, "no such record 42");
+    assert_failed(&r, FailureReason::ToolError, "no such record 42");
     assert_eq!(
         (s.trace()[0].status, s.trace()[0].executed),
         (CallStatus::Error, true)
@@ -395,9 +415,9 @@ async fn closed_session_refuses_calls() {
     let r = inv
         .invoke(&s, call("c1", "noop", json!({})), &ToolContext::default())
         .await;
-    assert_result(
+    assert_failed(
         &r,
-        InvocationStatus::Error,
+        FailureReason::SessionClosed,
         "this session is closed; open a new session to make more calls",
     );
 }
@@ -611,9 +631,9 @@ async fn refs_from_another_session_are_rejected_but_a_child_reads_its_parent() {
             &ctx,
         )
         .await;
-    assert_result(
+    assert_failed(
         &foreign,
-        InvocationStatus::Error,
+        FailureReason::InvalidArtifactRef,
         &format!(
             "argument `data`: artifact {art} belongs to another session and cannot be read from this one"
         ),
@@ -653,9 +673,9 @@ async fn refs_from_another_session_are_rejected_but_a_child_reads_its_parent() {
             &ctx,
         )
         .await;
-    assert_result(
+    assert_failed(
         &unknown,
-        InvocationStatus::Error,
+        FailureReason::InvalidArtifactRef,
         "argument `data`: artifact art_00000000000000000000000000 does not exist (it was never stored or has expired)",
     );
     child.close().await;
@@ -690,7 +710,13 @@ async fn resolved_refs_are_validated_against_the_schema() {
             &ToolContext::default(),
         )
         .await;
-    assert_eq!(r.status, InvocationStatus::Error);
+    assert_eq!(
+        (r.status, r.reason),
+        (
+            InvocationStatus::Error,
+            Some(FailureReason::InvalidArguments)
+        )
+    );
     assert!(
         r.text
             .contains("`text`: expected a string, got an array of 2 items"),

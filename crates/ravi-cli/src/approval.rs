@@ -181,7 +181,7 @@ impl ApprovalHandler for CliApprovalHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ravi_agents::kernel::{HitlMode, args_digest};
+    use ravi_agents::kernel::HitlMode;
     use serde_json::json;
 
     #[derive(Clone, Default)]
@@ -204,18 +204,15 @@ mod tests {
     fn request(tool: &str, risk: ToolRisk) -> ApprovalRequest {
         let args = json!({"to": "ops@example.com", "subject": "deploy"});
         let now = chrono_now();
-        ApprovalRequest {
-            id: "apr_1".into(),
-            call_id: "c1".into(),
-            tool: tool.into(),
-            args_digest: args_digest(&args),
-            arguments: args,
+        ApprovalRequest::new(
+            "apr_1",
+            &ravi_kernel::ToolCall::new("c1", tool, args),
             risk,
-            hitl_mode: HitlMode::Blocking,
-            reason: "risk high is above the policy's unapproved maximum (sensitive)".into(),
-            created_at: now,
-            deadline: now,
-        }
+            HitlMode::Blocking,
+            "risk high is above the policy's unapproved maximum (sensitive)",
+            now,
+            now,
+        )
     }
 
     fn chrono_now() -> chrono::DateTime<chrono::Utc> {

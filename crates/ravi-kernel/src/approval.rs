@@ -6,13 +6,17 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::risk::{HitlMode, ToolRisk};
+use crate::tool::ToolCall;
 
 /// A question put to a human: may this exact call run?
 ///
 /// Immutable and serializable so it can be stored, shown in another process and answered
 /// after a restart. `args_digest` is what the decision binds to: the invoker refuses to execute
 /// arguments whose digest differs from the approved one.
+///
+/// `#[non_exhaustive]`: made by the invoker ([`ApprovalRequest::new`]); handlers read it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ApprovalRequest {
     /// Unique id of this request.
     pub id: String,
@@ -34,6 +38,33 @@ pub struct ApprovalRequest {
     pub created_at: DateTime<Utc>,
     /// When the invoker stops waiting.
     pub deadline: DateTime<Utc>,
+}
+
+impl ApprovalRequest {
+    /// A request with id `id` to run `call` (its digest is computed here, so request and
+    /// digest cannot disagree).
+    pub fn new(
+        id: impl Into<String>,
+        call: &ToolCall,
+        risk: ToolRisk,
+        hitl_mode: HitlMode,
+        reason: impl Into<String>,
+        created_at: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            args_digest: crate::args_digest(&call.arguments),
+            risk,
+            hitl_mode,
+            reason: reason.into(),
+            created_at,
+            deadline,
+        }
+    }
 }
 
 /// A human's answer. Anything but `Approved` — including a value this version does not know —

@@ -212,8 +212,91 @@ pub enum InvocationStatus {
     Denied,
 }
 
+/// Why a call did not succeed, as a program reads it: a chain maps it onto the script's
+/// exception classes, a loop or dashboard groups failures by it, and nobody has to parse the
+/// model-facing message (whose wording may change) to tell a spent budget from a tool that
+/// merely mentions one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureReason {
+    /// The session was already closed.
+    SessionClosed,
+    /// The chain's `max_tool_calls` budget was spent.
+    BudgetExhausted,
+    /// No tool of that name is registered.
+    UnknownTool,
+    /// The tool exists but cannot be called from here (hosted, provider-defined, or
+    /// `tool_chain` inside a chain).
+    NotCallable,
+    /// The arguments were not valid JSON or did not match the tool's schema.
+    InvalidArguments,
+    /// An active skill does not allow the tool.
+    SkillDenied,
+    /// An input guardrail tripped.
+    GuardrailDenied,
+    /// Approval was needed and not granted (denied, skipped, timed out, no handler).
+    ApprovalDenied,
+    /// An `{"$artifact": ref}` argument could not be resolved.
+    InvalidArtifactRef,
+    /// The call was cancelled before or while it ran.
+    Cancelled,
+    /// The tool ran past `call_timeout`; it may still have had side effects.
+    Timeout,
+    /// The tool ran and reported a failure.
+    ToolError,
+    /// The tool panicked.
+    ToolCrashed,
+    /// An output guardrail withheld the result.
+    OutputWithheld,
+    /// The invoker itself failed (a bug or a misconfigured runtime).
+    Internal,
+}
+
+impl FailureReason {
+    /// The status a call that failed for this reason reports: policy refusals are `denied`,
+    /// everything else `error`.
+    pub fn status(self) -> InvocationStatus {
+        match self {
+            Self::SkillDenied
+            | Self::GuardrailDenied
+            | Self::ApprovalDenied
+            | Self::OutputWithheld => InvocationStatus::Denied,
+            _ => InvocationStatus::Error,
+        }
+    }
+
+    /// The wire name, e.g. `budget_exhausted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SessionClosed => "session_closed",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::UnknownTool => "unknown_tool",
+            Self::NotCallable => "not_callable",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::SkillDenied => "skill_denied",
+            Self::GuardrailDenied => "guardrail_denied",
+            Self::ApprovalDenied => "approval_denied",
+            Self::InvalidArtifactRef => "invalid_artifact_ref",
+            Self::Cancelled => "cancelled",
+            Self::Timeout => "timeout",
+            Self::ToolError => "tool_error",
+            Self::ToolCrashed => "tool_crashed",
+            Self::OutputWithheld => "output_withheld",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A media result the invoker stored and exposed as a file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ChainFile {
     /// Where the file appears, e.g. `/workspace/media/screenshot_0.png`.
     pub path: String,
@@ -225,11 +308,36 @@ pub struct ChainFile {
     pub artifact_ref: ArtifactRef,
 }
 
+impl ChainFile {
+    /// A stored media file exposed at `path`.
+    pub fn new(
+        path: impl Into<String>,
+        media_type: impl Into<String>,
+        size: u64,
+        artifact_ref: ArtifactRef,
+    ) -> Self {
+        Self {
+            path: path.into(),
+            media_type: media_type.into(),
+            size,
+            artifact_ref,
+        }
+    }
+}
+
 /// What the invoker returns for one call: shaped for a script or loop to consume.
+///
+/// `#[non_exhaustive]`: built with [`InvocationResult::ok`], [`InvocationResult::failed`] and
+/// friends, so fields can be added without breaking callers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct InvocationResult {
     /// The outcome.
     pub status: InvocationStatus,
+    /// Why the call did not succeed; `None` for a successful call (and for failures built
+    /// with the untyped [`InvocationResult::error`] / [`InvocationResult::denied`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<FailureReason>,
     /// The text (the full text when inline, a preview when offloaded, the reason when failed).
     pub text: String,
     /// The tool's structured output, when inline.
@@ -250,6 +358,14 @@ pub struct InvocationResult {
 }
 
 impl InvocationResult {
+    /// A call that did not succeed for `reason`; the status follows from the reason
+    /// ([`FailureReason::status`]).
+    pub fn failed(reason: FailureReason, text: impl Into<String>) -> Self {
+        let mut r = Self::with_status(reason.status(), text);
+        r.reason = Some(reason);
+        r
+    }
+
     /// A failed call with the given message.
     pub fn error(text: impl Into<String>) -> Self {
         Self::with_status(InvocationStatus::Error, text)
@@ -268,6 +384,7 @@ impl InvocationResult {
     fn with_status(status: InvocationStatus, text: impl Into<String>) -> Self {
         Self {
             status,
+            reason: None,
             text: text.into(),
             structured: None,
             artifact_ref: None,
@@ -309,6 +426,7 @@ impl CallStatus {
 /// One entry of a chain's trace. Appended for every call on every outcome, so after a crash
 /// the model can see which side effects already happened and not repeat them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ChainCallRecord {
     /// Position in the chain, from 0.
     pub seq: u32,
@@ -332,6 +450,31 @@ pub struct ChainCallRecord {
     pub artifact_ref: Option<ArtifactRef>,
 }
 
+impl ChainCallRecord {
+    /// A record with an empty summary and no artifact; set those fields afterwards.
+    pub fn new(
+        seq: u32,
+        call_id: impl Into<String>,
+        tool: impl Into<String>,
+        args_digest: impl Into<String>,
+        status: CallStatus,
+        duration_ms: u64,
+        executed: bool,
+    ) -> Self {
+        Self {
+            seq,
+            call_id: call_id.into(),
+            tool: tool.into(),
+            args_digest: args_digest.into(),
+            status,
+            duration_ms,
+            executed,
+            summary: String::new(),
+            artifact_ref: None,
+        }
+    }
+}
+
 /// How a whole chain run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -351,6 +494,7 @@ pub enum ChainStatus {
 
 /// An uncaught error of a script, as the model needs it to fix the script.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ChainError {
     /// The exception type, e.g. `ZeroDivisionError`.
     pub exc_type: String,
@@ -361,8 +505,24 @@ pub struct ChainError {
     pub traceback: String,
 }
 
+impl ChainError {
+    /// An error of type `exc_type` with its message and (possibly empty) traceback.
+    pub fn new(
+        exc_type: impl Into<String>,
+        message: impl Into<String>,
+        traceback: impl Into<String>,
+    ) -> Self {
+        Self {
+            exc_type: exc_type.into(),
+            message: message.into(),
+            traceback: traceback.into(),
+        }
+    }
+}
+
 /// The result of one chain run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ChainRunResult {
     /// How it ended.
     pub status: ChainStatus,
@@ -375,6 +535,31 @@ pub struct ChainRunResult {
     pub call_trace: Vec<ChainCallRecord>,
     /// Wall time of the run.
     pub duration_ms: u64,
+}
+
+impl ChainRunResult {
+    /// A run that ended with `status`; set `error` for runs that did not end `ok`.
+    pub fn new(
+        status: ChainStatus,
+        output_text: impl Into<String>,
+        call_trace: Vec<ChainCallRecord>,
+        duration_ms: u64,
+    ) -> Self {
+        Self {
+            status,
+            output_text: output_text.into(),
+            error: None,
+            call_trace,
+            duration_ms,
+        }
+    }
+
+    /// Attaches the uncaught error.
+    #[must_use]
+    pub fn with_error(mut self, error: ChainError) -> Self {
+        self.error = Some(error);
+        self
+    }
 }
 
 #[cfg(test)]
@@ -406,6 +591,27 @@ mod tests {
                 "invalid chain policy: approval_timeout (60000 ms) must be shorter than \
                  call_timeout (60000 ms), so a slow human yields a denial instead of a timed-out call"
             )
+        );
+    }
+
+    #[test]
+    fn failure_reasons_set_the_status() {
+        let r = InvocationResult::failed(FailureReason::BudgetExhausted, "spent");
+        assert_eq!(
+            (r.status, r.reason),
+            (
+                InvocationStatus::Error,
+                Some(FailureReason::BudgetExhausted)
+            )
+        );
+        let d = InvocationResult::failed(FailureReason::ApprovalDenied, "no");
+        assert_eq!(d.status, InvocationStatus::Denied);
+        assert_eq!(InvocationResult::ok("x").reason, None);
+        assert_eq!(
+            serde_json::to_value(FailureReason::InvalidArtifactRef).ok(),
+            Some(serde_json::json!(
+                FailureReason::InvalidArtifactRef.as_str()
+            ))
         );
     }
 

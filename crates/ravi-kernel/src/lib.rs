@@ -60,7 +60,7 @@ pub use approval::{ApprovalDecision, ApprovalHandler, ApprovalRequest};
 pub use blob::{ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore};
 pub use chain::{
     CallStatus, ChainCallRecord, ChainError, ChainFile, ChainPolicy, ChainPolicyBuilder,
-    ChainRunResult, ChainStatus, InvocationResult, InvocationStatus,
+    ChainRunResult, ChainStatus, FailureReason, InvocationResult, InvocationStatus,
 };
 pub use content::{ContentBlock, MediaSource};
 pub use context::{

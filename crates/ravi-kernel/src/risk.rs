@@ -85,11 +85,21 @@ pub enum HitlMode {
 }
 
 impl HitlMode {
-    /// The default mode for a risk level (seed 004): Safe and Sensitive tools are never asked
-    /// under the default policy; when a stricter policy does ask, the call waits. High and
-    /// Critical wait too. Blocking everywhere keeps the default fail-closed.
-    pub fn default_for(_risk: ToolRisk) -> Self {
-        Self::Blocking
+    /// The mode a tool of `risk` gets when it declares none.
+    ///
+    /// Seed 004's table gives Safe and Sensitive tools no HITL at all and Critical ones
+    /// `Blocking`. In Ravi *whether* a human is asked is the policy's decision
+    /// ([`ToolRisk::needs_approval`] against `ChainPolicy::max_risk_unapproved`, `Sensitive`
+    /// by default), and the mode only says *how* to wait once asked. So "no HITL" for Safe and
+    /// Sensitive is the default policy never asking them, and when an operator tightens the
+    /// policy so that it does ask, the safe way to wait is to block. Every level therefore
+    /// defaults to `Blocking`: fail closed, never approved by silence.
+    pub fn default_for(risk: ToolRisk) -> Self {
+        match risk {
+            ToolRisk::Safe | ToolRisk::Sensitive | ToolRisk::High | ToolRisk::Critical => {
+                Self::Blocking
+            }
+        }
     }
 
     /// The mode the invoker actually applies: Critical tools always block.
@@ -131,6 +141,23 @@ mod tests {
             HitlMode::FireAndContinue.effective(ToolRisk::High),
             HitlMode::FireAndContinue
         );
+    }
+
+    #[test]
+    fn seed_004_defaults_hold_under_the_default_policy() {
+        // Seed 004: Safe and Sensitive have no HITL, Critical blocks. Under the default
+        // threshold (Sensitive) the first two are never asked, whatever their mode.
+        let threshold = ToolRisk::Sensitive;
+        assert!(!ToolRisk::Safe.needs_approval(threshold));
+        assert!(!ToolRisk::Sensitive.needs_approval(threshold));
+        assert!(ToolRisk::Critical.needs_approval(threshold));
+        assert_eq!(
+            HitlMode::default_for(ToolRisk::Critical).effective(ToolRisk::Critical),
+            HitlMode::Blocking
+        );
+        for risk in ToolRisk::ALL {
+            assert_eq!(HitlMode::default_for(risk), HitlMode::Blocking, "{risk}");
+        }
     }
 
     #[test]

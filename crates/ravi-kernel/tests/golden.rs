@@ -127,18 +127,15 @@ fn approvals() {
     let args = json!({"path": "old.log"});
     golden(
         "approval_request",
-        &ApprovalRequest {
-            id: "apr_1".into(),
-            call_id: "call_7".into(),
-            tool: "delete_file".into(),
-            args_digest: args_digest(&args),
-            arguments: args,
-            risk: ToolRisk::Critical,
-            hitl_mode: HitlMode::Blocking,
-            reason: "critical tools always need approval".into(),
-            created_at: Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap(),
-            deadline: Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 55).unwrap(),
-        },
+        &ApprovalRequest::new(
+            "apr_1",
+            &ToolCall::new("call_7", "delete_file", args),
+            ToolRisk::Critical,
+            HitlMode::Blocking,
+            "critical tools always need approval",
+            Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap(),
+            Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 55).unwrap(),
+        ),
     );
     golden(
         "approval_decision",
@@ -158,12 +155,12 @@ fn chain_types() {
     offloaded.artifact_ref = Some(art(0));
     offloaded.artifact_size = Some(1_048_576);
     offloaded.artifact_media_type = Some("text/plain".into());
-    offloaded.files.push(ChainFile {
-        path: "/workspace/media/screenshot_0.png".into(),
-        media_type: "image/png".into(),
-        size: 2048,
-        artifact_ref: art(1),
-    });
+    offloaded.files.push(ChainFile::new(
+        "/workspace/media/screenshot_0.png",
+        "image/png",
+        2048,
+        art(1),
+    ));
     golden("invocation_result_offloaded", &offloaded);
     let mut structured = InvocationResult::ok("{\"sum\":5}");
     structured.structured = Some(json!({"sum": 5}));
@@ -172,44 +169,94 @@ fn chain_types() {
         "invocation_result_denied",
         &InvocationResult::denied("approval timed out after 55 s"),
     );
-    let records = vec![
-        ChainCallRecord {
-            seq: 0,
-            call_id: "c0".into(),
-            tool: "read_file".into(),
-            args_digest: args_digest(&json!({"path": "a.txt"})),
-            status: CallStatus::Ok,
-            duration_ms: 3,
-            executed: true,
-            summary: "hello".into(),
-            artifact_ref: None,
-        },
-        ChainCallRecord {
-            seq: 1,
-            call_id: "c1".into(),
-            tool: "shell".into(),
-            args_digest: args_digest(&json!({"command": "sleep 100"})),
-            status: CallStatus::Timeout,
-            duration_ms: 60_000,
-            executed: true,
-            summary: "timed out after 60 s".into(),
-            artifact_ref: None,
-        },
-    ];
+    let mut read = ChainCallRecord::new(
+        0,
+        "c0",
+        "read_file",
+        args_digest(&json!({"path": "a.txt"})),
+        CallStatus::Ok,
+        3,
+        true,
+    );
+    read.summary = "hello".into();
+    let mut shell = ChainCallRecord::new(
+        1,
+        "c1",
+        "shell",
+        args_digest(&json!({"command": "sleep 100"})),
+        CallStatus::Timeout,
+        60_000,
+        true,
+    );
+    shell.summary = "timed out after 60 s".into();
+    let records = vec![read, shell];
     golden("chain_call_records", &records);
     golden(
         "chain_run_result",
-        &ChainRunResult {
-            status: ChainStatus::Error,
-            output_text: "read 5 bytes\n".into(),
-            error: Some(ChainError {
-                exc_type: "ZeroDivisionError".into(),
-                message: "division by zero".into(),
-                traceback: "Traceback (most recent call last):\n  File \"<script>\", line 3\nZeroDivisionError: division by zero".into(),
-            }),
-            call_trace: records,
-            duration_ms: 60_012,
-        },
+        &ChainRunResult::new(ChainStatus::Error, "read 5 bytes\n", records, 60_012).with_error(
+            ChainError::new(
+                "ZeroDivisionError",
+                "division by zero",
+                "Traceback (most recent call last):\n  File \"<script>\", line 3\nZeroDivisionError: division by zero",
+            ),
+        ),
+    );
+    golden(
+        "invocation_result_budget",
+        &InvocationResult::failed(
+            FailureReason::BudgetExhausted,
+            "budget exhausted: this chain already made 50 of its 50 allowed tool calls",
+        ),
+    );
+    golden(
+        "invocation_status",
+        &vec![
+            InvocationStatus::Ok,
+            InvocationStatus::Error,
+            InvocationStatus::Denied,
+        ],
+    );
+    golden(
+        "call_status",
+        &vec![
+            CallStatus::Ok,
+            CallStatus::Error,
+            CallStatus::Denied,
+            CallStatus::Timeout,
+        ],
+    );
+    golden(
+        "failure_reasons",
+        &vec![
+            FailureReason::SessionClosed,
+            FailureReason::BudgetExhausted,
+            FailureReason::UnknownTool,
+            FailureReason::NotCallable,
+            FailureReason::InvalidArguments,
+            FailureReason::SkillDenied,
+            FailureReason::GuardrailDenied,
+            FailureReason::ApprovalDenied,
+            FailureReason::InvalidArtifactRef,
+            FailureReason::Cancelled,
+            FailureReason::Timeout,
+            FailureReason::ToolError,
+            FailureReason::ToolCrashed,
+            FailureReason::OutputWithheld,
+            FailureReason::Internal,
+        ],
+    );
+    golden(
+        "tool_error_kinds",
+        &vec![
+            ToolErrorKind::InvalidArguments,
+            ToolErrorKind::NotFound,
+            ToolErrorKind::PermissionDenied,
+            ToolErrorKind::Timeout,
+            ToolErrorKind::LimitExceeded,
+            ToolErrorKind::Unavailable,
+            ToolErrorKind::Cancelled,
+            ToolErrorKind::Internal,
+        ],
     );
     golden(
         "chain_status",

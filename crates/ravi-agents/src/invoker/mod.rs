@@ -59,9 +59,9 @@ use std::time::Instant;
 use futures::FutureExt as _;
 use ravi_kernel::{
     AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobStore, CallStatus,
-    ChainPolicy, HitlMode, HookEvent, InvocationResult, InvocationStatus, ProgressEvent,
-    ProgressKind, ProgressSink, Tool, ToolCall, ToolContext, ToolExecutionResult, ToolRegistry,
-    ToolRisk,
+    ChainPolicy, FailureReason, HitlMode, HookEvent, InvocationResult, InvocationStatus,
+    ProgressEvent, ProgressKind, ProgressSink, Tool, ToolCall, ToolContext, ToolExecutionResult,
+    ToolRegistry, ToolRisk,
 };
 
 pub use refs::{ARTIFACT_KEY, contains_artifact_ref, is_artifact_ref};
@@ -292,12 +292,15 @@ impl ToolInvoker {
             Ok(result) => result,
             Err(panic) => {
                 outcome.status = CallStatus::Error;
-                InvocationResult::error(format!(
-                    "invoker error while calling `{}`: {}; the call failed, try again or use \
+                InvocationResult::failed(
+                    FailureReason::Internal,
+                    format!(
+                        "invoker error while calling `{}`: {}; the call failed, try again or use \
                      another tool",
-                    call.name,
-                    exec::panic_message(panic.as_ref())
-                ))
+                        call.name,
+                        exec::panic_message(panic.as_ref())
+                    ),
+                )
             }
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -339,71 +342,90 @@ impl ToolInvoker {
         let policy = &inner.policy;
 
         if session.is_closed() {
-            return InvocationResult::error(
+            return InvocationResult::failed(
+                FailureReason::SessionClosed,
                 "this session is closed; open a new session to make more calls",
             );
         }
 
         // 1. Budget.
         if let Err(made) = session.claim(policy.max_tool_calls()) {
-            return InvocationResult::error(format!(
-                "budget exhausted: this chain already made {made} of its {} allowed tool calls; \
+            return InvocationResult::failed(
+                FailureReason::BudgetExhausted,
+                format!(
+                    "budget exhausted: this chain already made {made} of its {} allowed tool calls; \
                  stop calling tools and finish with the results you have",
-                policy.max_tool_calls()
-            ));
+                    policy.max_tool_calls()
+                ),
+            );
         }
 
         // 2. Lookup.
         let Some(any) = inner.registry.get(&call.name) else {
-            return InvocationResult::error(unknown_tool_message(
-                &call.name,
-                &inner.registry.names(),
-            ));
+            return InvocationResult::failed(
+                FailureReason::UnknownTool,
+                unknown_tool_message(&call.name, &inner.registry.names()),
+            );
         };
 
         // 3. Type gate.
         let tool: Arc<dyn Tool> = match any {
             AnyTool::Function(t) if inner.top_level || call.name != TOOL_CHAIN_NAME => t,
             AnyTool::Function(_) => {
-                return InvocationResult::error(format!(
-                    "tool `{TOOL_CHAIN_NAME}` cannot be called from inside a chain: chains do \
+                return InvocationResult::failed(
+                    FailureReason::NotCallable,
+                    format!(
+                        "tool `{TOOL_CHAIN_NAME}` cannot be called from inside a chain: chains do \
                      not nest; call the tools you need directly"
-                ));
+                    ),
+                );
             }
             AnyTool::Hosted(_) => {
-                return InvocationResult::error(format!(
-                    "tool `{}` is hosted by the model provider and cannot be called from a \
+                return InvocationResult::failed(
+                    FailureReason::NotCallable,
+                    format!(
+                        "tool `{}` is hosted by the model provider and cannot be called from a \
                      chain; call it directly in a model turn",
-                    call.name
-                ));
+                        call.name
+                    ),
+                );
             }
             AnyTool::ProviderDefined(_) => {
-                return InvocationResult::error(format!(
-                    "tool `{}` is provider-defined (it answers provider-shaped calls) and \
+                return InvocationResult::failed(
+                    FailureReason::NotCallable,
+                    format!(
+                        "tool `{}` is provider-defined (it answers provider-shaped calls) and \
                      cannot be called from a chain; call it directly in a model turn",
-                    call.name
-                ));
+                        call.name
+                    ),
+                );
             }
             // A tool kind added to the kernel later is not executable here until supported.
             _ => {
-                return InvocationResult::error(format!(
-                    "tool `{}` is of a kind this invoker cannot execute",
-                    call.name
-                ));
+                return InvocationResult::failed(
+                    FailureReason::NotCallable,
+                    format!(
+                        "tool `{}` is of a kind this invoker cannot execute",
+                        call.name
+                    ),
+                );
             }
         };
 
         // 4. Skill gate, then argument validation.
         if !session.skills.is_empty() && !session.skills.iter().any(|s| s.allows(&call.name)) {
             outcome.status = CallStatus::Denied;
-            return InvocationResult::denied(skill_message(&call.name, &session.skills));
+            return InvocationResult::failed(
+                FailureReason::SkillDenied,
+                skill_message(&call.name, &session.skills),
+            );
         }
         if let Err(failure) =
             inner
                 .validator
                 .validate_except(&tool, &call.arguments, refs::is_artifact_ref)
         {
-            return InvocationResult::error(failure.to_string());
+            return InvocationResult::failed(FailureReason::InvalidArguments, failure.to_string());
         }
 
         // 5. Guardrails.
@@ -411,11 +433,14 @@ impl ToolInvoker {
         for g in &inner.guardrails {
             if let GuardrailVerdict::Tripwire { reason } = g.check(call, risk).await {
                 outcome.status = CallStatus::Denied;
-                return InvocationResult::denied(format!(
-                    "guardrail `{}` blocked the call to `{}`: {reason}",
-                    g.name(),
-                    call.name
-                ));
+                return InvocationResult::failed(
+                    FailureReason::GuardrailDenied,
+                    format!(
+                        "guardrail `{}` blocked the call to `{}`: {reason}",
+                        g.name(),
+                        call.name
+                    ),
+                );
             }
         }
 
@@ -438,10 +463,13 @@ impl ToolInvoker {
             && digest::args_hash(&args) != *approved
         {
             outcome.status = CallStatus::Denied;
-            return InvocationResult::denied(format!(
-                "the arguments of `{}` changed after they were approved, so the call was denied",
-                call.name
-            ));
+            return InvocationResult::failed(
+                FailureReason::ApprovalDenied,
+                format!(
+                    "the arguments of `{}` changed after they were approved, so the call was denied",
+                    call.name
+                ),
+            );
         }
 
         // 7. Inbound refs.
@@ -455,22 +483,27 @@ impl ToolInvoker {
             {
                 Ok(_) => {
                     if let Err(failure) = inner.validator.validate(&tool, &args) {
-                        return InvocationResult::error(format!(
-                            "{failure}\n(The values checked are the ones the artifact refs \
+                        return InvocationResult::failed(
+                            FailureReason::InvalidArguments,
+                            format!(
+                                "{failure}\n(The values checked are the ones the artifact refs \
                              resolved to.)"
-                        ));
+                            ),
+                        );
                     }
                 }
-                Err(message) => return InvocationResult::error(message),
+                Err(message) => {
+                    return InvocationResult::failed(FailureReason::InvalidArtifactRef, message);
+                }
             }
         }
 
         // 8. Cancellation.
         if ctx.check().is_err() {
-            return InvocationResult::error(format!(
-                "the call to `{}` was cancelled before it ran",
-                call.name
-            ));
+            return InvocationResult::failed(
+                FailureReason::Cancelled,
+                format!("the call to `{}` was cancelled before it ran", call.name),
+            );
         }
 
         // 9. Progress: TOOL_CALL.
@@ -513,35 +546,47 @@ impl ToolInvoker {
             }
             Finished::Done(Err(e)) => (Ok(ToolExecutionResult::from(e)), CallStatus::Error),
             Finished::Panicked(msg) => (
-                Err(format!(
-                    "tool `{}` crashed (panic: {msg}); the call failed, try different arguments \
+                Err((
+                    FailureReason::ToolCrashed,
+                    format!(
+                        "tool `{}` crashed (panic: {msg}); the call failed, try different arguments \
                      or another tool",
-                    call.name
+                        call.name
+                    ),
                 )),
                 CallStatus::Error,
             ),
             Finished::TimedOut => (
-                Err(format!(
-                    "tool `{}` timed out after {} ms; it may still have had side effects, so \
+                Err((
+                    FailureReason::Timeout,
+                    format!(
+                        "tool `{}` timed out after {} ms; it may still have had side effects, so \
                      check before calling it again",
-                    call.name,
-                    policy.call_timeout().as_millis()
+                        call.name,
+                        policy.call_timeout().as_millis()
+                    ),
                 )),
                 CallStatus::Timeout,
             ),
             Finished::Cancelled => (
-                Err(format!(
-                    "the call to `{}` was cancelled while running; it may have had partial side \
+                Err((
+                    FailureReason::Cancelled,
+                    format!(
+                        "the call to `{}` was cancelled while running; it may have had partial side \
                      effects",
-                    call.name
+                        call.name
+                    ),
                 )),
                 CallStatus::Error,
             ),
             Finished::NoRuntime => (
-                Err(format!(
-                    "the call to `{}` could not be bounded by a timeout because no Tokio runtime \
+                Err((
+                    FailureReason::Internal,
+                    format!(
+                        "the call to `{}` could not be bounded by a timeout because no Tokio runtime \
                      is running; run the invoker inside a Tokio runtime with the time driver",
-                    call.name
+                        call.name
+                    ),
                 )),
                 CallStatus::Error,
             ),
@@ -561,18 +606,21 @@ impl ToolInvoker {
         }
         let result = match result {
             Ok(r) => r,
-            Err(message) => return InvocationResult::error(message),
+            Err((reason, message)) => return InvocationResult::failed(reason, message),
         };
 
         // 11. Output guardrails, then shaping.
         for g in &inner.output_guardrails {
             if let GuardrailVerdict::Tripwire { reason } = g.check(call, &result).await {
                 outcome.status = CallStatus::Denied;
-                return InvocationResult::denied(format!(
-                    "guardrail `{}` withheld the result of `{}`: {reason}",
-                    g.name(),
-                    call.name
-                ));
+                return InvocationResult::failed(
+                    FailureReason::OutputWithheld,
+                    format!(
+                        "guardrail `{}` withheld the result of `{}`: {reason}",
+                        g.name(),
+                        call.name
+                    ),
+                );
             }
         }
         let status = if status == CallStatus::Ok {
@@ -580,7 +628,7 @@ impl ToolInvoker {
         } else {
             InvocationStatus::Error
         };
-        match shape::inline_fast(
+        let mut shaped = match shape::inline_fast(
             inner.store.is_some(),
             policy.max_inline_result_bytes(),
             status,
@@ -599,7 +647,11 @@ impl ToolInvoker {
                 ))
                 .await
             }
+        };
+        if status == InvocationStatus::Error {
+            shaped.reason = Some(FailureReason::ToolError);
         }
+        shaped
     }
 
     /// Step 6: asks the handler within the approval timeout; `Err` is the denial to return.
@@ -615,26 +667,27 @@ impl ToolInvoker {
         let mode = tool.hitl_mode().effective(risk);
         let Some(handler) = &inner.approval else {
             self.approval_resolved(call, false, "no handler").await;
-            return Err(InvocationResult::denied(format!(
-                "`{}` needs approval (risk {risk}) but no approval handler is configured, so \
+            return Err(InvocationResult::failed(
+                FailureReason::ApprovalDenied,
+                format!(
+                    "`{}` needs approval (risk {risk}) but no approval handler is configured, so \
                  the call was denied; do not retry it from here",
-                call.name
-            )));
+                    call.name
+                ),
+            ));
         };
         let now = chrono::Utc::now();
         let wait = policy.approval_timeout();
-        let request = ApprovalRequest {
-            id: format!("apr_{}", new_scope_id().trim_start_matches("ses_")),
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            arguments: call.arguments.clone(),
-            args_digest: digest::hex(hash),
+        let request = ApprovalRequest::new(
+            format!("apr_{}", new_scope_id().trim_start_matches("ses_")),
+            call,
             risk,
-            hitl_mode: mode,
-            reason: approval_reason(risk, policy.max_risk_unapproved()),
-            created_at: now,
-            deadline: now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
-        };
+            mode,
+            approval_reason(risk, policy.max_risk_unapproved()),
+            now,
+            now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+        );
+        debug_assert_eq!(request.args_digest, digest::hex(hash));
         if !inner.hooks.is_empty() {
             inner
                 .hooks
@@ -705,7 +758,7 @@ impl ToolInvoker {
         self.approval_resolved(call, approved, why).await;
         match message {
             None => Ok(()),
-            Some(m) => Err(InvocationResult::denied(m)),
+            Some(m) => Err(InvocationResult::failed(FailureReason::ApprovalDenied, m)),
         }
     }
 

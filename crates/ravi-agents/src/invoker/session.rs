@@ -139,16 +139,19 @@ impl InvokerSession {
             .trace
             .iter()
             .enumerate()
-            .map(|(i, r)| ChainCallRecord {
-                seq: u32::try_from(i).unwrap_or(u32::MAX),
-                call_id: r.call_id.clone(),
-                tool: r.tool.clone(),
-                args_digest: super::digest::hex(&r.args_hash),
-                status: r.status,
-                duration_ms: r.duration_ms,
-                executed: r.executed,
-                summary: r.summary.clone(),
-                artifact_ref: r.artifact_ref.clone(),
+            .map(|(i, r)| {
+                let mut record = ChainCallRecord::new(
+                    u32::try_from(i).unwrap_or(u32::MAX),
+                    r.call_id.clone(),
+                    r.tool.clone(),
+                    super::digest::hex(&r.args_hash),
+                    r.status,
+                    r.duration_ms,
+                    r.executed,
+                );
+                record.summary.clone_from(&r.summary);
+                record.artifact_ref.clone_from(&r.artifact_ref);
+                record
             })
             .collect()
     }

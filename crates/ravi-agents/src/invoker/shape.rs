@@ -38,15 +38,21 @@ pub(crate) fn inline_fast(
         [] if result.structured_content.is_none() => String::new(),
         _ => return Err(result),
     };
-    Ok(InvocationResult {
-        status,
-        text,
-        structured: result.structured_content,
-        artifact_ref: None,
-        artifact_size: None,
-        artifact_media_type: None,
-        files: Vec::new(),
-    })
+    Ok(shaped(status, text, result.structured_content, Vec::new()))
+}
+
+/// An inline result with the given parts.
+fn shaped(
+    status: InvocationStatus,
+    text: String,
+    structured: Option<serde_json::Value>,
+    files: Vec<ChainFile>,
+) -> InvocationResult {
+    let mut r = InvocationResult::ok(text);
+    r.status = status;
+    r.structured = structured;
+    r.files = files;
+    r
 }
 
 /// Shapes any result, storing media and large text when a store is configured.
@@ -86,15 +92,7 @@ pub(crate) async fn shape(
     let store = match store {
         Some(store) if text.len() > max_inline => store,
         _ => {
-            return InvocationResult {
-                status,
-                text,
-                structured: structured_content,
-                artifact_ref: None,
-                artifact_size: None,
-                artifact_media_type: None,
-                files,
-            };
+            return shaped(status, text, structured_content, files);
         }
     };
 
@@ -116,34 +114,24 @@ pub(crate) async fn shape(
         Ok(info) => {
             session.add_pin(info.artifact_ref.clone());
             let r = &info.artifact_ref;
-            InvocationResult {
-                status,
-                text: format!(
-                    "{preview}\n… [result truncated: showing the first {cut} of {size} bytes; the \
-                     full result is stored as artifact {r}. Pass {{\"$artifact\": \"{r}\"}} as an \
-                     argument to another tool to use it]"
-                ),
-                structured: None,
-                artifact_ref: Some(info.artifact_ref),
-                artifact_size: Some(size as u64),
-                artifact_media_type: Some(media_type.to_owned()),
-                files,
-            }
+            let text = format!(
+                "{preview}\n… [result truncated: showing the first {cut} of {size} bytes; the \
+                 full result is stored as artifact {r}. Pass {{\"$artifact\": \"{r}\"}} as an \
+                 argument to another tool to use it]"
+            );
+            let mut out = shaped(status, text, None, files);
+            out.artifact_ref = Some(info.artifact_ref);
+            out.artifact_size = Some(size as u64);
+            out.artifact_media_type = Some(media_type.to_owned());
+            out
         }
         Err(e) => {
             tracing::warn!(tool, error = %e, "could not offload a large result; returning a preview");
-            InvocationResult {
-                status,
-                text: format!(
-                    "{preview}\n… [result truncated: showing the first {cut} of {size} bytes; the \
-                     rest could not be stored ({e})]"
-                ),
-                structured: None,
-                artifact_ref: None,
-                artifact_size: None,
-                artifact_media_type: None,
-                files,
-            }
+            let text = format!(
+                "{preview}\n… [result truncated: showing the first {cut} of {size} bytes; the \
+                 rest could not be stored ({e})]"
+            );
+            shaped(status, text, None, files)
         }
     }
 }
@@ -187,12 +175,12 @@ async fn block_text(
             let n = session.next_media_index();
             let path = format!("/workspace/media/{tool}_{n}.{}", extension(media_type));
             let line = format!("[{kind} saved as {path} ({media_type}, {size} bytes)]");
-            files.push(ChainFile {
+            files.push(ChainFile::new(
                 path,
-                media_type: media_type.clone(),
+                media_type.clone(),
                 size,
-                artifact_ref: info.artifact_ref,
-            });
+                info.artifact_ref,
+            ));
             line
         }
         Err(e) => format!("[{kind}: {media_type}, {size} bytes, could not be stored: {e}]"),

@@ -249,13 +249,13 @@ mod tests {
     #[test]
     fn media_become_files() {
         let mut r = InvocationResult::ok("");
-        r.files.push(ChainFile {
-            path: "/workspace/media/a.png".into(),
-            media_type: "image/png".into(),
-            size: 3,
-            artifact_ref: ArtifactRef::parse("art_0123456789abcdefghijklmnop")
+        r.files.push(ChainFile::new(
+            "/workspace/media/a.png",
+            "image/png",
+            3,
+            ArtifactRef::parse("art_0123456789abcdefghijklmnop")
                 .unwrap_or_else(|e| unreachable!("{e}")),
-        });
+        ));
         assert_eq!(
             BridgeOutcome::from_invocation(r).envelope(),
             json!({"ok": {"$ravi": "file", "path": "/workspace/media/a.png",

@@ -510,11 +510,7 @@ fn failed_run(started: Instant, ty: &str, message: &str) -> SandboxRun {
 }
 
 fn chain_error(ty: &str, message: &str, traceback: &str) -> ChainError {
-    ChainError {
-        exc_type: ty.to_owned(),
-        message: message.to_owned(),
-        traceback: traceback.to_owned(),
-    }
+    ChainError::new(ty, message, traceback)
 }
 
 fn finish_outcome(finish: Option<&Value>) -> (ChainStatus, Option<ChainError>) {
@@ -540,11 +536,7 @@ fn finish_outcome(finish: Option<&Value>) -> (ChainStatus, Option<ChainError>) {
     };
     (
         status,
-        Some(ChainError {
-            exc_type: ty,
-            message: s("message"),
-            traceback: s("traceback"),
-        }),
+        Some(ChainError::new(ty, s("message"), s("traceback"))),
     )
 }
 

@@ -147,13 +147,14 @@ impl ToolChainTool {
             }
             output_text.push_str(&run.stderr);
         }
-        ChainRunResult {
-            status: run.status,
+        let mut result = ChainRunResult::new(
+            run.status,
             output_text,
-            error: run.error,
             call_trace,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        }
+            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        );
+        result.error = run.error;
+        result
     }
 }
 
@@ -287,18 +288,20 @@ impl InvokerBridge {
             .unwrap_or_default();
         left.into_iter()
             .enumerate()
-            .map(|(i, (id, c))| ChainCallRecord {
-                seq: u32::try_from(first_seq + i).unwrap_or(u32::MAX),
-                call_id: format!("{}chain-{id}", self.prefix()),
-                tool: c.tool,
-                args_digest: args_digest(&c.args),
-                status: CallStatus::Timeout,
-                duration_ms: u64::try_from(c.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                executed: true,
-                summary: "the run was stopped while this call was in progress; it may have \
-                          had its effect"
-                    .into(),
-                artifact_ref: None,
+            .map(|(i, (id, c))| {
+                let mut record = ChainCallRecord::new(
+                    u32::try_from(first_seq + i).unwrap_or(u32::MAX),
+                    format!("{}chain-{id}", self.prefix()),
+                    c.tool,
+                    args_digest(&c.args),
+                    CallStatus::Timeout,
+                    u64::try_from(c.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    true,
+                );
+                record.summary = "the run was stopped while this call was in progress; it may \
+                                  have had its effect"
+                    .into();
+                record
             })
             .collect()
     }

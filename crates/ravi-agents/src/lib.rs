@@ -75,6 +75,9 @@ pub mod __private {
     pub use serde;
     pub use serde_json;
 
-    pub use crate::typed::spec::{ViaDisplay, ViaIntoOutput, ViaIntoToolError, ViaSerialize, Wrap};
+    pub use crate::typed::spec::{
+        Schema, ViaDisplay, ViaIntoOutput, ViaIntoToolError, ViaJsonSchema, ViaNoSchema,
+        ViaOutputSelf, ViaSerialize, Wrap,
+    };
     pub use crate::typed::{input_schema_for, output_schema_for, parse_args};
 }

@@ -210,6 +210,11 @@ pub trait TypedTool: Send + Sync + 'static {
     fn output_schema(&self) -> Option<Value> {
         None
     }
+    /// Example argument objects, shown to providers that accept them (Anthropic's
+    /// `input_examples`): a model that sees a filled-in call makes fewer malformed ones.
+    fn input_examples(&self) -> Vec<Value> {
+        Vec::new()
+    }
     /// Runs the tool with deserialized arguments.
     async fn call(&self, ctx: &ToolContext, args: Self::Args) -> Self::Output;
 
@@ -265,6 +270,9 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
     fn lazy_schema(&self) -> bool {
         self.inner.lazy_schema()
+    }
+    fn input_examples(&self) -> Vec<Value> {
+        self.inner.input_examples()
     }
     async fn execute(
         &self,
@@ -485,6 +493,56 @@ pub mod spec {
                 Ok(e) => e.into(),
                 Err(e) => e,
             }
+        }
+    }
+
+    /// Names an output type for the schema lookup below, without a value of it.
+    pub struct Schema<T: ?Sized>(std::marker::PhantomData<fn() -> Box<T>>);
+
+    impl<T: ?Sized> Schema<T> {
+        /// The marker for `T`.
+        pub fn new() -> Self {
+            Self(std::marker::PhantomData)
+        }
+    }
+
+    impl<T: ?Sized> Default for Schema<T> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    /// First choice: a type that converts itself (`String`, `ToolExecutionResult`, `Json<T>`)
+    /// declares no output schema: its text is not a structured value.
+    pub trait ViaOutputSelf {
+        /// The output schema, if any.
+        fn ravi_output_schema(&self) -> Option<serde_json::Value>;
+    }
+    impl<T: IntoToolOutput + ?Sized> ViaOutputSelf for &&Schema<T> {
+        fn ravi_output_schema(&self) -> Option<serde_json::Value> {
+            None
+        }
+    }
+
+    /// Second choice: a `JsonSchema` type (returned as structured content) declares its schema.
+    pub trait ViaJsonSchema {
+        /// The output schema, if any.
+        fn ravi_output_schema(&self) -> Option<serde_json::Value>;
+    }
+    impl<T: schemars::JsonSchema + ?Sized> ViaJsonSchema for &Schema<T> {
+        fn ravi_output_schema(&self) -> Option<serde_json::Value> {
+            Some(super::output_schema_for::<T>())
+        }
+    }
+
+    /// Last choice: a type without a schema declares none.
+    pub trait ViaNoSchema {
+        /// The output schema, if any.
+        fn ravi_output_schema(&self) -> Option<serde_json::Value>;
+    }
+    impl<T: ?Sized> ViaNoSchema for Schema<T> {
+        fn ravi_output_schema(&self) -> Option<serde_json::Value> {
+            None
         }
     }
 

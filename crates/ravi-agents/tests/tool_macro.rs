@@ -67,6 +67,56 @@ async fn server_time() -> ToolExecutionResult {
     ToolExecutionResult::text("noon")
 }
 
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct Forecast {
+    /// Degrees Celsius.
+    celsius: f64,
+    /// A one-word summary.
+    summary: String,
+}
+
+/// Forecast the weather for a city.
+#[ravi_agents::tool(discover = false, examples = [r#"{"city": "Oslo"}"#, "{\"city\": \"Lima\"}"])]
+async fn forecast(city: String) -> Result<Forecast, ToolError> {
+    Ok(Forecast {
+        celsius: if city == "Oslo" { -3.0 } else { 19.5 },
+        summary: "clear".into(),
+    })
+}
+
+#[test]
+fn outputs_with_a_schema_declare_it_and_self_converting_ones_do_not() {
+    let schema = ForecastTool
+        .output_schema()
+        .expect("Forecast derives JsonSchema");
+    assert_eq!(schema["type"], "object");
+    assert_eq!(schema["required"], json!(["celsius", "summary"]));
+    assert_eq!(
+        schema["properties"]["celsius"]["description"],
+        "Degrees Celsius."
+    );
+    // Numbers, `String` and `ToolExecutionResult` convert themselves (a number is its own
+    // text), and `GrepOut` is `Serialize` without `JsonSchema`: none of them declares a schema.
+    assert_eq!(AddTool.output_schema(), None);
+    assert_eq!(GrepFilesTool.output_schema(), None);
+    assert_eq!(DeleteFileTool.output_schema(), None);
+    assert_eq!(ServerTimeTool.output_schema(), None);
+}
+
+#[test]
+fn examples_are_checked_json_objects() {
+    assert_eq!(
+        ForecastTool.input_examples(),
+        vec![json!({"city": "Oslo"}), json!({"city": "Lima"})]
+    );
+    assert!(AddTool.input_examples().is_empty());
+    let out = run(&ForecastTool, json!({"city": "Oslo"})).unwrap();
+    assert_eq!(
+        out.structured_content,
+        Some(json!({"celsius": -3.0, "summary": "clear"}))
+    );
+}
+
 #[test]
 fn plain_params_become_a_schema_and_doc_comment_the_description() {
     assert_eq!(AddTool.name(), "add");

@@ -35,8 +35,14 @@
 //!   `ToolError` or implements `Display`.
 //! - options: `name = "…"` (default: the function name), `description = "…"` (default: the doc
 //!   comment), `risk = safe | sensitive | high | critical`, `hitl = blocking |
-//!   continue_on_timeout | fire_and_continue`, `defer_loading = true`, and for discovery
-//!   `category = "…"`, `tags = [..]`, `aliases = [..]`, `discover = false`.
+//!   continue_on_timeout | fire_and_continue`, `defer_loading = true`, `examples = ["{..}", ..]`
+//!   (example argument objects as JSON strings, checked at compile time, sent to providers that
+//!   accept `input_examples`), and for discovery `category = "…"`, `tags = [..]`,
+//!   `aliases = [..]`, `discover = false`.
+//! - output schema: when the function returns (or returns `Ok` of) a type that derives
+//!   `JsonSchema` and is not one of the self-converting outputs (`String`,
+//!   `ToolExecutionResult`, `Json<T>`, …), the tool declares that type's schema as its
+//!   `output_schema`, so MCP clients receive an `outputSchema` for it.
 //!
 //! The function stays callable as written; the tool is a unit struct named after it in
 //! PascalCase with a `Tool` suffix (`read_file` → `ReadFileTool`).
@@ -88,6 +94,7 @@ struct Options {
     aliases: Vec<LitStr>,
     discover: Option<bool>,
     defer_loading: Option<bool>,
+    examples: Vec<LitStr>,
 }
 
 /// A word given either bare (`risk = high`) or quoted (`risk = "high"`).
@@ -158,14 +165,59 @@ impl Options {
             "aliases" => self.aliases = strings(&meta.value()?.parse()?)?,
             "discover" => self.discover = Some(meta.value()?.parse::<LitBool>()?.value),
             "defer_loading" => self.defer_loading = Some(meta.value()?.parse::<LitBool>()?.value),
+            "examples" => {
+                let examples = strings(&meta.value()?.parse()?)?;
+                for example in &examples {
+                    check_example(example)?;
+                }
+                self.examples = examples;
+            }
             _ => {
                 return Err(meta.error(
                     "unknown `#[tool]` option; expected one of name, description, risk, hitl, \
-                     category, tags, aliases, discover, defer_loading",
+                     category, tags, aliases, discover, defer_loading, examples",
                 ));
             }
         }
         Ok(())
+    }
+}
+
+/// An example must be a JSON object (an arguments object), caught here rather than at run time.
+fn check_example(example: &LitStr) -> syn::Result<()> {
+    match serde_json::from_str::<serde_json::Value>(&example.value()) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(_) => Err(syn::Error::new(
+            example.span(),
+            "an example must be a JSON object of arguments, like the ones a model would send",
+        )),
+        Err(e) => Err(syn::Error::new(
+            example.span(),
+            format!("invalid JSON in example: {e}"),
+        )),
+    }
+}
+
+/// The type a function's output converts from: `T` of `-> T` or of `-> Result<T, E>`; `()`
+/// when nothing is returned; `None` for types we cannot name (`impl Trait`).
+fn output_type(ret: &ReturnType) -> Option<TokenStream2> {
+    let ty = match ret {
+        ReturnType::Default => return Some(quote!(())),
+        ReturnType::Type(_, ty) => &**ty,
+    };
+    match ty {
+        Type::ImplTrait(_) | Type::Infer(_) | Type::Never(_) => None,
+        Type::Path(p) if returns_result(ret) => {
+            let last = p.path.segments.last()?;
+            match &last.arguments {
+                syn::PathArguments::AngleBracketed(a) => a.args.iter().find_map(|arg| match arg {
+                    syn::GenericArgument::Type(t) => Some(quote!(#t)),
+                    _ => None,
+                }),
+                _ => None,
+            }
+        }
+        other => Some(quote!(#other)),
     }
 }
 
@@ -382,6 +434,20 @@ fn expand(opts: Options, func: ItemFn) -> syn::Result<TokenStream2> {
         None => quote!(#k::HitlMode::default_for(#k::Tool::risk(self))),
     };
     let defer = opts.defer_loading.unwrap_or(false);
+    let examples = &opts.examples;
+    let output_schema = match output_type(&sig.output) {
+        Some(ty) => quote! {
+            static SCHEMA: ::std::sync::OnceLock<::core::option::Option<#p::serde_json::Value>> =
+                ::std::sync::OnceLock::new();
+            SCHEMA
+                .get_or_init(|| {
+                    use #p::{ViaJsonSchema as _, ViaNoSchema as _, ViaOutputSelf as _};
+                    (&&&#p::Schema::<#ty>::new()).ravi_output_schema()
+                })
+                .clone()
+        },
+        None => quote!(::core::option::Option::None),
+    };
 
     let struct_ident = syn::Ident::new(&format!("{}Tool", pascal(&fn_name)), fn_ident.span());
     let vis = &func.vis;
@@ -445,6 +511,16 @@ fn expand(opts: Options, func: ItemFn) -> syn::Result<TokenStream2> {
                 }
                 fn lazy_schema(&self) -> bool {
                     #defer
+                }
+                fn output_schema(&self) -> ::core::option::Option<#p::serde_json::Value> {
+                    #output_schema
+                }
+                fn input_examples(&self) -> ::std::vec::Vec<#p::serde_json::Value> {
+                    const EXAMPLES: &[&str] = &[#(#examples),*];
+                    EXAMPLES
+                        .iter()
+                        .filter_map(|e| #p::serde_json::from_str(e).ok())
+                        .collect()
                 }
                 async fn execute(
                     &self,

@@ -303,5 +303,34 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&ok.stderr)
         );
+
+        // An edge into the application crate (the top of the graph) is refused too.
+        write_crate(
+            ws.path(),
+            "ravi-integrations",
+            "ravi-cli = { path = \"../ravi-cli\", version = \"0.1.0\" }\n",
+        );
+        write_crate(ws.path(), "ravi-cli", "");
+        let into_cli = Command::new("cargo")
+            .args(["deny", "--manifest-path"])
+            .arg(ws.path().join("Cargo.toml"))
+            .args(["check", "bans"])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&into_cli.stderr);
+        assert!(
+            !into_cli.status.success(),
+            "cargo-deny accepted a library depending on the CLI:\n{stderr}"
+        );
+        assert!(stderr.contains("ravi-cli"), "{stderr}");
+        let report = check(&ws.path().join("Cargo.toml"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            report.contains("`ravi-integrations` (L3) -> `ravi-cli` (L4)"),
+            "layer-check: {report}"
+        );
     }
 }

@@ -152,6 +152,22 @@ fn lint() -> anyhow::Result<()> {
                 "licenses",
                 "sources",
             ],
+        )?;
+        // The guest ships inside the sandbox, so its dependencies (RustPython and what it
+        // links) are held to a policy too: crates/ravi-sandbox-guest/deny.toml.
+        util::run(
+            "cargo",
+            &[
+                "deny",
+                "--manifest-path",
+                &guest_manifest,
+                "--log-level",
+                "error",
+                "check",
+                "bans",
+                "licenses",
+                "sources",
+            ],
         )
     })?;
     Ok(())

@@ -26,6 +26,15 @@ pub enum BackendError {
         /// The path as given.
         path: String,
     },
+    /// Resolving the path runs into a symlink loop (or a chain of more symlinks than the OS
+    /// follows), so it names nothing that can be opened.
+    #[error(
+        "`{path}` cannot be resolved: it goes through a symlink loop (or a chain of too many symlinks); fix or delete the link (delete_file removes a link itself, not its target)"
+    )]
+    SymlinkLoop {
+        /// The path as given.
+        path: String,
+    },
     /// Nothing exists at the path.
     #[error("`{path}` does not exist in the workspace; check the name with list_files")]
     NotFound {
@@ -110,6 +119,7 @@ impl BackendError {
             Self::AlreadyExists { .. } => ToolErrorKind::InvalidArguments,
             Self::Escape { .. } | Self::PermissionDenied { .. } => ToolErrorKind::PermissionDenied,
             Self::NotFound { .. } => ToolErrorKind::NotFound,
+            Self::SymlinkLoop { .. } => ToolErrorKind::InvalidArguments,
             Self::TooLarge { .. } => ToolErrorKind::LimitExceeded,
             Self::Timeout { .. } => ToolErrorKind::Timeout,
             Self::Unsupported(_) => ToolErrorKind::InvalidArguments,

@@ -56,6 +56,8 @@ enum Expect {
     Invalid,
     /// Refused by the OS-level resolution (a symlink leads out).
     Escape,
+    /// Refused as a symlink loop (its own message, not "leads outside").
+    Loop,
     /// Refused for another reason that still touches nothing outside.
     Refused,
     /// Allowed, and must stay inside (checked by the secret/outside assertions).
@@ -147,7 +149,9 @@ fn corpus(outer: &Path) -> Vec<(&'static str, BackendRequest, Expect)> {
             Expect::Escape,
         ),
         ("read symlink chain out", read("chain1"), Expect::Escape),
-        ("read symlink loop", read("loop1"), Expect::Escape),
+        ("read symlink loop", read("loop1"), Expect::Loop),
+        ("read through a symlink loop", read("loop1/x"), Expect::Loop),
+        ("exists symlink loop", exists("loop2"), Expect::Loop),
         (
             "read backslash is a name",
             read("..\\secret.txt"),
@@ -247,6 +251,10 @@ async fn every_escape_attempt_is_refused() {
         match (expect, &result) {
             (Expect::Invalid, Err(BackendError::InvalidPath { .. })) => {}
             (Expect::Escape, Err(BackendError::Escape { .. })) => {}
+            (Expect::Loop, Err(e @ BackendError::SymlinkLoop { .. })) => {
+                assert!(e.to_string().contains("symlink loop"), "{name}: {e}");
+                assert!(!e.to_string().contains("outside"), "{name}: {e}");
+            }
             (Expect::Refused, Err(_)) => {}
             (Expect::Allowed, Ok(_)) => {}
             _ => panic!("{name}: expected {expect:?}, got {shown}"),
@@ -415,4 +423,75 @@ async fn swapped_directory_write_race_never_writes_outside() {
         outside.is_empty(),
         "wrote outside the workspace: {outside:?}"
     );
+}
+
+/// A shell `cwd` swapped between a directory inside and a link to the outside while commands
+/// start: the command must run in the inside directory or be refused, never outside. (The
+/// directory is opened through the workspace handle and entered with `fchdir` in the child, so
+/// no path is resolved again between the check and the spawn.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapped_shell_cwd_race_never_runs_outside() {
+    let f = fixture();
+    std::fs::create_dir(f.ws.join("realdir")).unwrap();
+    std::fs::write(f.ws.join("realdir/secret.txt"), "fine").unwrap();
+    symlink("realdir", f.ws.join("sdir")).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ws = f.ws.clone();
+    let outer = f.outer.clone();
+    let flag = Arc::clone(&stop);
+    let swapper = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while !flag.load(Ordering::Relaxed) {
+            let tmp = ws.join(format!(".swaps{n}"));
+            let target = if n.is_multiple_of(2) {
+                PathBuf::from("realdir")
+            } else {
+                outer.clone()
+            };
+            symlink(&target, &tmp).unwrap();
+            std::fs::rename(&tmp, ws.join("sdir")).unwrap();
+            n += 1;
+            // A short pause: a rename anywhere makes the kernel's confined lookup
+            // (`openat2(RESOLVE_BENEATH)`) retry, so a swapper that never pauses would have
+            // every open refused and the test would prove nothing. A spawn takes far longer
+            // than this, so the swap still lands inside the check-to-exec window.
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        n
+    });
+    // Refusals are fast and spawns slow, so count the commands that ran, not the attempts.
+    let (mut inside, mut refused) = (0, 0);
+    while inside < 200 && refused < 50_000 {
+        let run = f
+            .backend
+            .shell(ShellRun {
+                command: "cat secret.txt; echo; pwd -P".into(),
+                cwd: Some("sdir".into()),
+                timeout_ms: Some(10_000),
+                env: Default::default(),
+            })
+            .await;
+        match run {
+            Ok(out) => {
+                assert!(
+                    !out.stdout.contains(SECRET),
+                    "the command ran outside the workspace: {out:?}"
+                );
+                assert!(
+                    out.stdout.starts_with("fine\n"),
+                    "unexpected output: {out:?}"
+                );
+                assert!(out.stdout.contains("/ws/realdir"), "{out:?}");
+                inside += 1;
+            }
+            Err(e) => {
+                assert!(matches!(e, BackendError::Escape { .. }), "{e:?}");
+                refused += 1;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 10, "the swapper barely ran ({swaps} swaps)");
+    assert!(inside > 0, "no command ever ran ({refused} refused)");
 }

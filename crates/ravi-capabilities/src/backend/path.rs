@@ -71,9 +71,14 @@ pub(crate) fn io_error(op: &'static str, path: &str, err: &io::Error) -> Backend
     let path = shorten(path);
     let message = err.to_string();
     // cap-std reports a resolution that would leave the directory as PermissionDenied with this
-    // message; ELOOP comes from O_NOFOLLOW on a final symlink component or a symlink cycle.
-    if message.contains("outside of the filesystem") || err.raw_os_error() == Some(40) {
+    // message (EXDEV from `openat2(RESOLVE_BENEATH)` is turned into it too).
+    if message.contains("outside of the filesystem") {
         return BackendError::Escape { path };
+    }
+    // ELOOP: a symlink cycle, or more links in a row than the kernel follows. No operation here
+    // opens with O_NOFOLLOW, so it never stands for "a symlink that leads out".
+    if err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+        return BackendError::SymlinkLoop { path };
     }
     match err.kind() {
         io::ErrorKind::NotFound => BackendError::NotFound { path },

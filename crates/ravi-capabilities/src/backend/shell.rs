@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::Command;
 
 use super::local::Inner;
-use super::path::{confine, io_error};
+use super::path::{confine, io_error, shorten};
 use super::payload::{ShellOutput, ShellRun};
 use crate::BackendError;
 
@@ -92,33 +92,40 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
     };
     let cwd_rel = confine(p.cwd.as_deref().unwrap_or("."))?;
     let cwd_shown = p.cwd.clone().unwrap_or_else(|| ".".into());
-    let meta = inner
-        .dir
-        .metadata(&cwd_rel)
-        .map_err(|e| io_error("cwd", &cwd_shown, &e))?;
-    if !meta.is_dir() {
-        return Err(BackendError::WrongKind {
-            path: cwd_shown,
-            expected: "a directory (cwd)",
-            actual: "not a directory",
-        });
-    }
-    let cwd = if cwd_rel.as_os_str() == "." {
-        inner.root.clone()
-    } else {
-        inner.root.join(&cwd_rel)
-    };
+    // The directory is opened once, through the workspace handle (resolution confined beneath
+    // the root), and the child enters it by descriptor. Handing the child a path instead would
+    // let a symlink swapped in after this point redirect it outside the workspace.
+    let cwd_dir = inner.dir.open_dir(&cwd_rel).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotADirectory {
+            BackendError::WrongKind {
+                path: shorten(&cwd_shown),
+                expected: "a directory (cwd)",
+                actual: "not a directory",
+            }
+        } else {
+            io_error("cwd", &cwd_shown, &e)
+        }
+    })?;
 
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(&p.command)
-        .current_dir(&cwd)
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // operations are allowed. It makes a single `fchdir` system call (rustix issues it directly,
+    // without locking or allocating) and, on failure, builds an `io::Error` from the raw errno,
+    // which does not allocate either. `cwd_dir` is owned by the closure, which `cmd` keeps
+    // alive until after `spawn`, so the descriptor is open in the child; it is close-on-exec,
+    // so the command does not inherit it.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || rustix::process::fchdir(&cwd_dir).map_err(std::io::Error::from));
+    }
     for name in &limits.env_allow {
         if let Some(value) = std::env::var_os(name) {
             cmd.env(name, value);

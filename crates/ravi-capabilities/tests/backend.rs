@@ -123,6 +123,68 @@ async fn write_modes() {
     assert!(names.iter().all(|n| !n.contains("ravi-tmp")), "{names:?}");
 }
 
+/// Appending reads the old file up to the write limit, not the (smaller) read limit: a file
+/// bigger than one read can still grow up to the largest file a write may produce.
+#[tokio::test]
+async fn append_grows_a_file_larger_than_one_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = LocalBackend::with_limits(dir.path(), small_limits()).unwrap();
+    let old: Vec<u8> = (0..100u8).collect(); // over max_read_bytes (64), under max_write_bytes (128)
+    std::fs::write(dir.path().join("log.bin"), &old).unwrap();
+    let out = b
+        .write(FilesWrite {
+            mode: WriteMode::Append,
+            ..FilesWrite::new("log.bin", "0123456789")
+        })
+        .await
+        .unwrap();
+    assert_eq!((out.bytes_written, out.size), (10, 110));
+    let mut want = old.clone();
+    want.extend_from_slice(b"0123456789");
+    assert_eq!(std::fs::read(dir.path().join("log.bin")).unwrap(), want);
+    // Past the write limit: refused with the real sizes, the file untouched.
+    let err = b
+        .write(FilesWrite {
+            mode: WriteMode::Append,
+            ..FilesWrite::new("log.bin", vec![b'x'; 30])
+        })
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, BackendError::TooLarge { .. }), "{err:?}");
+    assert!(
+        msg.contains("the file after appending (140 bytes)") && msg.contains("128 bytes"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(dir.path().join("log.bin")).unwrap(), want);
+}
+
+/// Appends to one file from many tasks at once all land: the backend serialises writes to a
+/// path, so no read-modify-rename overwrites another's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_all_land() {
+    let (d, b) = workspace();
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let b = b.clone();
+        tasks.push(tokio::spawn(async move {
+            b.write(FilesWrite {
+                mode: WriteMode::Append,
+                ..FilesWrite::new("./shared/log.txt", format!("line {i:02}\n"))
+            })
+            .await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let text = std::fs::read_to_string(d.path().join("shared/log.txt")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    let want: Vec<String> = (0..64).map(|i| format!("line {i:02}")).collect();
+    assert_eq!(lines, want, "an append was lost");
+}
+
 #[tokio::test]
 async fn overwrite_keeps_permissions_and_a_failed_write_leaves_no_partial_file() {
     use std::os::unix::fs::PermissionsExt as _;
@@ -560,31 +622,48 @@ async fn stream_runs_fifo_one_at_a_time() {
     );
 }
 
+/// Overlap is proven by a rendezvous, not by wall time: each command announces itself with a
+/// file and waits for the other's file. Run concurrently, both finish; run one after the other,
+/// the first can only time out. No assertion depends on how loaded the machine is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_progress_concurrently() {
-    let (_d, b) = workspace();
-    let sleep = || BackendRequest::ShellRun(ShellRun::new("sleep 0.5"));
-    // Same stream: serial.
-    let one = b.stream().unwrap();
-    let started = Instant::now();
-    let (x, y) = tokio::join!(one.submit(sleep()), one.submit(sleep()));
-    assert!(x.is_ok() && y.is_ok());
-    let serial = started.elapsed();
-    assert!(
-        serial >= Duration::from_millis(1000),
-        "serial took {serial:?}"
-    );
-    // Two streams: overlapping.
+    let (d, b) = workspace();
+    let meet = |me: &str, other: &str, timeout_ms: u64| {
+        BackendRequest::ShellRun(ShellRun {
+            timeout_ms: Some(timeout_ms),
+            ..ShellRun::new(format!(
+                "touch {me}; while [ ! -e {other} ]; do sleep 0.02; done; echo met"
+            ))
+        })
+    };
+    let shell_out = |r: Result<BackendResponse, BackendError>| match r.unwrap() {
+        BackendResponse::ShellRun(out) => out,
+        other => panic!("wrong response {other:?}"),
+    };
+    // Two streams: each command waits for the other, so both finishing proves they overlapped.
     let (s1, s2) = (b.stream().unwrap(), b.stream().unwrap());
     assert_ne!(s1.id(), s2.id());
-    let started = Instant::now();
-    let (x, y) = tokio::join!(s1.submit(sleep()), s2.submit(sleep()));
-    assert!(x.is_ok() && y.is_ok());
-    let parallel = started.elapsed();
-    assert!(
-        parallel < Duration::from_millis(950),
-        "parallel took {parallel:?}"
+    let (x, y) = tokio::join!(
+        s1.submit(meet("a", "b", 60_000)),
+        s2.submit(meet("b", "a", 60_000))
     );
+    let (x, y) = (shell_out(x), shell_out(y));
+    assert!(x.success() && y.success(), "{x:?} {y:?}");
+    assert_eq!((x.stdout.as_str(), y.stdout.as_str()), ("met\n", "met\n"));
+    // One stream: the second command cannot start while the first waits for it, so the first
+    // runs into its time limit and only then does the second run.
+    std::fs::remove_file(d.path().join("a")).unwrap();
+    std::fs::remove_file(d.path().join("b")).unwrap();
+    let one = b.stream().unwrap();
+    let (x, y) = tokio::join!(
+        one.submit(meet("c", "d", 300)),
+        one.submit(BackendRequest::ShellRun(ShellRun::new(
+            "test -e c && touch d && echo second"
+        )))
+    );
+    let (x, y) = (shell_out(x), shell_out(y));
+    assert!(x.timed_out, "the first command never waited: {x:?}");
+    assert_eq!(y.stdout, "second\n", "{y:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

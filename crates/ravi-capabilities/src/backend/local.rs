@@ -57,10 +57,33 @@ impl Default for BackendLimits {
     }
 }
 
+/// How many locks serialise writes; a path's lock is chosen by its hash. Two paths sharing a
+/// lock only wait for each other, which is harmless at this count.
+const WRITE_LOCKS: usize = 64;
+
 pub(crate) struct Inner {
     pub(crate) root: PathBuf,
     pub(crate) dir: Dir,
     pub(crate) limits: BackendLimits,
+    /// Writes to the same path take the same lock. A write is read-modify-rename (append reads
+    /// the old content; every mode replaces the file by rename), so two unserialised writes to
+    /// one path could each start from the same old file and the later rename would silently
+    /// drop the other's append.
+    write_locks: [std::sync::Mutex<()>; WRITE_LOCKS],
+}
+
+impl Inner {
+    /// The write lock of `rel` (already normalised by [`confine`], so `./a` and `a` share it).
+    fn write_lock(&self, rel: &Path) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        rel.hash(&mut h);
+        let slot = (h.finish() % WRITE_LOCKS as u64) as usize;
+        // The lock guards no data, so a panic while holding it leaves nothing inconsistent.
+        self.write_locks[slot]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Executes payloads under a workspace root. Cheap to clone (shared state behind an `Arc`).
@@ -120,7 +143,12 @@ impl LocalBackend {
             }
         })?;
         Ok(Self {
-            inner: Arc::new(Inner { root, dir, limits }),
+            inner: Arc::new(Inner {
+                root,
+                dir,
+                limits,
+                write_locks: std::array::from_fn(|_| std::sync::Mutex::new(())),
+            }),
         })
     }
 
@@ -254,6 +282,12 @@ fn kind_name(kind: EntryKind) -> &'static str {
 }
 
 fn read(inner: &Inner, p: &FilesRead) -> Result<FileData, BackendError> {
+    read_capped(inner, p, inner.limits.max_read_bytes)
+}
+
+/// Reads at most `max` bytes (the read limit for a read, the write limit for an append's old
+/// content).
+fn read_capped(inner: &Inner, p: &FilesRead, max: u64) -> Result<FileData, BackendError> {
     let rel = confine(&p.path)?;
     let io = |e: std::io::Error| io_error("read", &p.path, &e);
     // O_NONBLOCK so that opening a FIFO cannot hang; regular files ignore it.
@@ -271,7 +305,6 @@ fn read(inner: &Inner, p: &FilesRead) -> Result<FileData, BackendError> {
         });
     }
     let size = meta.len();
-    let max = inner.limits.max_read_bytes;
     let limit = p.limit.unwrap_or(max).min(max);
     let offset = p.offset.min(size);
     file.seek(SeekFrom::Start(offset)).map_err(io)?;
@@ -338,6 +371,9 @@ fn write(inner: &Inner, p: &FilesWrite) -> Result<WriteOutcome, BackendError> {
             Err(e) => return Err(io_error("write", &shown, &e)),
         }
     }
+    // Held until the new content is in place, so a concurrent write to this path starts from
+    // this one's result.
+    let _serialised = inner.write_lock(&rel);
     // lstat: the final component is replaced, never followed, so a symlink there cannot
     // redirect the write (rename swaps the link itself).
     let existing = match inner.dir.symlink_metadata(&rel) {
@@ -362,22 +398,24 @@ fn write(inner: &Inner, p: &FilesWrite) -> Result<WriteOutcome, BackendError> {
     }
     let mut body = Vec::new();
     if p.mode == WriteMode::Append && existing.is_some() {
-        let old = read(
+        // Up to the write limit, not the read limit: a file too big for one read may still
+        // grow to the largest file a write produces. One byte more than allowed shows that
+        // the file itself is already too big (it may have grown since it was measured).
+        let old = read_capped(
             inner,
             &FilesRead {
                 path: p.path.clone(),
                 offset: 0,
                 limit: None,
             },
+            limit.saturating_add(1),
         )?;
-        if !old.eof || old.size + p.content.len() as u64 > limit {
+        let after = old.size.max(old.data.len() as u64) + p.content.len() as u64;
+        if !old.eof || after > limit {
             return Err(BackendError::TooLarge {
-                what: format!(
-                    "the file after appending ({} bytes)",
-                    old.size + p.content.len() as u64
-                ),
+                what: format!("the file after appending ({after} bytes)"),
                 limit: format!("{limit} bytes"),
-                hint: "write to a new file instead".into(),
+                hint: "write the rest to a new file instead".into(),
             });
         }
         body = old.data;
@@ -398,21 +436,44 @@ fn write(inner: &Inner, p: &FilesWrite) -> Result<WriteOutcome, BackendError> {
         if p.mode == WriteMode::CreateNew {
             // hard_link fails if the target appeared meanwhile: no clobbering race.
             inner.dir.hard_link(&tmp, &inner.dir, &rel)?;
-            inner.dir.remove_file(&tmp)
+            inner.dir.remove_file(&tmp)?;
         } else {
-            inner.dir.rename(&tmp, &inner.dir, &rel)
+            inner.dir.rename(&tmp, &inner.dir, &rel)?;
         }
+        Ok(())
     })();
     if let Err(e) = result {
         let _ = inner.dir.remove_file(&tmp);
         return Err(io(e));
     }
+    sync_parent(inner, &rel).map_err(|e| BackendError::Io {
+        op: "flush the directory of",
+        path: shorten(&p.path),
+        message: format!(
+            "the new content is in place, but the directory could not be flushed to disk, so \
+             a crash could still undo the write: {e}"
+        ),
+    })?;
     Ok(WriteOutcome {
         path: p.path.clone(),
         bytes_written: p.content.len() as u64,
         size: body.len() as u64,
         created: existing.is_none(),
     })
+}
+
+/// Flushes the directory holding `rel`, so the rename that put the new file in place survives
+/// a crash (the file's own data was already synced).
+fn sync_parent(inner: &Inner, rel: &Path) -> std::io::Result<()> {
+    let parent = rel.parent().filter(|d| !d.as_os_str().is_empty());
+    // Opened for reading: cap-std's own directory handles are `O_PATH`, which fsync refuses.
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .custom_flags(rustix::fs::OFlags::DIRECTORY.bits() as i32);
+    inner
+        .dir
+        .open_with(parent.unwrap_or(Path::new(".")), &opts)?
+        .sync_all()
 }
 
 fn list(inner: &Inner, p: &FilesList) -> Result<Listing, BackendError> {

@@ -48,7 +48,18 @@ fn risks_are_what_a_careful_operator_would_give() {
         (Box::new(WriteFile::new(b.clone())), ToolRisk::High),
         (Box::new(DeleteFile::new(b.clone())), ToolRisk::Critical),
         (Box::new(Shell::new(b.clone())), ToolRisk::Critical),
+        (
+            Box::new(HttpGet::new(HttpPolicy::default()).unwrap()),
+            ToolRisk::Sensitive,
+        ),
+        (Box::new(ReadResult), ToolRisk::Safe),
     ];
+    let names: Vec<&str> = tools.iter().map(|(t, _)| t.name()).collect();
+    assert_eq!(
+        names,
+        ravi_capabilities::BUILTIN_NAMES,
+        "every built-in tool is checked"
+    );
     for (tool, risk) in tools {
         assert_eq!(tool.risk(), risk, "{}", tool.name());
         let schema = tool.input_schema();
@@ -135,7 +146,7 @@ async fn write_then_read_text_with_paging() {
 }
 
 #[tokio::test]
-async fn images_come_back_as_image_blocks_and_binary_is_refused() {
+async fn images_come_back_as_image_blocks_and_other_binary_as_base64() {
     let w = ws();
     std::fs::write(w.dir.path().join("dot.png"), PNG_1X1).unwrap();
     std::fs::write(w.dir.path().join("blob.bin"), [0u8, 159, 146, 150, 1, 2]).unwrap();
@@ -147,18 +158,183 @@ async fn images_come_back_as_image_blocks_and_binary_is_refused() {
     };
     assert_eq!(media_type, "image/png");
     assert_eq!(source.decode().unwrap(), PNG_1X1);
-    let err = call(&read, json!({"path": "blob.bin"})).await.unwrap_err();
-    assert!(
-        err.message.contains("binary file (6 bytes)"),
-        "{}",
-        err.message
+    let out = call(&read, json!({"path": "blob.bin"})).await.unwrap();
+    assert!(!out.is_error);
+    let text = out.text_content();
+    let (label, body) = text.split_once('\n').unwrap();
+    assert_eq!(
+        label,
+        "[read_file: `blob.bin` is binary (application/octet-stream, 6 bytes); bytes 0..6 follow as base64]"
     );
+    assert_eq!(b64(body), [0u8, 159, 146, 150, 1, 2]);
+    let meta = out.structured_content.unwrap();
+    assert_eq!(meta["encoding"], "base64");
+    assert_eq!(
+        (meta["size"].as_u64(), meta["eof"].as_bool()),
+        (Some(6), Some(true))
+    );
+    // An image read from an offset is a slice of bytes, not a picture: base64, labelled with
+    // the image's media type.
+    let out = call(&read, json!({"path": "dot.png", "offset": 60}))
+        .await
+        .unwrap();
+    let text = out.text_content();
+    assert!(
+        text.starts_with("[read_file: `dot.png` is binary (image/png, 67 bytes); bytes 60..67"),
+        "{text}"
+    );
+    assert_eq!(b64(text.split_once('\n').unwrap().1), &PNG_1X1[60..]);
     assert_eq!(sniff_image(b"GIF89a...."), Some("image/gif"));
     assert_eq!(sniff_image(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
     assert_eq!(sniff_image(b"hello"), None);
+    assert_eq!(sniff_binary(b"%PDF-1.7"), "application/pdf");
+    assert_eq!(sniff_binary(b"PK\x03\x04...."), "application/zip");
 }
 
-use ravi_capabilities::tools::files::sniff_image;
+fn b64(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .unwrap()
+}
+
+/// A binary file larger than one call is paged with offset/limit like text: every part is
+/// labelled with its byte range, the note says where to continue, and the parts put together
+/// are the file.
+#[tokio::test]
+async fn binary_files_page_with_offset_and_limit() {
+    let w = ws();
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect(); // NULs: binary
+    std::fs::write(w.dir.path().join("data.bin"), &bytes).unwrap();
+    let read = ReadFile::new(w.backend.clone());
+    let mut got = Vec::new();
+    let mut offset = 0u64;
+    let mut calls = 0;
+    loop {
+        let out = call(&read, json!({"path": "data.bin", "offset": offset}))
+            .await
+            .unwrap();
+        calls += 1;
+        let text = out.text_content();
+        let (label, rest) = text.split_once('\n').unwrap();
+        assert!(
+            label.contains("(application/octet-stream, 300000 bytes)"),
+            "{label}"
+        );
+        let body = rest.split("\n\n[read_file:").next().unwrap();
+        let part = b64(body);
+        assert!(part.len() as u64 <= READ_DEFAULT_LIMIT);
+        got.extend_from_slice(&part);
+        let meta = out.structured_content.unwrap();
+        if meta["eof"] == true {
+            assert!(!rest.contains("to continue"), "{}", &text[..200]);
+            break;
+        }
+        offset += part.len() as u64;
+        assert!(rest.ends_with(&format!("call read_file with offset={offset} to continue]")));
+        assert!(calls < 5, "paging does not advance");
+    }
+    assert_eq!(calls, 2);
+    assert_eq!(got, bytes);
+    // A limit smaller than the default works the same way.
+    let out = call(&read, json!({"path": "data.bin", "offset": 10, "limit": 4}))
+        .await
+        .unwrap();
+    let text = out.text_content();
+    assert!(text.contains("bytes 10..14 follow as base64"), "{text}");
+    assert_eq!(b64(text.split('\n').nth(1).unwrap()), &bytes[10..14]);
+}
+
+/// `encoding: "base64"` writes bytes that are not text; bad base64 is a tool error naming the
+/// field, and nothing is written.
+#[tokio::test]
+async fn write_file_writes_binary_from_base64() {
+    let w = ws();
+    let write = WriteFile::new(w.backend.clone());
+    let bytes = [0u8, 255, 1, 254, 0x89, b'P', b'N', b'G'];
+    let out = call(
+        &write,
+        json!({"path": "bin/x.dat", "content": "AP8B/olQTkc=", "encoding": "base64"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.text_content()
+            .starts_with("created bin/x.dat (8 bytes written"),
+        "{}",
+        out.text_content()
+    );
+    assert_eq!(
+        std::fs::read(w.dir.path().join("bin/x.dat")).unwrap(),
+        bytes
+    );
+    // Line breaks and missing padding are tolerated; append works on bytes too.
+    call(
+        &write,
+        json!({"path": "bin/x.dat", "content": "AP8\nB/w", "encoding": "base64", "mode": "append"}),
+    )
+    .await
+    .unwrap();
+    let mut want = bytes.to_vec();
+    want.extend_from_slice(&[0, 255, 1, 255]);
+    assert_eq!(std::fs::read(w.dir.path().join("bin/x.dat")).unwrap(), want);
+    // utf8 (the default, or said explicitly) writes the text itself, even if it looks like base64.
+    call(
+        &write,
+        json!({"path": "t.txt", "content": "AP8=", "encoding": "utf8"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(w.dir.path().join("t.txt")).unwrap(),
+        "AP8="
+    );
+    // Invalid base64: a clear error, no file.
+    let err = call(
+        &write,
+        json!({"path": "bad.dat", "content": "not base64!", "encoding": "base64"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::InvalidArguments);
+    assert!(
+        err.message.contains("content is not valid base64"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("encoding"), "{}", err.message);
+    assert!(!w.dir.path().join("bad.dat").exists());
+    // An unknown encoding is refused by name.
+    let err = call(
+        &write,
+        json!({"path": "bad.dat", "content": "x", "encoding": "hex"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.message.contains("unknown variant `hex`"),
+        "{}",
+        err.message
+    );
+    // The schema offers exactly the two encodings.
+    assert_eq!(
+        write.input_schema()["properties"]["encoding"]["enum"],
+        json!(["utf8", "base64"])
+    );
+    // Round trip: what read_file returns as base64 writes back to the same bytes.
+    let read = ReadFile::new(w.backend.clone());
+    let out = call(&read, json!({"path": "bin/x.dat"})).await.unwrap();
+    let encoded = out.text_content().split('\n').nth(1).unwrap().to_owned();
+    call(
+        &write,
+        json!({"path": "copy.dat", "content": encoded, "encoding": "base64"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read(w.dir.path().join("copy.dat")).unwrap(), want);
+}
+
+use ravi_capabilities::tools::files::{READ_DEFAULT_LIMIT, sniff_binary, sniff_image};
 
 #[tokio::test]
 async fn missing_files_and_escapes_are_tool_errors() {

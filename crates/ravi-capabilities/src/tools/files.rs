@@ -15,6 +15,8 @@ use crate::backend::{
 
 /// Most bytes `read_file` returns in one call unless asked for fewer (256 KiB).
 pub const READ_DEFAULT_LIMIT: u64 = 256 * 1024;
+/// How much of a file's start `read_file` looks at to tell text, images and other binary apart.
+const HEAD_BYTES: u64 = 512;
 /// Largest image `read_file` returns as an image block (5 MiB, what providers accept).
 pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 
@@ -30,6 +32,29 @@ pub fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
         Some("image/webp")
     } else {
         None
+    }
+}
+
+/// The media type of a binary file that is not an image, from its first bytes (a handful of
+/// common formats, so a model knows what the base64 it gets back decodes to); else
+/// `application/octet-stream`.
+pub fn sniff_binary(bytes: &[u8]) -> &'static str {
+    if let Some(image) = sniff_image(bytes) {
+        image
+    } else if bytes.starts_with(b"%PDF-") {
+        "application/pdf"
+    } else if bytes.starts_with(b"PK\x03\x04") {
+        "application/zip"
+    } else if bytes.starts_with(&[0x1F, 0x8B]) {
+        "application/gzip"
+    } else if bytes.starts_with(b"\0asm") {
+        "application/wasm"
+    } else if bytes.starts_with(b"\x7FELF") {
+        "application/x-executable"
+    } else if bytes.starts_with(b"SQLite format 3\0") {
+        "application/vnd.sqlite3"
+    } else {
+        "application/octet-stream"
     }
 }
 
@@ -77,7 +102,8 @@ macro_rules! backend_tool {
 
 backend_tool!(
     /// `read_file` (Safe): text files as text (with byte offset/limit for large files), PNG,
-    /// JPEG, GIF and WebP files as image blocks.
+    /// JPEG, GIF and WebP files as image blocks, any other binary file as labelled base64 (same
+    /// offset/limit paging).
     ReadFile
 );
 backend_tool!(
@@ -89,7 +115,8 @@ backend_tool!(
     ListFiles
 );
 backend_tool!(
-    /// `write_file` (High): creates, overwrites or appends to a text file, atomically.
+    /// `write_file` (High): creates, overwrites or appends to a file, atomically; `content` is
+    /// UTF-8 text, or base64 for binary data with `encoding: "base64"`.
     WriteFile
 );
 backend_tool!(
@@ -115,9 +142,10 @@ impl Tool for ReadFile {
 
     fn description(&self) -> &str {
         "Read a file from the workspace. Text files come back as text; PNG, JPEG, GIF and WebP \
-         images come back as images you can see. Large text files are returned in parts of at \
-         most 256 KiB: the result ends with a note giving the offset to continue from. Paths are \
-         relative to the workspace root (no `..`, no absolute paths)."
+         images come back as images you can see; any other binary file comes back as base64, \
+         after a first line giving its media type and size. Large files are returned in parts of \
+         at most 256 KiB: the result ends with a note giving the offset to continue from. Paths \
+         are relative to the workspace root (no `..`, no absolute paths)."
     }
 
     fn input_schema(&self) -> Value {
@@ -146,15 +174,18 @@ impl Tool for ReadFile {
             .limit
             .unwrap_or(READ_DEFAULT_LIMIT)
             .min(READ_DEFAULT_LIMIT);
-        // Sniff the first bytes: an image is returned whole, as an image block.
+        // Sniff the first bytes: an image is returned whole, as an image block; a file whose
+        // start is binary is binary in every part (a chunk of it may happen to be valid text).
         let head = self
             .backend
             .read(FilesRead {
                 path: a.path.clone(),
                 offset: 0,
-                limit: Some(16),
+                limit: Some(HEAD_BYTES),
             })
             .await?;
+        let binary_head = utf8_prefix(&head.data).is_none()
+            || sniff_binary(&head.data) != "application/octet-stream";
         if a.offset == 0
             && let Some(media_type) = sniff_image(&head.data)
         {
@@ -185,12 +216,9 @@ impl Tool for ReadFile {
                 limit: Some(limit),
             })
             .await?;
-        let Some(text) = utf8_prefix(&data.data) else {
-            return Err(ToolError::invalid_arguments(format!(
-                "`{}` is a binary file ({} bytes) that is neither text nor a PNG/JPEG/GIF/WebP image; \
-                 read_file cannot show it. Inspect it with the shell tool if you have it (e.g. `file` or `xxd | head`).",
-                a.path, data.size
-            )));
+        let text = match utf8_prefix(&data.data) {
+            Some(text) if !binary_head => text,
+            _ => return Ok(binary_result(&a.path, sniff_binary(&head.data), &data)),
         };
         let end = data.offset + text.len() as u64;
         let mut out = text.to_owned();
@@ -201,6 +229,42 @@ impl Tool for ReadFile {
             ));
         }
         Ok(ToolExecutionResult::text(out))
+    }
+}
+
+/// A binary chunk as text a model can carry: one labelled line (media type, sizes, the byte
+/// range), the base64 on its own line, and the usual note when more follows. The structured
+/// content repeats the facts (not the data, which would double the result's size).
+fn binary_result(
+    path: &str,
+    media_type: &str,
+    data: &crate::backend::FileData,
+) -> ToolExecutionResult {
+    use base64::Engine as _;
+    let end = data.offset + data.data.len() as u64;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&data.data);
+    let mut text = format!(
+        "[read_file: `{path}` is binary ({media_type}, {} bytes); bytes {}..{end} follow as base64]\n{encoded}",
+        data.size, data.offset
+    );
+    if end < data.size {
+        text.push_str(&format!(
+            "\n\n[read_file: showed bytes {}..{end} of {}; call read_file with offset={end} to continue]",
+            data.offset, data.size
+        ));
+    }
+    ToolExecutionResult {
+        content: vec![ContentBlock::text(text)],
+        structured_content: Some(json!({
+            "path": path,
+            "encoding": "base64",
+            "media_type": media_type,
+            "size": data.size,
+            "offset": data.offset,
+            "bytes": data.data.len(),
+            "eof": end >= data.size,
+        })),
+        ..ToolExecutionResult::default()
     }
 }
 
@@ -342,6 +406,41 @@ struct WriteArgs {
     content: String,
     #[serde(default)]
     mode: WriteMode,
+    #[serde(default)]
+    encoding: Encoding,
+}
+
+/// How `write_file`'s `content` is to be read.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Encoding {
+    /// The text itself, written as UTF-8.
+    #[default]
+    Utf8,
+    /// Standard base64 of the bytes to write (for binary files).
+    Base64,
+}
+
+/// Decodes `write_file`'s base64 `content`. Whitespace (line breaks models like to add) is
+/// ignored, and padding may be left out.
+fn decode_base64(content: &str) -> Result<Vec<u8>, ToolError> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let compact: Vec<u8> = content
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    LENIENT.decode(&compact).map_err(|e| {
+        ToolError::invalid_arguments(format!(
+            "content is not valid base64 ({e}), but encoding is \"base64\"; send standard \
+             base64 (A-Z a-z 0-9 + /, `=` padding), or set encoding to \"utf8\" to write the \
+             text as it is"
+        ))
+    })
 }
 
 #[ravi_kernel::async_trait]
@@ -351,9 +450,10 @@ impl Tool for WriteFile {
     }
 
     fn description(&self) -> &str {
-        "Write a UTF-8 text file in the workspace, creating missing parent directories. mode \
-         \"overwrite\" (default) replaces the file, \"create_new\" fails if it exists, \"append\" \
-         adds to its end. The write is atomic: on failure the old file is left unchanged."
+        "Write a file in the workspace, creating missing parent directories. content is UTF-8 \
+         text, or base64 of binary data when encoding is \"base64\". mode \"overwrite\" \
+         (default) replaces the file, \"create_new\" fails if it exists, \"append\" adds to its \
+         end. The write is atomic: on failure the old file is left unchanged."
     }
 
     fn input_schema(&self) -> Value {
@@ -361,8 +461,9 @@ impl Tool for WriteFile {
             "type": "object",
             "properties": {
                 "path": string_schema("File path relative to the workspace root."),
-                "content": {"type": "string", "description": "The full text to write (or to append)."},
+                "content": {"type": "string", "description": "The full text to write (or to append); base64 of the bytes when encoding is \"base64\"."},
                 "mode": {"type": "string", "enum": ["overwrite", "create_new", "append"], "description": "What to do if the file exists (default \"overwrite\")."},
+                "encoding": {"type": "string", "enum": ["utf8", "base64"], "description": "How content is given: \"utf8\" text (default) or \"base64\" for binary files."},
             },
             "required": ["path", "content"],
             "additionalProperties": false,
@@ -379,11 +480,15 @@ impl Tool for WriteFile {
         args: Value,
     ) -> Result<ToolExecutionResult, ToolError> {
         let a: WriteArgs = parse_args("write_file", args)?;
+        let content = match a.encoding {
+            Encoding::Utf8 => a.content.into_bytes(),
+            Encoding::Base64 => decode_base64(&a.content)?,
+        };
         let out = self
             .backend
             .write(FilesWrite {
                 path: a.path,
-                content: a.content.into_bytes(),
+                content,
                 mode: a.mode,
                 create_parents: true,
             })

@@ -33,58 +33,87 @@ fn server() -> u16 {
                 }
                 let head = String::from_utf8_lossy(&buf).into_owned();
                 let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
-                let (status, ctype, body, extra): (&str, &str, Vec<u8>, String) =
-                    match path.as_str() {
-                        "/hello" => (
-                            "200 OK",
-                            "text/plain; charset=utf-8",
-                            b"hello from the test server".to_vec(),
-                            String::new(),
-                        ),
-                        "/json" => (
-                            "200 OK",
-                            "application/json",
-                            br#"{"ok":true}"#.to_vec(),
-                            String::new(),
-                        ),
-                        "/missing" => (
-                            "404 Not Found",
-                            "text/plain",
-                            b"no such page".to_vec(),
-                            String::new(),
-                        ),
-                        "/img" => ("200 OK", "image/png", PNG_HEAD.to_vec(), String::new()),
-                        "/big" => ("200 OK", "text/plain", vec![b'a'; 20_000], String::new()),
-                        "/redirect" => (
-                            "302 Found",
-                            "text/plain",
-                            Vec::new(),
-                            "Location: /hello\r\n".into(),
-                        ),
-                        "/loop" => (
-                            "302 Found",
-                            "text/plain",
-                            Vec::new(),
-                            "Location: /loop\r\n".into(),
-                        ),
-                        "/to-localhost" => (
-                            "302 Found",
-                            "text/plain",
-                            Vec::new(),
-                            format!("Location: http://localhost:{port}/hello\r\n"),
-                        ),
-                        "/to-file" => (
-                            "302 Found",
-                            "text/plain",
-                            Vec::new(),
-                            "Location: file:///etc/passwd\r\n".into(),
-                        ),
-                        "/slow" => {
-                            std::thread::sleep(Duration::from_secs(3));
-                            ("200 OK", "text/plain", b"late".to_vec(), String::new())
-                        }
-                        _ => ("404 Not Found", "text/plain", Vec::new(), String::new()),
-                    };
+                let (status, ctype, body, extra): (&str, &str, Vec<u8>, String) = match path
+                    .as_str()
+                {
+                    "/hello" => (
+                        "200 OK",
+                        "text/plain; charset=utf-8",
+                        b"hello from the test server".to_vec(),
+                        String::new(),
+                    ),
+                    "/json" => (
+                        "200 OK",
+                        "application/json",
+                        br#"{"ok":true}"#.to_vec(),
+                        String::new(),
+                    ),
+                    "/missing" => (
+                        "404 Not Found",
+                        "text/plain",
+                        b"no such page".to_vec(),
+                        String::new(),
+                    ),
+                    "/img" => ("200 OK", "image/png", PNG_HEAD.to_vec(), String::new()),
+                    "/big" => ("200 OK", "text/plain", vec![b'a'; 20_000], String::new()),
+                    "/redirect" => (
+                        "302 Found",
+                        "text/plain",
+                        Vec::new(),
+                        "Location: /hello\r\n".into(),
+                    ),
+                    "/loop" => (
+                        "302 Found",
+                        "text/plain",
+                        Vec::new(),
+                        "Location: /loop\r\n".into(),
+                    ),
+                    "/to-localhost" => (
+                        "302 Found",
+                        "text/plain",
+                        Vec::new(),
+                        format!("Location: http://localhost:{port}/hello\r\n"),
+                    ),
+                    "/to-private" => (
+                        "302 Found",
+                        "text/plain",
+                        Vec::new(),
+                        "Location: http://10.0.0.1/admin\r\n".into(),
+                    ),
+                    "/to-metadata" => (
+                        "301 Moved Permanently",
+                        "text/plain",
+                        Vec::new(),
+                        "Location: http://169.254.169.254/latest/meta-data/\r\n".into(),
+                    ),
+                    "/to-mapped" => (
+                        "307 Temporary Redirect",
+                        "text/plain",
+                        Vec::new(),
+                        format!("Location: http://[::ffff:127.0.0.1]:{port}/hello\r\n"),
+                    ),
+                    "/to-link-local-v6" => (
+                        "302 Found",
+                        "text/plain",
+                        Vec::new(),
+                        format!("Location: http://[fe80::1]:{port}/hello\r\n"),
+                    ),
+                    "/large" => {
+                        let body: String = (1..=4000).map(|i| format!("row {i:05}\n")).collect();
+                        ("200 OK", "text/plain", body.into_bytes(), String::new())
+                    }
+                    "/to-file" => (
+                        "302 Found",
+                        "text/plain",
+                        Vec::new(),
+                        "Location: file:///etc/passwd\r\n".into(),
+                    ),
+                    "/slow" => {
+                        std::thread::sleep(Duration::from_secs(3));
+                        ("200 OK", "text/plain", b"late".to_vec(), String::new())
+                    }
+                    _ => ("404 Not Found", "text/plain", Vec::new(), String::new()),
+                };
                 let _ = write!(
                     stream,
                     "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
@@ -195,6 +224,117 @@ async fn default_policy_refuses_loopback_by_ip_name_and_redirect() {
     assert!(!out.text_content().contains("root:"));
 }
 
+/// The test server is reachable only because its address is on the allow-list; a redirect
+/// from it to a literal private, link-local or IPv4-mapped loopback address is refused by the
+/// redirect policy (a permission error, not the timeout or connection error an attempt to reach
+/// 10.0.0.1 would give). With an allow-list any unlisted hop is refused; that the default
+/// policy's range rules refuse the same hops is the unit test
+/// `default_policy_refuses_redirects_to_private_literals`, which checks the function this
+/// client's redirect policy calls.
+#[tokio::test]
+async fn redirects_to_private_literals_are_refused_before_connecting() {
+    let port = server();
+    let tool = allowing_loopback();
+    for (route, target) in [
+        ("/to-private", "http://10.0.0.1/admin"),
+        ("/to-metadata", "http://169.254.169.254/latest/meta-data/"),
+        ("/to-mapped", "http://[::ffff:7f00:1]"),
+        ("/to-link-local-v6", "http://[fe80::1]"),
+    ] {
+        let err = get(&tool, &format!("http://127.0.0.1:{port}{route}"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.kind,
+            ToolErrorKind::PermissionDenied,
+            "{route}: {err:?}"
+        );
+        assert!(
+            err.message.contains(&format!("redirect to {target}")),
+            "{route}: {}",
+            err.message
+        );
+        assert!(err.message.contains("refused"), "{route}: {}", err.message);
+    }
+}
+
+/// A body above the invoker's inline budget (and below http_get's own cap) goes through the
+/// real ToolInvoker into the blob store: the model gets a preview and an artifact ref, and
+/// `read_result` reads the rest back by that ref.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_is_offloaded_by_the_invoker() {
+    use std::sync::Arc;
+
+    use ravi_agents::Toolbox;
+    use ravi_agents::blob::MemoryBlobStore;
+    use ravi_agents::invoker::ToolInvoker;
+    use ravi_capabilities::tools::ReadResult;
+    use ravi_kernel::{AnyTool, ChainPolicy, InvocationStatus, ToolCall};
+
+    let port = server();
+    let mut policy = HttpPolicy::allow_only(["127.0.0.1"]);
+    policy.max_bytes = 100_000; // the 40,000-byte body fits under http_get's cap
+    let toolbox = Toolbox::try_from_tools([
+        AnyTool::Function(Arc::new(HttpGet::new(policy).unwrap())),
+        AnyTool::Function(Arc::new(ReadResult)),
+    ])
+    .unwrap();
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .policy(
+            ChainPolicy::builder()
+                .max_inline_result_bytes(4096)
+                .build()
+                .unwrap(),
+        )
+        .blob_store(Arc::new(MemoryBlobStore::new()))
+        .build();
+    let session = invoker.open_session();
+    let ctx = ToolContext::default();
+    let out = invoker
+        .invoke(
+            &session,
+            ToolCall::new(
+                "c1",
+                "http_get",
+                json!({"url": format!("http://127.0.0.1:{port}/large")}),
+            ),
+            &ctx,
+        )
+        .await;
+    assert_eq!(out.status, InvocationStatus::Ok, "{}", out.text);
+    let artifact = out.artifact_ref.clone().expect("a 40 KB body is offloaded");
+    assert!(
+        out.text.len() <= 4096,
+        "the preview is {} bytes",
+        out.text.len()
+    );
+    assert!(
+        out.text
+            .starts_with(&format!("HTTP 200 OK from http://127.0.0.1:{port}/large")),
+        "{}",
+        out.text
+    );
+    assert!(out.text.contains("row 00001"), "{}", out.text);
+    assert!(
+        !out.text.contains("row 04000"),
+        "the preview holds the whole body"
+    );
+    let found = invoker
+        .invoke(
+            &session,
+            ToolCall::new(
+                "c2",
+                "read_result",
+                json!({"ref": artifact.as_str(), "regex": "^row 04000$"}),
+            ),
+            &ctx,
+        )
+        .await;
+    assert_eq!(found.status, InvocationStatus::Ok, "{}", found.text);
+    assert!(found.text.contains("1 matching line(s)"), "{}", found.text);
+    session.close().await;
+}
+
 #[tokio::test]
 async fn a_listed_name_may_resolve_to_loopback() {
     let port = server();
@@ -213,7 +353,17 @@ async fn limits_hold() {
         .await
         .unwrap_err();
     assert_eq!(err.kind, ToolErrorKind::LimitExceeded);
-    assert!(err.message.contains("10000-byte limit"), "{}", err.message);
+    assert!(
+        err.message
+            .contains("(20000 bytes announced) is larger than http_get's limit of 10000 bytes"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("Fetch something smaller instead"),
+        "the message says what to do: {}",
+        err.message
+    );
     let err = get(&tool, &format!("http://127.0.0.1:{port}/loop"))
         .await
         .unwrap_err();

@@ -8,7 +8,7 @@
 //! refused; redirects are re-checked hop by hop and limited in number. No proxy from the
 //! environment is used (a proxy would resolve names itself). The body is capped.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,15 +115,37 @@ impl HttpPolicy {
             && !is_public(ip)
         {
             return Err(format!(
-                "address {ip} is private, loopback or link-local; http_get only reaches public addresses"
+                "address {ip} is private, loopback, link-local or in another special-purpose range; http_get only reaches public addresses"
             ));
         }
         Ok(())
     }
 }
 
+impl HttpPolicy {
+    /// The verdict on one redirect hop to `url`, after `followed` earlier URLs (the original
+    /// request counts as one): the redirect limit, then every check of
+    /// [`check_url`](Self::check_url) again, so a public page cannot bounce the client to a
+    /// private address. Names are checked once more at connection time by the resolver.
+    pub fn check_redirect(&self, url: &url::Url, followed: usize) -> Result<(), String> {
+        if followed > self.max_redirects {
+            return Err(format!("more than {} redirects", self.max_redirects));
+        }
+        self.check_url(url)
+            .map_err(|why| format!("redirect to {url} refused: {why}"))
+    }
+}
+
 /// Whether `ip` is a globally routable unicast address (not private, loopback, link-local,
 /// shared, documentation, benchmarking, reserved, multicast or unspecified).
+///
+/// IPv6 is allow-listed rather than deny-listed: only global unicast (`2000::/3`) counts, which
+/// leaves out loopback, unspecified, IPv4-compatible `::a.b.c.d`, link-local, site-local
+/// `fec0::/10`, unique-local, multicast, discard-only and local-use NAT64 `64:ff9b:1::/48`.
+/// Inside `2000::/3` the special blocks are refused too: `2001::/23` (IETF assignments,
+/// Teredo `2001::/32` among them), `2001:db8::/32` and `3fff::/20` (documentation) and 6to4
+/// `2002::/16`. Two forms that carry an IPv4 address the host stack will reach directly are
+/// judged by that address: IPv4-mapped `::ffff:a.b.c.d` and NAT64 `64:ff9b::/96`.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
@@ -137,13 +159,18 @@ pub fn is_public(ip: IpAddr) -> bool {
                 let o = v6.octets();
                 return is_public_v4(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
             }
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || v6.is_unique_local()
-                || v6.is_unicast_link_local()
-                || (seg[0] == 0x2001 && seg[1] == 0x0db8)
-                || v6 == Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 1))
+            let global_unicast = seg[0] & 0xe000 == 0x2000;
+            let special = match seg[0] {
+                // 2001::/23 (IETF assignments, Teredo 2001::/32 among them), documentation
+                // 2001:db8::/32.
+                0x2001 => seg[1] < 0x0200 || seg[1] == 0x0db8,
+                // 6to4: the embedded IPv4 address is reached through a relay.
+                0x2002 => true,
+                // Documentation 3fff::/20.
+                0x3fff => seg[1] < 0x1000,
+                _ => false,
+            };
+            global_unicast && !special
         }
     }
 }
@@ -223,16 +250,9 @@ impl HttpGet {
         let policy = Arc::new(policy);
         let hop_policy = Arc::clone(&policy);
         let redirect = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() > hop_policy.max_redirects {
-                let n = hop_policy.max_redirects;
-                return attempt.error(format!("more than {n} redirects"));
-            }
-            match hop_policy.check_url(attempt.url()) {
+            match hop_policy.check_redirect(attempt.url(), attempt.previous().len()) {
                 Ok(()) => attempt.follow(),
-                Err(why) => {
-                    let to = attempt.url().to_string();
-                    attempt.error(format!("redirect to {to} refused: {why}"))
-                }
+                Err(why) => attempt.error(why),
             }
         });
         let client = reqwest::Client::builder()
@@ -352,20 +372,23 @@ impl Tool for HttpGet {
             .unwrap_or("")
             .to_owned();
         let max = self.policy.max_bytes;
-        let too_big = || {
+        let too_big = |size: String| {
             ToolError::limit_exceeded(format!(
-                "the response from {final_url} is larger than the {max}-byte limit; fetch a smaller resource or a specific range"
+                "the response from {final_url} ({size}) is larger than http_get's limit of {max} \
+                 bytes, so none of it is returned. Fetch something smaller instead: one page of \
+                 the results, a narrower query, a specific file or an API endpoint rather than a \
+                 whole site or archive; or ask the operator to raise http_get's size limit."
             ))
         };
-        if response.content_length().is_some_and(|n| n > max as u64) {
-            return Err(too_big());
+        if let Some(n) = response.content_length().filter(|n| *n > max as u64) {
+            return Err(too_big(format!("{n} bytes announced")));
         }
         let mut body = Vec::new();
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
                     if body.len() + chunk.len() > max {
-                        return Err(too_big());
+                        return Err(too_big(format!("more than {max} bytes received")));
                     }
                     body.extend_from_slice(&chunk);
                 }
@@ -472,6 +495,118 @@ mod tests {
             let ip: IpAddr = public.parse().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
             assert!(is_public(ip), "{public} counted as private");
         }
+    }
+
+    /// The IPv6 forms that embed or tunnel to an IPv4 address, and the non-global IPv6 blocks.
+    #[test]
+    fn tunnelled_and_special_ipv6_forms() {
+        for refused in [
+            "2002:7f00:1::1",   // 6to4 of 127.0.0.1
+            "2002:a9fe:a9fe::", // 6to4 of 169.254.169.254
+            "2002:808:808::1",  // 6to4 of a public address: still relayed, refused
+            "::127.0.0.1",      // IPv4-compatible
+            "::10.0.0.1",
+            "::8.8.8.8", // IPv4-compatible is deprecated whatever it embeds
+            "2001::1",   // Teredo
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001:2::1",  // benchmarking
+            "2001:10::1", // ORCHID
+            "fec0::1",    // site-local
+            "feff::1",
+            "64:ff9b:1::a00:1", // local-use NAT64
+            "100::1",           // discard-only
+            "3fff::1",          // documentation
+            "5f00::1",          // SRv6 SIDs
+            "::ffff:169.254.169.254",
+            "::ffff:192.168.0.1",
+            "64:ff9b::7f00:1",    // NAT64 of 127.0.0.1
+            "64:ff9b::a9fe:a9fe", // NAT64 of 169.254.169.254
+        ] {
+            let ip: IpAddr = refused.parse().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+            assert!(!is_public(ip), "{refused} counted as public");
+        }
+        for public in [
+            "2001:200::1",
+            "2a00:1450:4001::1",
+            "2400:cb00::1",
+            "3ffe::1",
+        ] {
+            let ip: IpAddr = public.parse().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+            assert!(is_public(ip), "{public} counted as private");
+        }
+    }
+
+    proptest::proptest! {
+        /// The forms the host stack reaches as IPv4 are judged exactly like the address they
+        /// carry; 6to4, IPv4-compatible and Teredo are never public, whatever they embed.
+        #[test]
+        fn embedded_ipv4_follows_the_ipv4_rules(bits in proptest::prelude::any::<u32>(), tail in proptest::prelude::any::<u64>()) {
+            let v4 = Ipv4Addr::from(bits);
+            let o = v4.octets();
+            let mapped = v4.to_ipv6_mapped();
+            let nat64 = std::net::Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0,
+                u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([o[2], o[3]]));
+            proptest::prop_assert_eq!(is_public(IpAddr::V6(mapped)), is_public_v4(v4), "{}", mapped);
+            proptest::prop_assert_eq!(is_public(IpAddr::V6(nat64)), is_public_v4(v4), "{}", nat64);
+            let t = tail.to_be_bytes();
+            let seg = |i: usize| u16::from_be_bytes([t[i], t[i + 1]]);
+            let six_to_four = std::net::Ipv6Addr::new(0x2002,
+                u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([o[2], o[3]]), seg(0), seg(2), seg(4), seg(6), 0);
+            let compatible = std::net::Ipv6Addr::new(0, 0, 0, 0, 0, 0,
+                u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([o[2], o[3]]));
+            let teredo = std::net::Ipv6Addr::new(0x2001, 0, seg(0), seg(2), seg(4), seg(6),
+                u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([o[2], o[3]]));
+            let site_local = std::net::Ipv6Addr::new(0xfec0 | (seg(0) & 0x3f), seg(2), seg(4), seg(6), 0, 0, 0, 1);
+            for ip in [six_to_four, compatible, teredo, site_local] {
+                proptest::prop_assert!(!is_public(IpAddr::V6(ip)), "{} counted as public", ip);
+            }
+        }
+
+        /// Nothing outside global unicast 2000::/3 is public, apart from the two IPv4 forms.
+        #[test]
+        fn only_global_unicast_ipv6_is_public(bits in proptest::prelude::any::<u128>()) {
+            let ip = std::net::Ipv6Addr::from(bits);
+            let seg = ip.segments();
+            let embeds_v4 = ip.to_ipv4_mapped().is_some() || seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+            if !embeds_v4 && seg[0] & 0xe000 != 0x2000 {
+                proptest::prop_assert!(!is_public(IpAddr::V6(ip)), "{} counted as public", ip);
+            }
+        }
+    }
+
+    /// Every redirect hop is judged by the policy's own rules: the default policy refuses a
+    /// redirect to a literal private, loopback or link-local address in any spelling.
+    #[test]
+    fn default_policy_refuses_redirects_to_private_literals() {
+        let p = HttpPolicy::default();
+        for to in [
+            "http://10.0.0.1/",
+            "http://192.168.1.1:8080/admin",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://127.0.0.1/",
+            "http://2130706433/",
+            "http://0x7f.1/",
+            "http://[::1]/",
+            "http://[fe80::1]/",
+            "http://[::ffff:169.254.169.254]/",
+            "http://[64:ff9b::a9fe:a9fe]/",
+            "http://[2002:a9fe:a9fe::1]/",
+            "http://[::127.0.0.1]/",
+            "http://[2001::1]/",
+            "http://[fec0::1]/",
+        ] {
+            let url = url::Url::parse(to).unwrap_or_else(|e| panic!("{to}: {e}"));
+            let why = p.check_redirect(&url, 1).unwrap_err();
+            assert!(why.starts_with("redirect to http://"), "{to}: {why}");
+            assert!(why.contains("only reaches public addresses"), "{to}: {why}");
+        }
+        let public = url::Url::parse("https://example.com/next").unwrap_or_else(|_| unreachable!());
+        assert!(p.check_redirect(&public, 1).is_ok());
+        assert!(p.check_redirect(&public, 5).is_ok());
+        assert_eq!(
+            p.check_redirect(&public, 6).unwrap_err(),
+            "more than 5 redirects"
+        );
     }
 
     #[test]

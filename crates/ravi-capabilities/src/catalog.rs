@@ -1,7 +1,8 @@
 //! The catalog: every tool linked into the binary, found without a registration call.
 //!
 //! Tools announce themselves with `ravi_agents::register_tool!` (the built-ins do so in
-//! `builtin.rs`); [`Catalog::discover`] collects them with their category, tags and aliases.
+//! `builtin.rs`) or by carrying the `#[ravi_agents::tool]` attribute, which submits the same
+//! registration; [`Catalog::discover`] collects them with their category, tags and aliases.
 //! [`Catalog::discover_in`] does the same with the built-in tools bound to a given workspace
 //! and HTTP policy. The catalog is a [`ToolRegistry`], so it can back an invoker directly.
 
@@ -13,7 +14,7 @@ use ravi_agents::{CapabilityError, CapabilityRegistry, Toolbox, ToolboxError};
 use ravi_kernel::{AnyTool, ToolRegistry};
 
 use crate::BackendError;
-use crate::builtin::{BUILTIN_NAMES, builtin_tools_in};
+use crate::builtin::{BUILTIN_NAMES, builtin_tools, builtin_tools_in};
 use crate::tools::HttpPolicy;
 
 /// One catalogued tool.
@@ -48,7 +49,9 @@ pub struct Catalog {
 impl Catalog {
     /// Every registered tool, built-ins over the current directory.
     pub fn discover() -> Self {
-        Self::assemble(Vec::new())
+        // One set of built-ins (one backend, one HTTP client) for all of them; each built-in's
+        // registration would otherwise build the whole set again just to pick its own tool.
+        Self::assemble(builtin_tools())
     }
 
     /// Every registered tool, with the built-ins confined to `root` and `http_get` under

@@ -7,8 +7,9 @@
 //! - [`tools`]: the built-in tools — `calculator`, `read_file`, `file_exists`, `list_files`,
 //!   `write_file`, `delete_file`, `shell`, `http_get`, `read_result` — each with a risk level,
 //!   a model-facing description and a strict JSON schema.
-//! - [`Catalog`]: every tool registered with `ravi_agents::register_tool!`, found without a
-//!   registration call, with category, tags and aliases.
+//! - [`Catalog`]: every tool registered with `ravi_agents::register_tool!` or written as a
+//!   `#[ravi_agents::tool]` function, found without a registration call, with category, tags
+//!   and aliases.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

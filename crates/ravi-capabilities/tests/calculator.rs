@@ -1,6 +1,7 @@
 //! Property tests of the calculator's parser against an independent reference evaluator:
-//! random expression trees are printed with the fewest parentheses the precedence rules allow,
-//! parsed back and evaluated; the value (or the failure) must match evaluating the tree
+//! random expression trees — operators, unary minus, every function (one, two or several
+//! arguments) and the constants — are printed with the fewest parentheses the precedence rules
+//! allow, parsed back and evaluated; the value (or the failure) must match evaluating the tree
 //! directly. Plus: no input makes the parser panic, and the tool's results and errors.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
@@ -14,14 +15,29 @@ use serde_json::json;
 #[derive(Debug, Clone)]
 enum T {
     N(u32),
+    /// A named constant: `pi`, `e` or `tau`.
+    C(&'static str),
     Neg(Box<T>),
     B(char, Box<T>, Box<T>),
+    /// A function call with its arguments.
+    F(&'static str, Vec<T>),
 }
 
-/// Precedence of a printed tree: + - 1, * / % 2, unary 3, ^ 4, atoms 5.
+/// One-argument functions the generator calls.
+const UNARY: [&str; 22] = [
+    "sqrt", "cbrt", "abs", "exp", "ln", "log", "log2", "log10", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "tanh", "floor", "ceil", "round", "trunc", "sign",
+];
+/// Two-argument functions (`log(x, base)` among them).
+const BINARY: [&str; 4] = ["log", "atan2", "pow", "hypot"];
+/// Functions of one or more arguments.
+const VARIADIC: [&str; 2] = ["min", "max"];
+
+/// Precedence of a printed tree: + - 1, * / % 2, unary 3, ^ 4, atoms (numbers, constants,
+/// calls) 5.
 fn prec(t: &T) -> u8 {
     match t {
-        T::N(_) => 5,
+        T::N(_) | T::C(_) | T::F(..) => 5,
         T::Neg(_) => 3,
         T::B('^', ..) => 4,
         T::B('*' | '/' | '%', ..) => 2,
@@ -37,6 +53,7 @@ fn paren(s: String, yes: bool) -> String {
 fn print(t: &T) -> String {
     match t {
         T::N(n) => n.to_string(),
+        T::C(name) => (*name).to_owned(),
         T::Neg(inner) => format!("-{}", paren(print(inner), prec(inner) < 3)),
         T::B(op, l, r) => {
             let p = prec(t);
@@ -47,13 +64,65 @@ fn print(t: &T) -> String {
             };
             format!("{} {op} {}", paren(print(l), lp), paren(print(r), rp))
         }
+        T::F(name, args) => {
+            let args: Vec<String> = args.iter().map(print).collect();
+            format!("{name}({})", args.join(", "))
+        }
     }
+}
+
+/// `x ^ y` as the calculator defines it: 0 to a negative power is a division by zero.
+fn power(x: f64, y: f64) -> Option<f64> {
+    if x == 0.0 && y < 0.0 {
+        return None;
+    }
+    Some(x.powf(y))
+}
+
+/// The reference for a call: the mathematical definition with its domain written out, so a
+/// value outside the domain is a failure here even where `f64` would return a number.
+fn function(name: &str, args: &[f64]) -> Option<f64> {
+    Some(match (name, args) {
+        ("sqrt", [x]) if *x >= 0.0 => x.sqrt(),
+        ("cbrt", [x]) => x.cbrt(),
+        ("abs", [x]) => x.abs(),
+        ("exp", [x]) => x.exp(),
+        ("ln", [x]) if *x > 0.0 => x.ln(),
+        ("log" | "log10", [x]) if *x > 0.0 => x.log10(),
+        ("log2", [x]) if *x > 0.0 => x.log2(),
+        ("log", [x, base]) if *x > 0.0 && *base > 0.0 && *base != 1.0 => x.ln() / base.ln(),
+        ("sin", [x]) => x.sin(),
+        ("cos", [x]) => x.cos(),
+        ("tan", [x]) => x.tan(),
+        ("asin", [x]) if (-1.0..=1.0).contains(x) => x.asin(),
+        ("acos", [x]) if (-1.0..=1.0).contains(x) => x.acos(),
+        ("atan", [x]) => x.atan(),
+        ("sinh", [x]) => x.sinh(),
+        ("cosh", [x]) => x.cosh(),
+        ("tanh", [x]) => x.tanh(),
+        ("floor", [x]) => x.floor(),
+        ("ceil", [x]) => x.ceil(),
+        ("round", [x]) => x.round(),
+        ("trunc", [x]) => x.trunc(),
+        ("sign", [x]) if *x == 0.0 => 0.0,
+        ("sign", [x]) => x.signum(),
+        ("atan2", [y, x]) => y.atan2(*x),
+        ("pow", [x, y]) => power(*x, *y)?,
+        ("hypot", [x, y]) => x.hypot(*y),
+        ("min", [first, ..]) => args.iter().copied().fold(*first, f64::min),
+        ("max", [first, ..]) => args.iter().copied().fold(*first, f64::max),
+        _ => return None,
+    })
 }
 
 /// The reference: evaluate the tree directly; `None` for any failure.
 fn reference(t: &T) -> Option<f64> {
     let v = match t {
         T::N(n) => f64::from(*n),
+        T::C("pi") => std::f64::consts::PI,
+        T::C("e") => std::f64::consts::E,
+        T::C("tau") => std::f64::consts::TAU,
+        T::C(other) => unreachable!("no constant {other}"),
         T::Neg(inner) => -reference(inner)?,
         T::B(op, l, r) => {
             let (a, b) = (reference(l)?, reference(r)?);
@@ -65,27 +134,76 @@ fn reference(t: &T) -> Option<f64> {
                 '/' => a / b,
                 '%' if b == 0.0 => return None,
                 '%' => a % b,
-                '^' => a.powf(b),
+                '^' => power(a, b)?,
                 _ => unreachable!(),
             }
+        }
+        T::F(name, args) => {
+            let values = args.iter().map(reference).collect::<Option<Vec<f64>>>()?;
+            function(name, &values)?
         }
     };
     v.is_finite().then_some(v)
 }
 
 fn tree() -> impl Strategy<Value = T> {
-    let leaf = (0u32..50).prop_map(T::N);
-    leaf.prop_recursive(6, 40, 2, |inner| {
+    let leaf = prop_oneof![
+        4 => (0u32..50).prop_map(T::N),
+        1 => prop::sample::select(vec!["pi", "e", "tau"]).prop_map(T::C),
+    ];
+    leaf.prop_recursive(6, 40, 3, |inner| {
         prop_oneof![
-            inner.clone().prop_map(|t| T::Neg(Box::new(t))),
-            (
+            1 => inner.clone().prop_map(|t| T::Neg(Box::new(t))),
+            3 => (
                 prop::sample::select(vec!['+', '-', '*', '/', '%', '^']),
                 inner.clone(),
-                inner
+                inner.clone()
             )
                 .prop_map(|(op, l, r)| T::B(op, Box::new(l), Box::new(r))),
+            2 => (prop::sample::select(UNARY.to_vec()), inner.clone())
+                .prop_map(|(f, x)| T::F(f, vec![x])),
+            1 => (prop::sample::select(BINARY.to_vec()), inner.clone(), inner.clone())
+                .prop_map(|(f, x, y)| T::F(f, vec![x, y])),
+            1 => (
+                prop::sample::select(VARIADIC.to_vec()),
+                prop::collection::vec(inner, 1..=4)
+            )
+                .prop_map(|(f, args)| T::F(f, args)),
         ]
     })
+}
+
+/// The generator reaches every function and constant the calculator documents, so a change to
+/// any of them is compared against the reference.
+#[test]
+fn the_generator_covers_every_function_and_constant() {
+    let mut names: Vec<&str> = UNARY
+        .iter()
+        .chain(&BINARY)
+        .chain(&VARIADIC)
+        .copied()
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let err = evaluate("nosuchfunction(1)").unwrap_err().to_string();
+    for name in names.iter().chain(&["pi", "e", "tau"]) {
+        assert!(err.contains(name), "{name} is not a documented name: {err}");
+    }
+    // Every documented function is generated: the error lists them, separated by `, `.
+    let listed = err
+        .split("known functions: ")
+        .nth(1)
+        .and_then(|rest| rest.split("; constants").next())
+        .unwrap();
+    for word in listed.split([',', ' ', '(', ')']).filter(|w| {
+        !w.is_empty()
+            && w.chars().all(|c| c.is_ascii_alphanumeric())
+            && *w != "or"
+            && *w != "x"
+            && *w != "base"
+    }) {
+        assert!(names.contains(&word), "`{word}` is never generated");
+    }
 }
 
 proptest! {

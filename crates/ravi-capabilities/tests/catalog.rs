@@ -40,6 +40,14 @@ impl Tool for Greeter {
 ravi_agents::register_tool!(name: "greeter", category: "social/greetings", tags: ["demo"],
     build: || AnyTool::Function(Arc::new(Greeter)));
 
+// A user tool written as a plain async function: the attribute alone makes it discoverable,
+// there is no `register_tool!` line and no call that adds it anywhere.
+/// Shout a word back in capitals.
+#[ravi_agents::tool(category = "demo/text", tags = ["shout", "text"], aliases = ["yell"])]
+async fn shout(word: String) -> String {
+    word.to_uppercase()
+}
+
 // A broken registration whose builder makes a tool of another name: reported, not listed.
 ravi_agents::register_tool!(name: "misnamed", category: "demo", tags: [],
     build: || AnyTool::Function(Arc::new(Greeter)));
@@ -74,6 +82,41 @@ fn discover_finds_builtins_and_dropped_in_tools() {
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted, "entries are sorted by name");
+}
+
+#[tokio::test]
+async fn a_tool_attribute_function_is_discovered_without_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    for catalog in [
+        Catalog::discover(),
+        Catalog::discover_in(dir.path(), HttpPolicy::default()).unwrap(),
+    ] {
+        let entry = catalog
+            .entry("shout")
+            .expect("the #[tool] function is discovered");
+        assert!(!entry.builtin);
+        assert_eq!(entry.category, "demo/text");
+        assert_eq!(entry.tags, ["shout", "text"]);
+        assert_eq!(catalog.entry("yell").unwrap().name(), "shout");
+        assert_eq!(entry.tool.risk(), ToolRisk::Safe);
+        assert_eq!(entry.tool.description(), "Shout a word back in capitals.");
+        let out = catalog
+            .get("shout")
+            .unwrap()
+            .as_function()
+            .unwrap()
+            .execute(&ToolContext::default(), json!({"word": "hello"}))
+            .await
+            .unwrap();
+        assert_eq!(out.text_content(), "HELLO");
+        assert!(catalog.toolbox().unwrap().contains("shout"));
+        let registry = catalog.capability_registry().unwrap();
+        assert_eq!(
+            registry.browse("demo").len(),
+            1,
+            "listed under its category"
+        );
+    }
 }
 
 #[test]

@@ -129,7 +129,79 @@ async fn everything_over_stdio_lists_calls_images_structured_progress_errors() {
         Err(e) => e.kind == ToolErrorKind::InvalidArguments,
     };
     assert!(is_error);
+
+    resources_survive(&tools, "ev").await;
     client.close().await;
+}
+
+/// Resource links and embedded resources (text and blob) from server-everything keep every
+/// field, and go back onto the wire exactly as they came. (server-everything has no tool that
+/// returns audio; audio is covered by `mcp_server.rs` and the conformance fixtures.)
+async fn resources_survive(tools: &[Arc<dyn Tool>], prefix: &str) {
+    use ravi_integrations::mcp::result_to_mcp;
+    let r = find(tools, &format!("{prefix}__get-resource-links"))
+        .execute(&ToolContext::default(), json!({"count": 2}))
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    let links: Vec<&ContentBlock> = r
+        .content
+        .iter()
+        .filter(|b| matches!(b, ContentBlock::ResourceLink { .. }))
+        .collect();
+    assert_eq!(links.len(), 2, "{r:?}");
+    let ContentBlock::ResourceLink {
+        uri,
+        name,
+        description,
+        media_type,
+    } = links[1]
+    else {
+        unreachable!()
+    };
+    assert!(uri.starts_with("demo://resource/"), "{uri}");
+    assert_eq!(name.as_deref(), Some("Text Resource 2"));
+    assert_eq!(
+        description.as_deref(),
+        Some("Resource 2: plaintext resource")
+    );
+    assert_eq!(media_type.as_deref(), Some("text/plain"));
+    let wire = result_to_mcp(&r);
+    assert_eq!(wire["content"][2]["type"], "resource_link", "{wire:#}");
+    assert_eq!(wire["content"][2]["name"], "Text Resource 2");
+
+    for (kind, field) in [("Text", "text"), ("Blob", "blob")] {
+        let r = find(tools, &format!("{prefix}__get-resource-reference"))
+            .execute(
+                &ToolContext::default(),
+                json!({"resourceType": kind, "resourceId": 3}),
+            )
+            .await
+            .unwrap();
+        assert!(!r.is_error, "{r:?}");
+        let embedded = r
+            .content
+            .iter()
+            .find_map(|b| match b {
+                ContentBlock::Json { value } if value["type"] == "resource" => Some(value.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no embedded resource in {r:?}"));
+        let resource = &embedded["resource"];
+        assert!(
+            resource["uri"]
+                .as_str()
+                .unwrap()
+                .starts_with("demo://resource/"),
+            "{embedded}"
+        );
+        assert!(
+            resource[field].as_str().is_some_and(|s| !s.is_empty()),
+            "{embedded}"
+        );
+        let wire = result_to_mcp(&r);
+        assert_eq!(wire["content"][1], embedded, "relayed exactly");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,6 +297,41 @@ async fn everything_over_streamable_http() {
         .await
         .unwrap();
     assert_eq!(events.lock().unwrap().len(), 2);
+
+    // Images, structured content and an error result over HTTP too.
+    let img = find(&tools, "web__get-tiny-image")
+        .execute(&ToolContext::default(), json!({}))
+        .await
+        .unwrap();
+    assert!(
+        img.content.iter().any(|b| matches!(b,
+            ContentBlock::Image { media_type, source }
+                if media_type == "image/png"
+                    && source.decode().is_some_and(|b| b.starts_with(&[0x89, b'P', b'N', b'G'])))),
+        "{img:?}"
+    );
+    let sc = find(&tools, "web__get-structured-content");
+    assert!(sc.output_schema().is_some());
+    let r = sc
+        .execute(&ToolContext::default(), json!({"location": "Chicago"}))
+        .await
+        .unwrap();
+    let s = r.structured_content.expect("structuredContent");
+    assert!(
+        s.get("temperature").is_some() && s.get("conditions").is_some(),
+        "{s}"
+    );
+    let bad = find(&tools, "web__get-sum")
+        .execute(&ToolContext::default(), json!({"a": "x", "b": 1}))
+        .await;
+    match bad {
+        Ok(r) => {
+            assert!(r.is_error, "{r:?}");
+            assert!(!r.text_content().is_empty());
+        }
+        Err(e) => assert_eq!(e.kind, ToolErrorKind::InvalidArguments, "{e}"),
+    }
+    resources_survive(&tools, "web").await;
     client.close().await;
     let _ = server.kill().await;
 }

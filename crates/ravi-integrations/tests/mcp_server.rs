@@ -89,6 +89,56 @@ impl Tool for Wipe {
     }
 }
 
+/// Returns one block of every MCP content kind, to check that a relay keeps them all.
+struct Media;
+#[async_trait]
+impl Tool for Media {
+    fn name(&self) -> &str {
+        "media"
+    }
+    fn description(&self) -> &str {
+        "Returns text, an image, audio, a resource link and an embedded resource."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::blocks(media_blocks()))
+    }
+}
+
+fn media_blocks() -> Vec<ravi_kernel::ContentBlock> {
+    use ravi_kernel::ContentBlock;
+    vec![
+        ContentBlock::text("every kind:"),
+        ContentBlock::image_bytes("image/png", &[0x89, b'P', b'N', b'G']),
+        ContentBlock::audio_bytes("audio/wav", b"RIFF"),
+        ContentBlock::ResourceLink {
+            uri: "test://doc/1".into(),
+            name: Some("Doc 1".into()),
+            description: Some("the first doc".into()),
+            media_type: Some("text/plain".into()),
+        },
+        ContentBlock::Json {
+            value: json!({"type": "resource", "resource":
+                {"uri": "test://blob/2", "mimeType": "application/octet-stream", "blob": "AAEC"}}),
+        },
+    ]
+}
+
+/// The MCP JSON of [`media_blocks`], as a client must receive it.
+fn media_wire() -> Value {
+    json!([
+        {"type": "text", "text": "every kind:"},
+        {"type": "image", "data": "iVBORw==", "mimeType": "image/png"},
+        {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+        {"type": "resource_link", "uri": "test://doc/1", "name": "Doc 1",
+         "description": "the first doc", "mimeType": "text/plain"},
+        {"type": "resource", "resource":
+            {"uri": "test://blob/2", "mimeType": "application/octet-stream", "blob": "AAEC"}}
+    ])
+}
+
 fn tools() -> Vec<Arc<dyn Tool>> {
     vec![Arc::new(Add), Arc::new(Count), Arc::new(Wipe)]
 }
@@ -284,7 +334,7 @@ fn invoked_server_tools(
     if let Some(a) = approval {
         b = b.approval_handler(a);
     }
-    Arc::new(ravi_integrations::mcp::InvokerTools::new(b.build()))
+    Arc::new(ravi_integrations::mcp::InvokerTools::new(b))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -387,5 +437,175 @@ async fn approval_is_asked_of_the_mcp_client_user_through_elicitation() {
         !text.contains("wipe is disabled") && text.to_lowercase().contains("denied"),
         "{text}"
     );
+    server.shutdown().await.unwrap();
+}
+
+/// Python's default mode negotiates 2026-07-28, where a server may not send requests to the
+/// client: the approval question travels as an input round (`InputRequiredResult`, then the
+/// client's retry with the answer), and the call that asked is the one that runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_is_elicited_through_input_rounds_on_2026_07_28() {
+    if !common::harness_ready("elicitation approval, default mode") {
+        return;
+    }
+    use ravi_integrations::mcp::ElicitationApproval;
+    let server = McpServer::new(invoked_server_tools(Some(Arc::new(
+        ElicitationApproval::new(None),
+    ))))
+    .bind_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        HttpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let url = server.url();
+    let plan = json!({"elicit": {"approve": true}, "calls": [
+        {"name": "wipe"},
+        {"name": "add", "arguments": {"a": 1, "b": 2}}
+    ]});
+    let report = tokio::task::spawn_blocking(move || run_python(plan, &[url]))
+        .await
+        .unwrap();
+    assert_eq!(report["protocol"], "2026-07-28", "{report}");
+    assert_eq!(
+        report["elicitations"].as_array().unwrap().len(),
+        1,
+        "exactly the Critical call asks: {report}"
+    );
+    assert!(
+        report["elicitations"][0]
+            .as_str()
+            .unwrap()
+            .contains("`wipe` (risk critical)"),
+        "{report}"
+    );
+    let text = report["calls"][0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        text.contains("wipe is disabled"),
+        "ran after approval: {report}"
+    );
+    assert_eq!(
+        report["calls"][1]["result"]["structuredContent"],
+        json!({"sum": 3})
+    );
+
+    // The user refuses: the call is denied with the reason, and it did not run.
+    let url = server.url();
+    let plan = json!({"elicit": {"approve": false}, "calls": [{"name": "wipe"}]});
+    let report = tokio::task::spawn_blocking(move || run_python(plan, &[url]))
+        .await
+        .unwrap();
+    assert_eq!(report["protocol"], "2026-07-28");
+    let text = report["calls"][0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        !text.contains("wipe is disabled") && text.to_lowercase().contains("denied"),
+        "{report}"
+    );
+
+    // A client that cannot elicit is never asked; the call is denied.
+    let url = server.url();
+    let plan = json!({"calls": [{"name": "wipe"}]});
+    let report = tokio::task::spawn_blocking(move || run_python(plan, &[url]))
+        .await
+        .unwrap();
+    let text = report["calls"][0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(text.to_lowercase().contains("denied"), "{report}");
+    server.shutdown().await.unwrap();
+}
+
+/// A retry that brings back an unknown `requestState` is refused, and one naming another
+/// tool than the parked call stops that call instead of applying the answer to another one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_round_state_is_checked() {
+    if !common::harness_ready("input round state") {
+        return;
+    }
+    use ravi_integrations::mcp::ElicitationApproval;
+    let server = McpServer::new(invoked_server_tools(Some(Arc::new(
+        ElicitationApproval::new(None),
+    ))))
+    .bind_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        HttpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let url = server.url();
+    let plan = json!({"elicit": {"approve": true}, "manual_rounds": [
+        {"name": "wipe", "retry_as": "add", "retry_arguments": {"a": 1, "b": 2}},
+        {"name": "wipe", "request_state": "not-a-state-this-server-issued"}
+    ]});
+    let report = tokio::task::spawn_blocking(move || run_python(plan, &[url]))
+        .await
+        .unwrap();
+    let rounds = report["manual_rounds"].as_array().unwrap();
+    assert_eq!(
+        rounds[0]["first"]["resultType"], "input_required",
+        "{report}"
+    );
+    assert!(
+        rounds[0]["retry"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("belongs to a call of `wipe`"),
+        "{report}"
+    );
+    assert!(
+        rounds[1]["first"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown or expired requestState"),
+        "{report}"
+    );
+    server.shutdown().await.unwrap();
+}
+
+/// Results relayed through the invoker keep every block kind as the tool returned it: text,
+/// image, audio, resource link and embedded resource (before, the invoker's model-facing
+/// text stood for all of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoker_relay_keeps_every_block_kind() {
+    use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
+    let registry = Arc::new(StaticRegistry::new(vec![Arc::new(Media) as Arc<dyn Tool>]));
+    let builder = ToolInvoker::builder(registry)
+        .blob_store(Arc::new(ravi_agents::blob::MemoryBlobStore::new()))
+        .approval_handler(Arc::new(
+            ravi_agents::approval::AutoApprovalHandler::approving(),
+        ));
+    let server = McpServer::new(Arc::new(ravi_integrations::mcp::InvokerTools::new(builder)))
+        .bind_http(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            HttpOptions::default(),
+        )
+        .await
+        .unwrap();
+    let client = McpClient::connect(McpServerSpec::http("relay", server.url()))
+        .await
+        .unwrap();
+    let r = client
+        .call("media", json!({}), &ToolContext::default(), None, "media")
+        .await
+        .unwrap();
+    assert_eq!(r["content"], media_wire(), "{r:#}");
+    assert_ne!(r["isError"], true);
+
+    if common::harness_ready("relay fidelity, python") {
+        let url = server.url();
+        let plan = json!({"calls": [{"name": "media"}]});
+        let report = tokio::task::spawn_blocking(move || run_python(plan, &[url]))
+            .await
+            .unwrap();
+        assert_eq!(report["calls"][0]["result"]["content"], media_wire());
+    }
+    client.close().await;
     server.shutdown().await.unwrap();
 }

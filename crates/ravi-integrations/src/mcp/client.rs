@@ -4,9 +4,9 @@
 //! handshake (older servers answer with theirs, which rmcp accepts) → `tools/list`. Each call
 //! registers its progress token so `notifications/progress` reach the caller's sink; a per-call
 //! timeout or a cancelled context sends `notifications/cancelled`. A call that finds the
-//! transport closed drops the connection, and the next call reconnects. A
-//! `notifications/tools/list_changed` marks the tool list stale; it is re-fetched before the
-//! next listing.
+//! transport closed drops the connection, and the next call reconnects (and re-lists the
+//! tools). A `notifications/tools/list_changed` re-fetches the tool list in the background;
+//! [`LiveToolbox`](super::LiveToolbox) follows those changes.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -127,12 +127,65 @@ pub enum CallError {
 
 type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, (Arc<dyn ProgressSink>, String, String)>>>;
 
-/// The rmcp client handler: routes progress, notes list changes, answers elicitation.
+/// The server's tool list as last fetched, shared by the client and its rmcp handler (which
+/// re-fetches it when the server announces a change).
+struct ToolList {
+    server: String,
+    tools: Mutex<Vec<UpstreamTool>>,
+    /// Set by `notifications/tools/list_changed`, cleared when a fetch starts.
+    stale: AtomicBool,
+    /// Bumped after every successful fetch; views of the tools rebuild when it moves.
+    generation: tokio::sync::watch::Sender<u64>,
+    /// One fetch at a time, so the last one to finish is the newest.
+    fetching: tokio::sync::Mutex<()>,
+}
+
+impl ToolList {
+    fn new(server: String) -> Self {
+        Self {
+            server,
+            tools: Mutex::new(Vec::new()),
+            stale: AtomicBool::new(true),
+            generation: tokio::sync::watch::channel(0).0,
+            fetching: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Fetches every page of `tools/list` from `peer` and publishes it.
+    async fn fetch(&self, peer: &Peer<RoleClient>) -> Result<Vec<UpstreamTool>, McpError> {
+        let _one = self.fetching.lock().await;
+        self.stale.store(false, Ordering::SeqCst);
+        let listed = match peer.list_all_tools().await {
+            Ok(l) => l,
+            Err(e) => {
+                // Keep the old list, but try again before the next listing.
+                self.stale.store(true, Ordering::SeqCst);
+                return Err(McpError::Request {
+                    server: self.server.clone(),
+                    what: "tools/list".into(),
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let tools: Vec<UpstreamTool> = listed
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .filter_map(|v| UpstreamTool::from_wire(&v))
+            .collect();
+        if let Ok(mut slot) = self.tools.lock() {
+            slot.clone_from(&tools);
+        }
+        self.generation.send_modify(|g| *g += 1);
+        Ok(tools)
+    }
+}
+
+/// The rmcp client handler: routes progress, follows list changes, answers elicitation.
 #[derive(Clone)]
 struct Handler {
     config: ClientConfig,
     routes: ProgressRoutes,
-    tools_stale: Arc<AtomicBool>,
+    list: Arc<ToolList>,
     elicitation: ElicitationPolicy,
 }
 
@@ -177,8 +230,16 @@ impl ClientHandler for Handler {
         }
     }
 
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools_stale.store(true, Ordering::SeqCst);
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        self.list.stale.store(true, Ordering::SeqCst);
+        // Re-list in a task of its own: the answer arrives through the same service loop
+        // that delivered this notification.
+        let list = self.list.clone();
+        tokio::spawn(async move {
+            if let Err(e) = list.fetch(&context.peer).await {
+                tracing::warn!(server = %list.server, error = %e, "could not re-list tools after list_changed");
+            }
+        });
     }
 
     async fn create_elicitation(
@@ -218,7 +279,6 @@ struct Inner {
     spec: McpServerSpec,
     handler: Handler,
     conn: tokio::sync::Mutex<Option<Connection>>,
-    tools: Mutex<Vec<UpstreamTool>>,
     protocol_version: Mutex<Option<String>>,
     server_name: Mutex<Option<String>>,
     connects: AtomicU64,
@@ -291,12 +351,11 @@ impl McpClient {
             handler: Handler {
                 config,
                 routes: ProgressRoutes::default(),
-                tools_stale: Arc::new(AtomicBool::new(true)),
+                list: Arc::new(ToolList::new(spec.name.clone())),
                 elicitation: opts.elicitation,
             },
             spec,
             conn: tokio::sync::Mutex::new(None),
-            tools: Mutex::new(Vec::new()),
             protocol_version: Mutex::new(None),
             server_name: Mutex::new(None),
             connects: AtomicU64::new(0),
@@ -335,41 +394,40 @@ impl McpClient {
     /// The last fetched tool list.
     pub fn tools(&self) -> Vec<UpstreamTool> {
         self.inner
+            .handler
+            .list
             .tools
             .lock()
             .map(|t| t.clone())
             .unwrap_or_default()
     }
 
-    /// Whether the server announced a tool-list change since the last fetch.
+    /// Whether the server announced a tool-list change that was not fetched yet.
     pub fn tools_stale(&self) -> bool {
-        self.inner.handler.tools_stale.load(Ordering::SeqCst)
+        self.inner.handler.list.stale.load(Ordering::SeqCst)
+    }
+
+    /// How many times the tool list was fetched: the first listing, every re-listing after
+    /// `notifications/tools/list_changed` (done in the background as the notification
+    /// arrives), after a reconnect, and on [`McpClient::refresh_tools`]. Views built from the
+    /// list (see [`LiveToolbox`](super::LiveToolbox)) rebuild when it moves.
+    pub fn tools_generation(&self) -> u64 {
+        *self.inner.handler.list.generation.borrow()
+    }
+
+    /// A receiver that wakes when the tool list was fetched again (its value is
+    /// [`McpClient::tools_generation`]).
+    pub fn watch_tools(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.handler.list.generation.subscribe()
     }
 
     /// Re-fetches the tool list (all pages) and returns it.
     pub async fn refresh_tools(&self) -> Result<Vec<UpstreamTool>, McpError> {
         let peer = self.peer().await?;
-        self.inner
-            .handler
-            .tools_stale
-            .store(false, Ordering::SeqCst);
-        let listed = peer.list_all_tools().await.map_err(|e| McpError::Request {
-            server: self.name().to_owned(),
-            what: "tools/list".into(),
-            reason: e.to_string(),
-        })?;
-        let tools: Vec<UpstreamTool> = listed
-            .iter()
-            .filter_map(|t| serde_json::to_value(t).ok())
-            .filter_map(|v| UpstreamTool::from_wire(&v))
-            .collect();
-        if let Ok(mut slot) = self.inner.tools.lock() {
-            slot.clone_from(&tools);
-        }
-        Ok(tools)
+        self.inner.handler.list.fetch(&peer).await
     }
 
-    /// The tool list, re-fetched first if the server announced a change.
+    /// The tool list, re-fetched first if the server announced a change not fetched yet.
     pub async fn current_tools(&self) -> Result<Vec<UpstreamTool>, McpError> {
         if self.tools_stale() {
             self.refresh_tools().await
@@ -404,9 +462,15 @@ impl McpClient {
                 *n = info.server_info.as_ref().map(|i| i.name.clone());
             }
         }
-        self.inner.connects.fetch_add(1, Ordering::SeqCst);
+        let reconnect = self.inner.connects.fetch_add(1, Ordering::SeqCst) > 0;
         let peer = conn.peer();
         *slot = Some(conn);
+        if reconnect {
+            // A restarted server may offer other tools than the one that went away.
+            if let Err(e) = self.inner.handler.list.fetch(&peer).await {
+                tracing::warn!(server = %self.name(), error = %e, "could not re-list tools after reconnecting");
+            }
+        }
         Ok(peer)
     }
 

@@ -1,11 +1,13 @@
 //! [`InvokerTools`]: the server side of `ravi serve` — every `tools/call` runs through the
 //! ToolInvoker (validation, guardrails, risk and approval, timeout, result shaping, hooks and
-//! trace), and [`ElicitationApproval`] asks the MCP client's user when a call needs approval.
+//! trace), and [`ElicitationApproval`] asks the MCP client's user when a call needs approval
+//! (an `elicitation/create` request, or an input round on protocol 2026-07-28).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ravi_agents::invoker::ToolInvoker;
+use ravi_agents::guardrail::{GuardrailVerdict, OutputGuardrail};
+use ravi_agents::invoker::{ToolInvoker, ToolInvokerBuilder};
 use ravi_kernel::{
     ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobStore, ContentBlock, InvocationResult,
     InvocationStatus, ToolCall, ToolContext, ToolExecutionResult,
@@ -17,9 +19,15 @@ use super::server::{ClientPeer, ServedTool, ServerTools};
 /// [`ServerTools`] over a [`ToolInvoker`] and its registry.
 ///
 /// Each MCP call gets its own invoker session (MCP calls are independent; budgets per call).
-/// Outcomes map onto MCP as: `ok` → the shaped result (text, `structuredContent`, media the
-/// invoker stored as files read back as image/audio blocks); `error` and `denied` → `isError`
-/// with the invoker's reason, so a client sees why a call was refused.
+/// Outcomes map onto MCP as: `ok` → the tool's content blocks as the tool returned them (text,
+/// images, audio, resource links, embedded resources), with `structuredContent`; `error` and
+/// `denied` → `isError` with the invoker's reason, so a client sees why a call was refused.
+///
+/// The invoker shapes results for models (media stored as files, blocks joined into text);
+/// a relay must not lose what the tool returned, so the builder gets one more output
+/// guardrail, run after every other one, that only keeps a copy of the result the call
+/// passed with. Text larger than the policy's inline limit still comes back as the
+/// invoker's preview.
 #[derive(Clone)]
 pub struct InvokerTools {
     invoker: ToolInvoker,
@@ -34,17 +42,82 @@ impl std::fmt::Debug for InvokerTools {
 }
 
 impl InvokerTools {
-    /// Serves the invoker's registry through the invoker.
-    pub fn new(invoker: ToolInvoker) -> Self {
-        Self { invoker }
+    /// Serves the registry of the invoker `builder` builds, through that invoker.
+    pub fn new(builder: ToolInvokerBuilder) -> Self {
+        Self {
+            invoker: builder.output_guardrail(Arc::new(RelayCopy)).build(),
+        }
+    }
+
+    /// The invoker every call goes through.
+    pub fn invoker(&self) -> &ToolInvoker {
+        &self.invoker
+    }
+}
+
+/// The result a call passed the output guardrails with, kept for the relay.
+struct Relayed {
+    call_id: String,
+    result: Mutex<Option<ToolExecutionResult>>,
+}
+
+tokio::task_local! {
+    static RELAYED: Arc<Relayed>;
+}
+
+/// The last output guardrail of an [`InvokerTools`] invoker: always passes, and copies the
+/// result of the call this task serves (nested calls, e.g. a `tool_chain` script's, have
+/// other ids and are not copied).
+struct RelayCopy;
+
+#[async_trait]
+impl OutputGuardrail for RelayCopy {
+    fn name(&self) -> &str {
+        "mcp-relay"
+    }
+
+    async fn check(&self, call: &ToolCall, result: &ToolExecutionResult) -> GuardrailVerdict {
+        let _ = RELAYED.try_with(|slot| {
+            if slot.call_id == call.id
+                && let Ok(mut r) = slot.result.lock()
+            {
+                *r = Some(result.clone());
+            }
+        });
+        GuardrailVerdict::Pass
     }
 }
 
 async fn to_result(
     r: InvocationResult,
+    raw: Option<ToolExecutionResult>,
     store: Option<&Arc<dyn BlobStore>>,
     session: &ravi_agents::invoker::InvokerSession,
 ) -> ToolExecutionResult {
+    let is_error = r.status != InvocationStatus::Ok;
+    let app_data = Some(json!({"status": r.status}));
+    if let Some(raw) = raw {
+        let offloaded = r.artifact_ref.is_some();
+        let content = if offloaded {
+            // The text was too large to inline: the invoker's preview (naming the stored
+            // artifact) stands for the text blocks; everything else goes as it was.
+            std::iter::once(ContentBlock::text(r.text.clone()))
+                .chain(raw.content.into_iter().filter(|b| b.as_text().is_none()))
+                .collect()
+        } else {
+            raw.content
+        };
+        return ToolExecutionResult {
+            content,
+            is_error,
+            structured_content: if is_error || offloaded {
+                None
+            } else {
+                r.structured.or(raw.structured_content)
+            },
+            app_data,
+        };
+    }
     let mut content = Vec::new();
     if !r.text.is_empty() {
         content.push(ContentBlock::text(r.text.clone()));
@@ -60,12 +133,11 @@ async fn to_result(
             }
         }
     }
-    let is_error = r.status != InvocationStatus::Ok;
     ToolExecutionResult {
         content,
         is_error,
         structured_content: if is_error { None } else { r.structured },
-        app_data: Some(json!({"status": r.status})),
+        app_data,
     }
 }
 
@@ -85,16 +157,34 @@ impl ServerTools for InvokerTools {
         tool.as_function()?;
         let session = self.invoker.open_session();
         let call = ToolCall::new(ctx.call_id.clone(), name, args);
-        let r = self.invoker.invoke(&session, call, &ctx).await;
-        let out = to_result(r, self.invoker.blob_store(), &session).await;
+        let slot = Arc::new(Relayed {
+            call_id: call.id.clone(),
+            result: Mutex::new(None),
+        });
+        let r = RELAYED
+            .scope(slot.clone(), self.invoker.invoke(&session, call, &ctx))
+            .await;
+        // A copy exists only when the call ran and passed every guardrail; a denial or a
+        // failure leaves none, and the invoker's reason is what the client gets.
+        let raw = if r.status == InvocationStatus::Denied {
+            None
+        } else {
+            slot.result.lock().ok().and_then(|mut r| r.take())
+        };
+        let out = to_result(r, raw, self.invoker.blob_store(), &session).await;
         session.close().await;
         Some(out)
     }
 }
 
-/// Asks the MCP client's user to approve a risky call (`elicitation/create` with a yes/no
-/// form). When no MCP client is behind the call, or it cannot elicit, the fallback decides
-/// (deny when there is none) — approval always fails closed.
+/// Asks the MCP client's user to approve a risky call (an elicitation with a yes/no form).
+///
+/// On protocol 2025-11-25 and older the question is an `elicitation/create` request sent while
+/// the call is open; on 2026-07-28 and later it is an input round (the `tools/call` is answered
+/// with `InputRequiredResult`, the call waits, and the client's retry brings the answer; see
+/// [`ClientPeer`]). When no MCP client is behind the call, or it did not declare form
+/// elicitation, the fallback decides (deny when there is none) — approval always fails closed,
+/// and a client that never comes back is denied by the invoker's approval timeout.
 pub struct ElicitationApproval {
     fallback: Option<Arc<dyn ApprovalHandler>>,
 }

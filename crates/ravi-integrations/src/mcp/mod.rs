@@ -2,9 +2,12 @@
 //!
 //! - Client: [`McpClient`] connects to an upstream server (stdio or streamable HTTP);
 //!   [`McpTool::from_client`] turns its tools into kernel tools named `server__tool`, with risk
-//!   from configuration first and the server's annotations second ([`risk_for`]).
+//!   from configuration first and the server's annotations second ([`risk_for`]);
+//!   [`LiveToolbox`] is a registry whose servers' tools follow `tools/list_changed`.
 //! - Server: [`McpServer`] exposes any [`ServerTools`] (list + call) over stdio or streamable
-//!   HTTP, with Host/Origin validation against DNS rebinding.
+//!   HTTP, with Host/Origin validation against DNS rebinding; [`InvokerTools`] runs every
+//!   call through the ToolInvoker, and [`ClientPeer`] lets a tool ask the client for input
+//!   (as a request on 2025-11-25, as an input round on 2026-07-28).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), ravi_integrations::mcp::McpError> {
@@ -20,7 +23,9 @@ mod convert;
 mod error;
 mod invoked;
 mod names;
+mod registry;
 mod risk;
+mod rounds;
 mod server;
 mod spec;
 mod tool;
@@ -33,10 +38,11 @@ pub use convert::{block_from_mcp, block_to_mcp, result_from_mcp, result_to_mcp};
 pub use error::McpError;
 pub use invoked::{ElicitationApproval, InvokerTools};
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
+pub use registry::{FinishTools, LiveToolbox};
 pub use risk::{annotations_for, risk_for};
 pub use server::{
     ClientPeer, DirectTools, HttpOptions, HttpServerHandle, McpServer, PromptHandler,
     ResourceHandler, ServedTool, ServerTools,
 };
-pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec};
+pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec, SERVER_NAME_RULE};
 pub use tool::McpTool;

@@ -15,15 +15,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ravi_kernel::{
-    CancellationToken, ProgressEvent, ProgressKind, ProgressSink, Tool, ToolContext,
-    ToolExecutionResult, ToolRisk,
-};
+use ravi_kernel::{CancellationToken, Tool, ToolContext, ToolExecutionResult, ToolRisk};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig,
     SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
@@ -36,6 +33,10 @@ use serde_json::{Value, json};
 use super::convert::result_to_mcp;
 use super::error::McpError;
 use super::risk::annotations_for;
+pub use super::rounds::ClientPeer;
+use super::rounds::{
+    ClientAbilities, ParkedCalls, ProgressForward, Resumed, Route, RunningCall, SharedRoute,
+};
 
 /// A tool as the server lists it.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,93 +159,6 @@ fn from_wire<T: serde::de::DeserializeOwned>(mut v: Value, what: &str) -> Result
         .map_err(|e| ErrorData::internal_error(format!("could not encode {what}: {e}"), None))
 }
 
-tokio::task_local! {
-    static CLIENT_PEER: ClientPeer;
-}
-
-/// The MCP client behind the call being served, for tools that want to talk back to it: log
-/// (`notifications/message`), ask the user (`elicitation/create`) or ask its model
-/// (`sampling/createMessage`).
-///
-/// Available through [`ClientPeer::current`] while a `tools/call` served by [`McpServer`] runs,
-/// in the task that runs it. Each method fails with a readable message when the client did not
-/// declare the capability or the negotiated revision forbids server-to-client requests.
-#[derive(Clone)]
-pub struct ClientPeer {
-    peer: rmcp::Peer<RoleServer>,
-}
-
-impl std::fmt::Debug for ClientPeer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientPeer").finish_non_exhaustive()
-    }
-}
-
-impl ClientPeer {
-    /// The client of the call running in this task, if it is served over MCP.
-    pub fn current() -> Option<Self> {
-        CLIENT_PEER.try_with(Clone::clone).ok()
-    }
-
-    /// Sends a log message (`level`: debug, info, notice, warning, error …).
-    pub async fn log(&self, level: &str, logger: &str, data: Value) -> Result<(), String> {
-        let param = serde_json::from_value(json!({"level": level, "logger": logger, "data": data}))
-            .map_err(|e| format!("bad log message: {e}"))?;
-        self.peer
-            .notify_logging_message(param)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    /// Asks the user to fill a form; returns the `ElicitResult` (wire JSON: `action`, `content`).
-    pub async fn elicit(&self, message: &str, schema: Value) -> Result<Value, String> {
-        let params = serde_json::from_value(
-            json!({"mode": "form", "message": message, "requestedSchema": schema}),
-        )
-        .map_err(|e| format!("bad elicitation schema: {e}"))?;
-        let r = self
-            .peer
-            .create_elicitation(params)
-            .await
-            .map_err(|e| e.to_string())?;
-        serde_json::to_value(r).map_err(|e| e.to_string())
-    }
-
-    /// Asks the client's model for a completion of one user message; returns the
-    /// `CreateMessageResult` (wire JSON).
-    pub async fn sample(&self, prompt: &str, max_tokens: u32) -> Result<Value, String> {
-        let params = serde_json::from_value(json!({
-            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
-            "maxTokens": max_tokens
-        }))
-        .map_err(|e| format!("bad sampling request: {e}"))?;
-        let r = self
-            .peer
-            .create_message(params)
-            .await
-            .map_err(|e| e.to_string())?;
-        serde_json::to_value(r).map_err(|e| e.to_string())
-    }
-}
-
-/// Forwards the tool's own progress to the client as `notifications/progress`, in order.
-struct ProgressForward {
-    tx: tokio::sync::mpsc::UnboundedSender<(f64, Option<f64>, Option<String>)>,
-}
-
-impl ProgressSink for ProgressForward {
-    fn emit(&self, event: ProgressEvent) {
-        if let ProgressKind::Progress {
-            progress,
-            total,
-            message,
-        } = event.kind
-        {
-            let _ = self.tx.send((progress, total, message));
-        }
-    }
-}
-
 /// The rmcp server handler behind [`McpServer`].
 #[derive(Clone)]
 struct Handler {
@@ -254,6 +168,99 @@ struct Handler {
     info: Implementation,
     instructions: Option<String>,
     subscriptions: Arc<Mutex<Vec<String>>>,
+    parked: Arc<ParkedCalls<Option<ToolExecutionResult>>>,
+}
+
+impl Handler {
+    /// Starts a call in its own task, so it can outlive this request when it asks the client
+    /// for input on protocol 2026-07-28 or later.
+    fn start_call(
+        &self,
+        name: String,
+        args: Value,
+        context: &RequestContext<RoleServer>,
+        route: Route,
+    ) -> RunningCall<Option<ToolExecutionResult>> {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let abilities = ClientAbilities::from_capabilities(context.client_capabilities().as_ref());
+        let wants_progress = route.progress.is_some();
+        let route: SharedRoute = Arc::new(Mutex::new(Some(route)));
+        let (ask_tx, asks) = tokio::sync::mpsc::unbounded_channel();
+        let peer = ClientPeer::new(route.clone(), abilities, modern.then_some(ask_tx));
+        let mut ctx = ToolContext::new(format!("mcp-{}", context.id));
+        let cancel = CancellationToken::new();
+        ctx.cancellation = cancel.clone();
+        let forward = wants_progress.then(|| {
+            let (sink, task) = ProgressForward::start(route.clone());
+            ctx.progress = Some(sink);
+            task
+        });
+        let tools = self.tools.clone();
+        let tool = name.clone();
+        let arguments = args.clone();
+        let task = tokio::spawn(peer.scope(async move { tools.call(&tool, arguments, ctx).await }));
+        RunningCall {
+            tool: name,
+            arguments: args,
+            task,
+            asks,
+            route,
+            cancel,
+            forward,
+        }
+    }
+
+    /// Follows a running call to its result, or to its next question (then the call is
+    /// parked and the request answered with `InputRequiredResult`).
+    async fn drive(
+        &self,
+        mut call: RunningCall<Option<ToolExecutionResult>>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ct = context.ct.clone();
+        let outcome = tokio::select! {
+            joined = &mut call.task => joined,
+            Some(ask) = call.asks.recv() => {
+                let (requests, state) = self.parked.park(call, ask);
+                return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                    Some(requests),
+                    Some(state),
+                )));
+            }
+            () = ct.cancelled() => {
+                call.stop();
+                return to_response(&ToolExecutionResult::error("the client cancelled the call"));
+            }
+        };
+        // The context (and its sink) is gone; let queued progress flush before the result.
+        if let Some(forward) = call.forward.take() {
+            let _ = tokio::time::timeout(PROGRESS_FLUSH, forward).await;
+        }
+        let outcome = match outcome {
+            Ok(r) => r,
+            Err(e) => Some(ToolExecutionResult::error(format!(
+                "the tool `{}` failed inside the server: {e}",
+                call.tool
+            ))),
+        };
+        let Some(result) = outcome else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", call.tool),
+                Some(json!({"tool": call.tool})),
+            ));
+        };
+        to_response(&result)
+    }
+}
+
+/// How long a finished call's queued progress may take to reach the client.
+const PROGRESS_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn to_response(result: &ToolExecutionResult) -> Result<CallToolResponse, ErrorData> {
+    let wire: CallToolResult = from_wire(result_to_mcp(result), "tools/call result")?;
+    Ok(wire.into())
 }
 
 impl ServerHandler for Handler {
@@ -288,54 +295,32 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let mut ctx = ToolContext::new(format!("mcp-{}", context.id));
-        let token = CancellationToken::new();
-        ctx.cancellation = token.clone();
-        let forward = context.meta.get_progress_token().map(|progress_token| {
-            let (tx, mut rx) =
-                tokio::sync::mpsc::unbounded_channel::<(f64, Option<f64>, Option<String>)>();
-            let peer = context.peer.clone();
-            let task = tokio::spawn(async move {
-                while let Some((p, total, message)) = rx.recv().await {
-                    let mut n = ProgressNotificationParam::new(progress_token.clone(), p);
-                    n.total = total;
-                    n.message = message;
-                    let _ = peer.notify_progress(n).await;
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let route = Route {
+            peer: context.peer.clone(),
+            progress: context.meta.get_progress_token(),
+        };
+        let call = if let Some(state) = &request.request_state {
+            match self
+                .parked
+                .resume(state, &name, &args, request.input_responses.as_ref(), route)
+            {
+                Resumed::Running(call) => call,
+                Resumed::Unknown => {
+                    return Err(ErrorData::invalid_params(
+                        "unknown or expired requestState: no call of this server is waiting \
+                         for input under it; call the tool again without it",
+                        Some(json!({"tool": name})),
+                    ));
                 }
-            });
-            (
-                Arc::new(ProgressForward { tx }) as Arc<dyn ProgressSink>,
-                task,
-            )
-        });
-        let task = forward.map(|(sink, task)| {
-            ctx.progress = Some(sink);
-            task
-        });
-        let ct = context.ct.clone();
-        let outcome = tokio::select! {
-            r = CLIENT_PEER.scope(
-                ClientPeer { peer: context.peer.clone() },
-                self.tools.call(&name, args, ctx),
-            ) => r,
-            () = ct.cancelled() => {
-                token.cancel();
-                Some(ToolExecutionResult::error("the client cancelled the call"))
+                Resumed::Mismatch(why) => {
+                    return Err(ErrorData::invalid_params(why, Some(json!({"tool": name}))));
+                }
             }
+        } else {
+            self.start_call(name, args, &context, route)
         };
-        // The context (and its sink) is gone; let queued progress flush before the result.
-        if let Some(task) = task {
-            let _ = task.await;
-        }
-        let Some(result) = outcome else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{name}`"),
-                Some(json!({"tool": name})),
-            ));
-        };
-        let wire: CallToolResult = from_wire(result_to_mcp(&result), "tools/call result")?;
-        Ok(wire.into())
+        self.drive(call, &context).await
     }
 
     async fn list_resources(
@@ -546,6 +531,7 @@ impl McpServer {
                 info: Implementation::new("ravi", env!("CARGO_PKG_VERSION")),
                 instructions: None,
                 subscriptions: Arc::default(),
+                parked: Arc::default(),
             },
         }
     }

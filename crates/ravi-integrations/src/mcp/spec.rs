@@ -66,6 +66,9 @@ fn valid_server_name(name: &str) -> bool {
         && !name.contains("__")
 }
 
+/// The rule for server names, as told to whoever wrote a bad one.
+pub const SERVER_NAME_RULE: &str = "1-32 characters of [A-Za-z0-9_-] without `__`";
+
 impl McpServerSpec {
     /// A stdio server.
     pub fn stdio(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Self {
@@ -142,6 +145,30 @@ impl McpServerSpec {
             .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis)
     }
 
+    /// Checks a server name: it prefixes every tool name (`name__tool`), so it must be
+    /// [`SERVER_NAME_RULE`]; `__` would make the split back into server and tool ambiguous.
+    /// The same rule holds for `--mcp`, `--mcp-url` and `ravi.toml`.
+    pub fn check_name(name: &str) -> Result<(), String> {
+        if valid_server_name(name) {
+            Ok(())
+        } else {
+            Err(format!("server name `{name}` must be {SERVER_NAME_RULE}"))
+        }
+    }
+
+    /// Checks the URL of an HTTP server: `http://…`, or `https://…` when built with TLS.
+    pub fn check_url(url: &str) -> Result<(), String> {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!("URL `{url}` must start with http:// or https://"));
+        }
+        if url.starts_with("https://") && !cfg!(feature = "mcp-tls") {
+            return Err(format!(
+                "URL `{url}` needs TLS; build ravi-integrations with the `mcp-tls` feature"
+            ));
+        }
+        Ok(())
+    }
+
     /// Parses a command-line attachment: `NAME=COMMAND ARGS…` (split like a shell) for stdio,
     /// or, with `http = true`, `NAME=URL`.
     ///
@@ -170,23 +197,10 @@ impl McpServerSpec {
             )));
         };
         let name = name.trim();
-        if !valid_server_name(name) {
-            return Err(invalid(format!(
-                "server name `{name}` must be 1-32 characters of [A-Za-z0-9_-] without `__`"
-            )));
-        }
+        Self::check_name(name).map_err(invalid)?;
         let rest = rest.trim();
         if http {
-            if !(rest.starts_with("http://") || rest.starts_with("https://")) {
-                return Err(invalid(format!(
-                    "URL `{rest}` must start with http:// or https://"
-                )));
-            }
-            if rest.starts_with("https://") && !cfg!(feature = "mcp-tls") {
-                return Err(invalid(format!(
-                    "URL `{rest}` needs TLS; build ravi-integrations with the `mcp-tls` feature"
-                )));
-            }
+            Self::check_url(rest).map_err(invalid)?;
             return Ok(Self::http(name, rest));
         }
         let words = shlex::split(rest)

@@ -2,8 +2,8 @@
 //!
 //! `cargo xtask mcp-setup` installs Node 22, the reference servers and the Python SDK into
 //! `$MCP_HARNESS_HOME` (default `~/.cache/mcp-harness`). When they are missing the tests say so
-//! and pass vacuously, unless `RAVI_REQUIRE_MCP_HARNESS=1` (set by `cargo xtask test`) makes
-//! the absence a failure.
+//! and pass vacuously, unless `RAVI_REQUIRE_MCP_HARNESS` is set to anything but `0` (as
+//! `cargo xtask test` and `.ci/run` do), which makes the absence a failure.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
 #![allow(dead_code)]
@@ -36,12 +36,17 @@ pub fn python() -> PathBuf {
     harness_home().join("venv/bin/python")
 }
 
+/// Whether the harness must be present: `RAVI_REQUIRE_MCP_HARNESS` set to anything but `0`.
+pub fn harness_required() -> bool {
+    std::env::var("RAVI_REQUIRE_MCP_HARNESS").is_ok_and(|v| v.trim() != "0" && !v.trim().is_empty())
+}
+
 /// True when the tools are installed; otherwise prints why the test is skipped, or panics
-/// when `RAVI_REQUIRE_MCP_HARNESS` is set.
+/// when the harness is required ([`harness_required`]).
 pub fn harness_ready(what: &str) -> bool {
     let needed = [node(), everything_js(), filesystem_js(), python()];
     if let Some(missing) = needed.iter().find(|p| !p.exists()) {
-        if std::env::var_os("RAVI_REQUIRE_MCP_HARNESS").is_some() {
+        if harness_required() {
             panic!(
                 "{what}: {} is missing; run `cargo xtask mcp-setup`",
                 missing.display()

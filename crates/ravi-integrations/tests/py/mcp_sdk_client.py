@@ -5,7 +5,12 @@
     mcp_sdk_client.py PLAN_JSON -- CMD ARGS...
 
 PLAN_JSON: {"calls": [{"name": "...", "arguments": {...}, "progress": true}], "mode": "auto",
-           "elicit": {...}}   (elicit: accept every elicitation with this content)
+           "elicit": {...},   (elicit: accept every elicitation with this content)
+           "manual_rounds": [{"name": "...", "arguments": {...}, "request_state": "...",
+                              "retry_as": "...", "retry_arguments": {...}}]}
+  manual_rounds drive 2026-07-28 input rounds by hand: the first call (with request_state if
+  given) may return InputRequiredResult; with retry_as, the retry names that tool, answering
+  every input request with accept + elicit.
 Report (stdout, last line): {"protocol": ..., "server": ..., "tools": [...], "calls": [{"result"|"error", "progress"}]}
 Used by Ravi's scenario tests so that a third-party client, not Ravi's own, checks Ravi's server.
 """
@@ -52,7 +57,33 @@ async def main(plan, target):
             except Exception as e:  # JSON-RPC error or transport failure
                 rec["error"] = f"{type(e).__name__}: {e}"
             report["calls"].append(rec)
+        report["manual_rounds"] = [await manual_round(client, plan, r) for r in plan.get("manual_rounds", [])]
     print(json.dumps(report))
+
+
+async def manual_round(client, plan, spec):
+    import mcp_types as types
+
+    rec = {}
+    try:
+        first = await client.session.call_tool(
+            spec["name"], spec.get("arguments", {}), request_state=spec.get("request_state"),
+            allow_input_required=True)
+        rec["first"] = dump(first)
+    except Exception as e:
+        rec["first"] = {"error": f"{type(e).__name__}: {e}"}
+        return rec
+    if "retry_as" in spec and isinstance(first, types.InputRequiredResult):
+        answers = {k: types.ElicitResult(action="accept", content=plan.get("elicit", {}))
+                   for k in (first.input_requests or {})}
+        try:
+            retry = await client.session.call_tool(
+                spec["retry_as"], spec.get("retry_arguments", {}), input_responses=answers,
+                request_state=first.request_state, allow_input_required=True)
+            rec["retry"] = dump(retry)
+        except Exception as e:
+            rec["retry"] = {"error": f"{type(e).__name__}: {e}"}
+    return rec
 
 
 if __name__ == "__main__":

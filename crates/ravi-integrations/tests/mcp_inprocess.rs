@@ -1,0 +1,424 @@
+//! The MCP client adapter against servers this test spins up in-process with `rmcp`: a server
+//! whose tool list changes, servers that only speak older protocol revisions, a server that
+//! records the HTTP headers it receives, and a Ravi server whose tool observes cancellation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use pretty_assertions::assert_eq;
+use ravi_agents::approval::AutoApprovalHandler;
+use ravi_agents::invoker::ToolInvoker;
+use ravi_integrations::mcp::{
+    DirectTools, HttpOptions, LiveToolbox, McpClient, McpServer, McpServerSpec, McpTool,
+};
+use ravi_kernel::{
+    InvocationStatus, Tool, ToolCall, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult,
+    ToolRegistry as _,
+};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+/// Serves `handler` over streamable HTTP at `/mcp` on a free loopback port; `layer` sees every
+/// HTTP request first.
+async fn serve_http<H>(
+    handler: H,
+    seen: Option<Arc<Mutex<Vec<http::HeaderMap>>>>,
+) -> (String, tokio_util::sync::CancellationToken)
+where
+    H: ServerHandler + Clone + Send + Sync + 'static,
+{
+    let stop = tokio_util::sync::CancellationToken::new();
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(seen) = seen {
+        router = router.layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(req.headers().clone());
+                    next.run(req).await
+                }
+            },
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+    });
+    (format!("http://{addr}/mcp"), stop)
+}
+
+fn tool_wire(name: &str) -> Value {
+    json!({"name": name, "description": format!("the `{name}` tool"),
+           "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}})
+}
+
+fn text_result(text: String) -> Result<CallToolResponse, ErrorData> {
+    Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+}
+
+/// A server whose tool list is `names`; calling `switch` replaces `a` with `b` and announces
+/// it with `notifications/tools/list_changed`.
+#[derive(Clone)]
+struct Changing {
+    names: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerHandler for Changing {
+    fn get_info(&self) -> ServerConfig {
+        let caps: ServerCapabilities =
+            serde_json::from_value(json!({"tools": {"listChanged": true}})).unwrap();
+        InitializeResult::new(caps)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools: Vec<Value> = self
+            .names
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|n| tool_wire(n))
+            .collect();
+        Ok(serde_json::from_value(json!({"tools": tools})).unwrap())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if !self.names.lock().unwrap().contains(&name) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`"),
+                None,
+            ));
+        }
+        if name == "switch" {
+            *self.names.lock().unwrap() = vec!["switch".into(), "b".into()];
+            context.peer.notify_tool_list_changed().await.unwrap();
+            return text_result("switched".into());
+        }
+        text_result(format!("called {name}"))
+    }
+}
+
+async fn invoke(invoker: &ToolInvoker, name: &str) -> ravi_kernel::InvocationResult {
+    let session = invoker.open_session();
+    let r = invoker
+        .invoke(
+            &session,
+            ToolCall::new("c1", name, json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    session.close().await;
+    r
+}
+
+/// `tools/list_changed` reaches the toolbox: after the server swaps `a` for `b`, an invoker
+/// over a [`LiveToolbox`] can call `b` and no longer finds `a`; a reconnect re-lists too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changes_reach_the_toolbox_and_the_invoker() {
+    let names = Arc::new(Mutex::new(vec!["switch".to_owned(), "a".to_owned()]));
+    let (url, stop) = serve_http(
+        Changing {
+            names: names.clone(),
+        },
+        None,
+    )
+    .await;
+    let client = McpClient::connect(McpServerSpec::http("chg", &url))
+        .await
+        .unwrap();
+    let live = Arc::new(LiveToolbox::new(Vec::new(), vec![client.clone()]).unwrap());
+    assert_eq!(live.names(), ["chg__switch", "chg__a"]);
+    let invoker = ToolInvoker::builder(live.clone())
+        .approval_handler(Arc::new(AutoApprovalHandler::approving()))
+        .build();
+    assert_eq!(invoke(&invoker, "chg__a").await.text, "called a");
+
+    let mut changes = client.watch_tools();
+    let before = *changes.borrow_and_update();
+    let r = invoke(&invoker, "chg__switch").await;
+    assert_eq!(r.text, "switched", "{r:?}");
+    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+        .await
+        .expect("the client did not re-list after list_changed")
+        .unwrap();
+    assert!(client.tools_generation() > before);
+    assert_eq!(live.names(), ["chg__switch", "chg__b"]);
+    let r = invoke(&invoker, "chg__b").await;
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (InvocationStatus::Ok, "called b")
+    );
+    let r = invoke(&invoker, "chg__a").await;
+    assert_ne!(r.status, InvocationStatus::Ok, "{r:?}");
+    assert!(r.text.contains("chg__a"), "{r:?}");
+
+    // The server changes while the connection is down: the reconnect re-lists.
+    client.close().await;
+    *names.lock().unwrap() = vec!["switch".into(), "c".into()];
+    let r = invoke(&invoker, "chg__b").await;
+    assert_ne!(r.status, InvocationStatus::Ok, "{r:?}");
+    assert_eq!(client.connect_count(), 2);
+    assert_eq!(live.names(), ["chg__switch", "chg__c"]);
+    assert_eq!(invoke(&invoker, "chg__c").await.text, "called c");
+    client.close().await;
+    stop.cancel();
+}
+
+/// A server that only speaks `version`, and remembers what clients offered in `initialize`.
+#[derive(Clone)]
+struct Old {
+    version: ProtocolVersion,
+    offered: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerHandler for Old {
+    fn get_info(&self) -> ServerConfig {
+        let caps: ServerCapabilities = serde_json::from_value(json!({"tools": {}})).unwrap();
+        let mut info = InitializeResult::new(caps);
+        info.protocol_version = self.version.clone();
+        info
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Owned(vec![self.version.clone()])
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.offered
+            .lock()
+            .unwrap()
+            .push(request.protocol_version.to_string());
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(serde_json::from_value(json!({"tools": [tool_wire("version")]})).unwrap())
+    }
+
+    async fn call_tool(
+        &self,
+        _request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let v = context
+            .protocol_version()
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        text_result(format!("speaking {v}"))
+    }
+}
+
+/// Servers that only know 2025-03-26 or 2024-11-05 answer Ravi's 2025-11-25 offer with their
+/// own revision, and the adapter lists and calls at that revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_servers_negotiate_their_revision_and_work() {
+    for version in [ProtocolVersion::V_2025_03_26, ProtocolVersion::V_2024_11_05] {
+        let offered = Arc::new(Mutex::new(Vec::new()));
+        let (url, stop) = serve_http(
+            Old {
+                version: version.clone(),
+                offered: offered.clone(),
+            },
+            None,
+        )
+        .await;
+        let client = McpClient::connect(McpServerSpec::http("old", &url))
+            .await
+            .unwrap_or_else(|e| panic!("{version}: {e}"));
+        assert_eq!(offered.lock().unwrap().as_slice(), ["2025-11-25"]);
+        assert_eq!(client.protocol_version(), Some(version.to_string()));
+        let tools = McpTool::from_client(&client);
+        assert_eq!(tools.len(), 1);
+        let r = tools[0]
+            .execute(&ToolContext::default(), json!({}))
+            .await
+            .unwrap();
+        assert_eq!(r.text_content(), format!("speaking {version}"));
+        client.close().await;
+        stop.cancel();
+    }
+}
+
+/// Bearer token and custom headers are sent with every HTTP request, `initialize` included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_and_custom_headers_reach_the_server() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (url, stop) = serve_http(
+        Old {
+            version: ProtocolVersion::V_2025_11_25,
+            offered: Arc::default(),
+        },
+        Some(seen.clone()),
+    )
+    .await;
+    let spec = McpServerSpec::http("auth", &url)
+        .with_bearer("s3cret-token")
+        .with_header("X-Tenant", "acme")
+        .with_header("x-trace-id", "t-42");
+    let client = McpClient::connect(spec).await.unwrap();
+    let r = client
+        .call("version", json!({}), &ToolContext::default(), None, "v")
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "speaking 2025-11-25");
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.len() >= 3,
+        "initialize, initialized, tools/list, tools/call: {}",
+        seen.len()
+    );
+    for headers in &seen {
+        assert_eq!(
+            headers.get("authorization").and_then(|v| v.to_str().ok()),
+            Some("Bearer s3cret-token")
+        );
+        assert_eq!(
+            headers.get("x-tenant").and_then(|v| v.to_str().ok()),
+            Some("acme")
+        );
+        assert_eq!(
+            headers.get("x-trace-id").and_then(|v| v.to_str().ok()),
+            Some("t-42")
+        );
+    }
+    client.close().await;
+    stop.cancel();
+}
+
+/// Waits for its context to be cancelled (up to 10 s) and records when that happened.
+struct Sleepy {
+    cancelled_at: Arc<Mutex<Option<Instant>>>,
+}
+
+#[async_trait]
+impl Tool for Sleepy {
+    fn name(&self) -> &str {
+        "sleepy"
+    }
+    fn description(&self) -> &str {
+        "Waits until cancelled."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, ctx: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        tokio::select! {
+            () = ctx.cancellation.cancelled() => {
+                *self.cancelled_at.lock().unwrap() = Some(Instant::now());
+                Err(ToolError::new(ToolErrorKind::Cancelled, "cancelled"))
+            }
+            () = tokio::time::sleep(Duration::from_secs(10)) => Ok(ToolExecutionResult::text("woke")),
+        }
+    }
+}
+
+/// A per-call timeout sends `notifications/cancelled`, and the server's tool sees its context
+/// cancelled; so does a caller's cancellation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_and_cancellation_reach_the_server_as_notifications_cancelled() {
+    let cancelled_at = Arc::new(Mutex::new(None));
+    let server = McpServer::new(Arc::new(DirectTools::new(vec![Arc::new(Sleepy {
+        cancelled_at: cancelled_at.clone(),
+    }) as Arc<dyn Tool>])))
+    .bind_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        HttpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let client = McpClient::connect(
+        McpServerSpec::http("slow", server.url()).with_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let tool = McpTool::from_client(&client).remove(0);
+    let started = Instant::now();
+    let err = tool
+        .execute(&ToolContext::default(), json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Timeout, "{err}");
+    let mut seen = None;
+    for _ in 0..50 {
+        seen = *cancelled_at.lock().unwrap();
+        if seen.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let at = seen.expect("the server's tool was never cancelled");
+    assert!(at.duration_since(started) < Duration::from_secs(3));
+
+    // The caller cancels: the server hears about it too.
+    *cancelled_at.lock().unwrap() = None;
+    let ctx = ToolContext::default();
+    let token = ctx.cancellation.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        token.cancel();
+    });
+    let client2 = McpClient::connect(McpServerSpec::http("slow2", server.url()))
+        .await
+        .unwrap();
+    let err = McpTool::from_client(&client2)
+        .remove(0)
+        .execute(&ctx, json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Cancelled, "{err}");
+    let mut heard = false;
+    for _ in 0..50 {
+        if cancelled_at.lock().unwrap().is_some() {
+            heard = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        heard,
+        "the server's tool was not cancelled after the caller cancelled"
+    );
+    client.close().await;
+    client2.close().await;
+    server.shutdown().await.unwrap();
+}

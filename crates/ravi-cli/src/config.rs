@@ -24,7 +24,8 @@
 //! A file that does not parse, an unknown key or a bad value is an error naming the file, the
 //! line and the key.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,33 +37,41 @@ use ravi_kernel::{
     AnyTool, ChainPolicy, HitlMode, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk,
 };
 use serde::Deserialize;
+use toml::Spanned;
 
 /// The file name looked for in the current directory when `--config` is not given.
 pub const DEFAULT_FILE: &str = "ravi.toml";
 
 /// A parsed `ravi.toml`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default)]
 pub struct RaviConfig {
     /// The workspace root of the built-in file and shell tools (relative to the file).
     pub workspace: Option<PathBuf>,
     /// Which built-in tools to offer (default: all).
     pub builtin: Option<Vec<String>>,
     /// Policy limits.
-    #[serde(default)]
     pub policy: PolicyConfig,
     /// Risk overrides by tool name.
-    #[serde(default)]
     pub risk: BTreeMap<String, ToolRisk>,
     /// Upstream MCP servers: `name`, `transport = "stdio"` with `command`/`args`/`env`, or
     /// `transport = "http"` with `url`/`bearer`/`headers`; optional `risk` and `timeout_ms`.
-    #[serde(default)]
     pub mcp: Vec<McpServerSpec>,
+    /// Where things are in the file, so later checks can name the line.
+    lines: Lines,
+}
+
+/// Line numbers (1-based) of the keys later checks report on.
+#[derive(Debug, Default, Clone)]
+struct Lines {
+    call_timeout_secs: Option<usize>,
+    approval_timeout_secs: Option<usize>,
+    total_timeout_secs: Option<usize>,
+    /// The line of each `[[mcp]]` entry's `name`, in order.
+    mcp_names: Vec<usize>,
 }
 
 /// The `[policy]` table; unset keys keep the `ChainPolicy` defaults.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, Clone)]
 pub struct PolicyConfig {
     /// Calls allowed per chain or run.
     pub max_tool_calls: Option<u32>,
@@ -78,41 +87,280 @@ pub struct PolicyConfig {
     pub max_risk_unapproved: Option<ToolRisk>,
 }
 
-fn secs(file: &Path, key: &str, v: f64) -> anyhow::Result<Duration> {
+// The file as written, with the position of every value later checks report on. Every table
+// denies unknown keys, so a misspelt key is an error naming its line (from the TOML parser).
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    workspace: Option<PathBuf>,
+    builtin: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    policy: FilePolicy,
+    #[serde(default)]
+    risk: BTreeMap<String, ToolRisk>,
+    #[serde(default)]
+    mcp: Vec<FileMcp>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FilePolicy {
+    max_tool_calls: Option<u32>,
+    call_timeout_secs: Option<Spanned<f64>>,
+    total_timeout_secs: Option<Spanned<f64>>,
+    approval_timeout_secs: Option<Spanned<f64>>,
+    max_inline_result_bytes: Option<usize>,
+    max_risk_unapproved: Option<ToolRisk>,
+}
+
+/// One `[[mcp]]` entry. Written out rather than reusing `McpServerSpec`'s serde form: that one
+/// flattens the transport, and serde cannot deny unknown keys through a flatten.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMcp {
+    name: Spanned<String>,
+    transport: Spanned<String>,
+    command: Option<Spanned<String>>,
+    args: Option<Spanned<Vec<String>>>,
+    env: Option<Spanned<BTreeMap<String, String>>>,
+    url: Option<Spanned<String>>,
+    bearer: Option<Spanned<String>>,
+    headers: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default)]
+    risk: BTreeMap<String, ToolRisk>,
+    timeout_ms: Option<Spanned<u64>>,
+}
+
+/// Line of a byte offset in `text` (1-based).
+fn line_of(text: &str, span: &Range<usize>) -> usize {
+    text.get(..span.start)
+        .map_or(1, |head| head.bytes().filter(|&b| b == b'\n').count() + 1)
+}
+
+fn secs(file: &Path, line: Option<usize>, key: &str, v: f64) -> anyhow::Result<Duration> {
     if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
         bail!(
-            "{}: [policy] {key} must be a number of seconds between 0 and 86400, got {v}",
-            file.display()
+            "{}{}: [policy] {key} must be a number of seconds between 0 and 86400, got {v}",
+            file.display(),
+            at(line)
         );
     }
     Ok(Duration::from_secs_f64(v))
 }
 
-impl RaviConfig {
-    /// Reads `path`; every problem names the file (and, from the TOML parser, line and key).
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the config file {}", path.display()))?;
-        let mut config: RaviConfig = toml::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
-        if let Some(names) = &config.builtin {
-            for name in names {
-                if !ravi_capabilities::BUILTIN_NAMES.contains(&name.as_str()) {
+/// `, line N` when the line is known.
+fn at(line: Option<usize>) -> String {
+    line.map(|l| format!(", line {l}")).unwrap_or_default()
+}
+
+impl FileMcp {
+    /// The server specification this entry describes; every problem names the file, the line
+    /// and the key.
+    fn into_spec(self, file: &Path, text: &str) -> anyhow::Result<McpServerSpec> {
+        let line = |span: &Range<usize>| line_of(text, span);
+        let name_line = line(&self.name.span());
+        let name = self.name.into_inner();
+        let here = |l: usize| format!("{}, line {l}", file.display());
+        McpServerSpec::check_name(&name)
+            .map_err(|e| anyhow::anyhow!("{}: [[mcp]] name: {e}", here(name_line)))?;
+        let transport_line = line(&self.transport.span());
+        // Keys that belong to the other transport are mistakes, not options to ignore.
+        let misplaced = |keys: &[(&str, Option<Range<usize>>)], transport: &str| {
+            for (key, span) in keys {
+                if let Some(span) = span {
                     bail!(
-                        "{}: `builtin` names `{name}`, which is not a built-in tool; expected \
-                         some of: {}",
-                        path.display(),
-                        ravi_capabilities::BUILTIN_NAMES.join(", ")
+                        "{}: [[mcp]] `{name}`: `{key}` does not apply to transport = \
+                         \"{transport}\"",
+                        here(line(span))
                     );
                 }
             }
+            Ok(())
+        };
+        let mut spec = match self.transport.get_ref().as_str() {
+            "stdio" => {
+                misplaced(
+                    &[
+                        ("url", self.url.as_ref().map(Spanned::span)),
+                        ("bearer", self.bearer.as_ref().map(Spanned::span)),
+                        ("headers", self.headers.as_ref().map(Spanned::span)),
+                    ],
+                    "stdio",
+                )?;
+                let Some(command) = self.command else {
+                    bail!(
+                        "{}: [[mcp]] `{name}`: transport = \"stdio\" needs `command` (the \
+                         program to start)",
+                        here(transport_line)
+                    );
+                };
+                if command.get_ref().trim().is_empty() {
+                    bail!(
+                        "{}: [[mcp]] `{name}`: `command` is empty",
+                        here(line(&command.span()))
+                    );
+                }
+                let mut spec = McpServerSpec::stdio(
+                    name.clone(),
+                    command.into_inner(),
+                    self.args.map(Spanned::into_inner).unwrap_or_default(),
+                );
+                for (k, v) in self.env.map(Spanned::into_inner).unwrap_or_default() {
+                    spec = spec.with_env(k, v);
+                }
+                spec
+            }
+            "http" => {
+                misplaced(
+                    &[
+                        ("command", self.command.as_ref().map(Spanned::span)),
+                        ("args", self.args.as_ref().map(Spanned::span)),
+                        ("env", self.env.as_ref().map(Spanned::span)),
+                    ],
+                    "http",
+                )?;
+                let Some(url) = self.url else {
+                    bail!(
+                        "{}: [[mcp]] `{name}`: transport = \"http\" needs `url`",
+                        here(transport_line)
+                    );
+                };
+                McpServerSpec::check_url(url.get_ref()).map_err(|e| {
+                    anyhow::anyhow!("{}: [[mcp]] `{name}` url: {e}", here(line(&url.span())))
+                })?;
+                if let Some(h) = &self.headers
+                    && let Some((k, _)) =
+                        h.get_ref().iter().find(|(k, v)| http_header_invalid(k, v))
+                {
+                    bail!(
+                        "{}: [[mcp]] `{name}`: header `{k}` is not a valid HTTP header name and \
+                         value",
+                        here(line(&h.span()))
+                    );
+                }
+                let mut spec = McpServerSpec::http(name.clone(), url.into_inner());
+                if let Some(b) = self.bearer {
+                    spec = spec.with_bearer(b.into_inner());
+                }
+                for (k, v) in self.headers.map(Spanned::into_inner).unwrap_or_default() {
+                    spec = spec.with_header(k, v);
+                }
+                spec
+            }
+            other => bail!(
+                "{}: [[mcp]] `{name}`: transport = \"{other}\" is not a transport; expected \
+                 \"stdio\" or \"http\"",
+                here(transport_line)
+            ),
+        };
+        if let Some(t) = self.timeout_ms {
+            if *t.get_ref() == 0 {
+                bail!(
+                    "{}: [[mcp]] `{name}`: timeout_ms must be greater than 0",
+                    here(line(&t.span()))
+                );
+            }
+            spec.timeout_ms = Some(t.into_inner());
         }
-        if let Some(ws) = &config.workspace
+        spec.risk = self.risk;
+        Ok(spec)
+    }
+}
+
+/// Header names are tokens; values are visible ASCII and spaces.
+fn http_header_invalid(name: &str, value: &str) -> bool {
+    name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        || !value
+            .bytes()
+            .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+}
+
+impl RaviConfig {
+    /// Reads `path`; every problem names the file, the line and the key.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the config file {}", path.display()))?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses the text of `path`.
+    pub fn parse(text: &str, path: &Path) -> anyhow::Result<Self> {
+        let file: FileConfig = toml::from_str(text)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+        let mut builtin = None;
+        if let Some(names) = file.builtin {
+            let mut out = Vec::with_capacity(names.len());
+            for name in names {
+                if !ravi_capabilities::BUILTIN_NAMES.contains(&name.get_ref().as_str()) {
+                    bail!(
+                        "{}, line {}: `builtin` names `{}`, which is not a built-in tool; \
+                         expected some of: {}",
+                        path.display(),
+                        line_of(text, &name.span()),
+                        name.get_ref(),
+                        ravi_capabilities::BUILTIN_NAMES.join(", ")
+                    );
+                }
+                out.push(name.into_inner());
+            }
+            builtin = Some(out);
+        }
+        let span_line = |v: &Option<Spanned<f64>>| v.as_ref().map(|s| line_of(text, &s.span()));
+        let p = file.policy;
+        let lines_policy = (
+            span_line(&p.call_timeout_secs),
+            span_line(&p.approval_timeout_secs),
+            span_line(&p.total_timeout_secs),
+        );
+        let policy = PolicyConfig {
+            max_tool_calls: p.max_tool_calls,
+            call_timeout_secs: p.call_timeout_secs.map(Spanned::into_inner),
+            total_timeout_secs: p.total_timeout_secs.map(Spanned::into_inner),
+            approval_timeout_secs: p.approval_timeout_secs.map(Spanned::into_inner),
+            max_inline_result_bytes: p.max_inline_result_bytes,
+            max_risk_unapproved: p.max_risk_unapproved,
+        };
+        let mut mcp = Vec::with_capacity(file.mcp.len());
+        let mut mcp_names = Vec::with_capacity(file.mcp.len());
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for entry in file.mcp {
+            let line = line_of(text, &entry.name.span());
+            let spec = entry.into_spec(path, text)?;
+            if let Some(first) = seen.insert(spec.name.clone(), line) {
+                bail!(
+                    "{}, line {line}: [[mcp]] name `{}` is already used on line {first}; each \
+                     server needs its own name",
+                    path.display(),
+                    spec.name
+                );
+            }
+            mcp.push(spec);
+            mcp_names.push(line);
+        }
+        let mut workspace = file.workspace;
+        if let Some(ws) = &workspace
             && ws.is_relative()
         {
             let base = path.parent().unwrap_or_else(|| Path::new("."));
-            config.workspace = Some(base.join(ws));
+            workspace = Some(base.join(ws));
         }
+        let config = Self {
+            workspace,
+            builtin,
+            policy,
+            risk: file.risk,
+            mcp,
+            lines: Lines {
+                call_timeout_secs: lines_policy.0,
+                approval_timeout_secs: lines_policy.1,
+                total_timeout_secs: lines_policy.2,
+                mcp_names,
+            },
+        };
         config.policy(path)?;
         Ok(config)
     }
@@ -135,18 +383,24 @@ impl RaviConfig {
     /// The policy the file describes (defaults for unset keys).
     pub fn policy(&self, file: &Path) -> anyhow::Result<ChainPolicy> {
         let p = &self.policy;
+        let l = &self.lines;
         let mut b = ChainPolicy::builder();
         if let Some(n) = p.max_tool_calls {
             b = b.max_tool_calls(n);
         }
         if let Some(s) = p.call_timeout_secs {
-            b = b.call_timeout(secs(file, "call_timeout_secs", s)?);
+            b = b.call_timeout(secs(file, l.call_timeout_secs, "call_timeout_secs", s)?);
         }
         if let Some(s) = p.total_timeout_secs {
-            b = b.total_timeout(secs(file, "total_timeout_secs", s)?);
+            b = b.total_timeout(secs(file, l.total_timeout_secs, "total_timeout_secs", s)?);
         }
         if let Some(s) = p.approval_timeout_secs {
-            b = b.approval_timeout(secs(file, "approval_timeout_secs", s)?);
+            b = b.approval_timeout(secs(
+                file,
+                l.approval_timeout_secs,
+                "approval_timeout_secs",
+                s,
+            )?);
         }
         if let Some(n) = p.max_inline_result_bytes {
             b = b.max_inline_result_bytes(n);
@@ -154,8 +408,39 @@ impl RaviConfig {
         if let Some(r) = p.max_risk_unapproved {
             b = b.max_risk_unapproved(r);
         }
-        b.build()
-            .map_err(|e| anyhow::anyhow!("{}: [policy]: {e}", file.display()))
+        b.build().map_err(|e| {
+            // The only cross-key rule is approval < call timeout: point at whichever is set.
+            let line = l.approval_timeout_secs.or(l.call_timeout_secs);
+            anyhow::anyhow!(
+                "{}{}: [policy] approval_timeout_secs / call_timeout_secs: {e}",
+                file.display(),
+                at(line)
+            )
+        })
+    }
+
+    /// The file's `[[mcp]]` servers followed by the ones given with `--mcp`/`--mcp-url`;
+    /// a name used by both is an error naming the file's line (a server cannot be attached
+    /// twice under one name, and silently preferring one would hide the typo).
+    pub fn mcp_with_flags(
+        &self,
+        file: Option<&Path>,
+        flags: Vec<McpServerSpec>,
+    ) -> anyhow::Result<Vec<McpServerSpec>> {
+        let mut all = self.mcp.clone();
+        for spec in flags {
+            if let Some(i) = all.iter().position(|s| s.name == spec.name) {
+                let line = self.lines.mcp_names.get(i).copied();
+                bail!(
+                    "MCP server name `{}` is given by a flag and by {}{}; rename one of them",
+                    spec.name,
+                    file.map_or_else(|| "the config file".to_owned(), |f| f.display().to_string()),
+                    at(line)
+                );
+            }
+            all.push(spec);
+        }
+        Ok(all)
     }
 
     /// Keeps the built-in tools the file selects.
@@ -171,18 +456,14 @@ impl RaviConfig {
 
     /// Applies the `[risk]` overrides to the tools they name.
     pub fn apply_risk(&self, tools: Vec<AnyTool>) -> Vec<AnyTool> {
-        tools
-            .into_iter()
-            .map(|t| match (&t, self.risk.get(t.name())) {
-                (AnyTool::Function(inner), Some(risk)) => {
-                    AnyTool::Function(Arc::new(RiskOverride {
-                        inner: Arc::clone(inner),
-                        risk: *risk,
-                    }))
-                }
-                _ => t,
-            })
-            .collect()
+        apply_risk_map(&self.risk, tools)
+    }
+
+    /// The `[risk]` overrides as a function over a tool list, for views that rebuild their
+    /// tool list later (an attached server's tools follow its `tools/list_changed`).
+    pub fn risk_overrides(&self) -> Arc<dyn Fn(Vec<AnyTool>) -> Vec<AnyTool> + Send + Sync> {
+        let risk = self.risk.clone();
+        Arc::new(move |tools| apply_risk_map(&risk, tools))
     }
 
     /// Names in `[risk]` that match none of `names` (a typo the operator should hear about).
@@ -193,6 +474,22 @@ impl RaviConfig {
             .cloned()
             .collect()
     }
+}
+
+fn apply_risk_map(risk: &BTreeMap<String, ToolRisk>, tools: Vec<AnyTool>) -> Vec<AnyTool> {
+    if risk.is_empty() {
+        return tools;
+    }
+    tools
+        .into_iter()
+        .map(|t| match (&t, risk.get(t.name())) {
+            (AnyTool::Function(inner), Some(risk)) => AnyTool::Function(Arc::new(RiskOverride {
+                inner: Arc::clone(inner),
+                risk: *risk,
+            })),
+            _ => t,
+        })
+        .collect()
 }
 
 /// A tool whose risk the operator set in `ravi.toml`; everything else is the tool's own.
@@ -314,5 +611,118 @@ args = ["-y", "server"]
             err.contains("[policy]") && err.contains("ravi.toml"),
             "{err}"
         );
+    }
+
+    /// The message of loading `text`, which must fail.
+    fn load_err(text: &str) -> String {
+        let (_d, path) = write(text);
+        format!("{:#}", RaviConfig::load(&path).unwrap_err())
+    }
+
+    fn assert_names(err: &str, line: usize, needles: &[&str]) {
+        assert!(err.contains("ravi.toml"), "no file in: {err}");
+        assert!(
+            err.contains(&format!("line {line}")),
+            "no line {line} in: {err}"
+        );
+        for n in needles {
+            assert!(err.contains(n), "no `{n}` in: {err}");
+        }
+    }
+
+    const FS: &str = "[[mcp]]\nname = \"fs\"\ntransport = \"stdio\"\ncommand = \"npx\"\n";
+
+    #[test]
+    fn misspelt_mcp_keys_are_refused_with_file_line_and_key() {
+        let err = load_err(&format!("{FS}comand = \"x\"\n"));
+        assert_names(&err, 5, &["comand"]);
+        let err = load_err(
+            "[[mcp]]\nname = \"d\"\ntransport = \"http\"\nurl = \"http://h/mcp\"\nbaerer = \"t\"\n",
+        );
+        assert_names(&err, 5, &["baerer"]);
+        let err = load_err(&format!("{FS}[mcp.risk]\nwrite = \"explosive\"\n"));
+        assert_names(&err, 6, &["explosive"]);
+    }
+
+    #[test]
+    fn mcp_entries_are_checked_across_keys() {
+        let err = load_err("[[mcp]]\nname = \"fs\"\ntransport = \"stdio\"\nargs = [\"a\"]\n");
+        assert_names(&err, 3, &["`fs`", "needs `command`"]);
+        let err = load_err(&format!("{FS}url = \"http://h/mcp\"\n"));
+        assert_names(&err, 5, &["`url`", "transport = \"stdio\""]);
+        let err = load_err("[[mcp]]\nname = \"d\"\ntransport = \"http\"\ncommand = \"x\"\n");
+        assert_names(&err, 4, &["`command`", "\"http\""]);
+        let err = load_err("[[mcp]]\nname = \"d\"\ntransport = \"http\"\n\nurl = \"ftp://h\"\n");
+        assert_names(&err, 5, &["ftp://h", "http://"]);
+        let err = load_err("[[mcp]]\nname = \"d\"\ntransport = \"sse\"\nurl = \"http://h\"\n");
+        assert_names(&err, 3, &["\"sse\"", "\"stdio\" or \"http\""]);
+        let err = load_err(&format!("{FS}timeout_ms = 0\n"));
+        assert_names(&err, 5, &["timeout_ms"]);
+    }
+
+    #[test]
+    fn server_names_follow_the_flag_rule_and_are_unique() {
+        let err = load_err("\n[[mcp]]\nname = \"a__b\"\ntransport = \"stdio\"\ncommand = \"x\"\n");
+        assert_names(&err, 3, &["a__b", "without `__`"]);
+        let err =
+            load_err("[[mcp]]\nname = \"has space\"\ntransport = \"stdio\"\ncommand = \"x\"\n");
+        assert_names(&err, 2, &["has space"]);
+        let err = load_err(&format!("{FS}\n{FS}"));
+        assert_names(&err, 7, &["`fs`", "line 2"]);
+        // The same rule as `--mcp`:
+        let flag = McpServerSpec::parse_cli("a__b=x", false)
+            .unwrap_err()
+            .to_string();
+        assert!(flag.contains("without `__`"), "{flag}");
+    }
+
+    #[test]
+    fn a_name_in_the_file_and_in_a_flag_is_refused_naming_the_line() {
+        let (_d, path) = write(&format!("builtin = [\"calculator\"]\n\n{FS}"));
+        let c = RaviConfig::load(&path).unwrap();
+        let flag = McpServerSpec::parse_cli("fs=other-server", false).unwrap();
+        let err = c
+            .mcp_with_flags(Some(&path), vec![flag])
+            .unwrap_err()
+            .to_string();
+        assert_names(&err, 4, &["`fs`", "flag"]);
+        let other = McpServerSpec::parse_cli("web=http://127.0.0.1:9/mcp", true).unwrap();
+        let all = c.mcp_with_flags(Some(&path), vec![other]).unwrap();
+        let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["fs", "web"]);
+    }
+
+    #[test]
+    fn semantic_errors_name_the_line() {
+        let err = load_err("workspace = \".\"\nbuiltin = [\n  \"calculator\",\n  \"rm_rf\",\n]\n");
+        assert_names(&err, 4, &["rm_rf", "calculator"]);
+        let err = load_err("[policy]\nmax_tool_calls = 3\ncall_timeout_secs = -1\n");
+        assert_names(&err, 3, &["call_timeout_secs", "-1"]);
+        let err = load_err("[policy]\ntotal_timeout_secs = 1e9\n");
+        assert_names(&err, 2, &["total_timeout_secs"]);
+        let err = load_err("[policy]\ncall_timeout_secs = 5\n\napproval_timeout_secs = 9\n");
+        assert_names(&err, 4, &["approval_timeout_secs", "shorter"]);
+        // Only the approval timeout is set, and it exceeds the default call timeout.
+        let err = load_err("[policy]\napproval_timeout_secs = 4000\n");
+        assert_names(&err, 2, &["approval_timeout_secs"]);
+    }
+
+    #[test]
+    fn http_entries_carry_bearer_headers_and_risk() {
+        let (_d, path) = write(
+            "[[mcp]]\nname = \"docs\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:3001/mcp\"\n\
+             bearer = \"tok\"\ntimeout_ms = 5000\n[mcp.headers]\nX-Tenant = \"acme\"\n[mcp.risk]\nsearch = \"safe\"\n",
+        );
+        let c = RaviConfig::load(&path).unwrap();
+        let want = McpServerSpec::http("docs", "http://127.0.0.1:3001/mcp")
+            .with_bearer("tok")
+            .with_header("X-Tenant", "acme")
+            .with_risk("search", ToolRisk::Safe)
+            .with_timeout(Duration::from_secs(5));
+        assert_eq!(c.mcp, [want]);
+        let err = load_err(
+            "[[mcp]]\nname = \"d\"\ntransport = \"http\"\nurl = \"http://h/mcp\"\n[mcp.headers]\n\"bad header\" = \"v\"\n",
+        );
+        assert_names(&err, 5, &["bad header"]);
     }
 }

@@ -1,6 +1,15 @@
 //! `--mcp NAME=COMMAND ARGS…` and `--mcp-url NAME=URL`: attach MCP servers to any command that
-//! builds a toolbox. Flatten [`McpArgs`] into the command's arguments and call
-//! [`McpArgs::attach`] on its toolbox.
+//! builds a toolbox. Flatten [`McpArgs`] into the command's arguments (`#[command(flatten)] mcp:
+//! McpArgs`), then either
+//!
+//! - call [`McpArgs::attach`] (or [`build_toolbox`]) for a toolbox that is a snapshot of the
+//!   servers' tools, enough for a one-shot command; or
+//! - merge the specs with `ravi.toml`'s ([`RaviConfig::mcp_with_flags`], which refuses a name
+//!   given twice), [`connect_specs`] them and build a [`LiveToolbox`] over the clients, whose
+//!   tools follow the servers' `tools/list_changed` (what `ravi serve` does, for long runs).
+//!
+//! [`RaviConfig::mcp_with_flags`]: crate::config::RaviConfig::mcp_with_flags
+//! [`LiveToolbox`]: ravi_integrations::mcp::LiveToolbox
 
 use std::collections::HashSet;
 
@@ -50,25 +59,40 @@ impl McpArgs {
     }
 }
 
-/// Connects each server of `specs` (from flags or `ravi.toml`) and adds its tools to
-/// `toolbox` (names never shadow a tool already there). Returns the clients to close.
+/// Connects to each server of `specs` (from flags or `ravi.toml`), in order; an error names
+/// the server. Close the returned clients when done: stdio servers are child processes.
+pub async fn connect_specs(specs: Vec<McpServerSpec>) -> anyhow::Result<Vec<McpClient>> {
+    let mut clients: Vec<McpClient> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let name = spec.name.clone();
+        match McpClient::connect(spec).await {
+            Ok(c) => clients.push(c),
+            Err(e) => {
+                for c in &clients {
+                    c.close().await;
+                }
+                return Err(anyhow::Error::new(e))
+                    .with_context(|| format!("attaching MCP server `{name}`"));
+            }
+        }
+    }
+    Ok(clients)
+}
+
+/// Connects each server of `specs` (from flags or `ravi.toml`) and adds its tools, as listed
+/// now, to `toolbox` (names never shadow a tool already there). Returns the clients to close.
 pub async fn attach_specs(
     specs: Vec<McpServerSpec>,
     toolbox: &mut Toolbox,
 ) -> anyhow::Result<Vec<McpClient>> {
-    let mut clients = Vec::new();
-    for spec in specs {
-        let name = spec.name.clone();
-        let client = McpClient::connect(spec)
-            .await
-            .with_context(|| format!("attaching MCP server `{name}`"))?;
+    let clients = connect_specs(specs).await?;
+    for client in &clients {
         let taken: HashSet<String> = toolbox.names().into_iter().collect();
-        for tool in McpTool::from_client_avoiding(&client, &taken) {
+        for tool in McpTool::from_client_avoiding(client, &taken) {
             toolbox
                 .try_add(AnyTool::Function(tool))
-                .with_context(|| format!("adding the tools of MCP server `{name}`"))?;
+                .with_context(|| format!("adding the tools of MCP server `{}`", client.name()))?;
         }
-        clients.push(client);
     }
     Ok(clients)
 }

@@ -1,17 +1,16 @@
-//! `ravi serve --stdio | --http ADDR`: expose a toolbox (built-in tools plus attached MCP
+//! `ravi serve --stdio | --http [ADDR]`: expose a toolbox (built-in tools plus attached MCP
 //! servers) as an MCP server. Every `tools/call` goes through the ToolInvoker.
 
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use clap::Args;
-use ravi_integrations::mcp::{HttpOptions, McpServer};
+use ravi_integrations::mcp::{HttpOptions, LiveToolbox, McpServer};
 
-use ravi_agents::Toolbox;
 use ravi_kernel::ToolRegistry as _;
 
-use super::mcp_attach::{McpArgs, attach_specs};
-use super::serve_tools::{ApproveMode, toolbox_server_tools};
+use super::mcp_attach::{McpArgs, connect_specs};
+use super::serve_tools::{ApproveMode, approval_handler, toolbox_server_tools};
 use crate::Exit;
 use crate::config::RaviConfig;
 
@@ -22,11 +21,13 @@ pub struct ServeArgs {
     /// Serve one client over stdin/stdout (what MCP hosts that spawn servers expect).
     #[arg(long)]
     pub stdio: bool,
-    /// Serve streamable HTTP at `http://ADDR/mcp`, e.g. `127.0.0.1:8931`.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve streamable HTTP at `http://ADDR/mcp` (default `127.0.0.1:8765`). A non-loopback
+    /// address is refused unless `--allow-host` names the host clients will use.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_HTTP_ADDR)]
     pub http: Option<SocketAddr>,
-    /// Also accept this `Host` header (repeatable). Only loopback names are accepted by
-    /// default, which blocks DNS-rebinding attacks; add your hostname when serving beyond it.
+    /// Also accept this `Host` header (repeatable), and allow binding a non-loopback address.
+    /// Only loopback names are accepted by default, which blocks DNS-rebinding attacks; add
+    /// your hostname when serving beyond it.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_host: Vec<String>,
     /// Also accept browser requests from this origin (repeatable), e.g. `https://app.example`.
@@ -46,6 +47,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
 }
+
+/// Where `ravi serve --http` listens when no address is given: loopback only.
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8765";
 
 /// Runs `ravi serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
@@ -69,51 +73,67 @@ async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         .clone()
         .or_else(|| config.workspace.clone())
         .unwrap_or_else(|| ".".into());
+    if let Some(addr) = args.http
+        && !addr.ip().is_loopback()
+        && args.allow_host.is_empty()
+    {
+        anyhow::bail!(
+            "--http {addr} is not a loopback address: anyone who can reach it could call the \
+             served tools. Serve on 127.0.0.1 (the default), or name the host clients will \
+             use with --allow-host HOST to serve beyond loopback on purpose"
+        );
+    }
     let builtins =
         ravi_capabilities::builtin_tools_in(&root, ravi_capabilities::HttpPolicy::default())
             .with_context(|| format!("opening the workspace {}", root.display()))?;
-    let mut toolbox = Toolbox::try_from_tools(config.select_builtins(builtins))?;
-    let mut clients = attach_specs(config.mcp.clone(), &mut toolbox).await?;
-    clients.extend(args.mcp.attach(&mut toolbox).await?);
-    let toolbox = Toolbox::try_from_tools(config.apply_risk(toolbox.all()))?;
-    let policy = match &config_path {
-        Some(path) => {
-            let unknown = config.unknown_risk_names(&toolbox.names());
-            if !unknown.is_empty() {
-                eprintln!(
-                    "ravi serve: warning: {}: [risk] names tools that are not served: {}",
-                    path.display(),
-                    unknown.join(", ")
-                );
+    let base = config.select_builtins(builtins);
+    let specs = config.mcp_with_flags(config_path.as_deref(), args.mcp.specs()?)?;
+    let clients = connect_specs(specs).await?;
+    let served = async {
+        let policy = match &config_path {
+            Some(path) => {
+                let listed = LiveToolbox::new(base.clone(), clients.clone())?;
+                let unknown = config.unknown_risk_names(&listed.names());
+                if !unknown.is_empty() {
+                    eprintln!(
+                        "ravi serve: warning: {}: [risk] names tools that are not served: {}",
+                        path.display(),
+                        unknown.join(", ")
+                    );
+                }
+                config.policy(path)?
             }
-            config.policy(path)?
+            None => ravi_kernel::ChainPolicy::default(),
+        };
+        let tools = toolbox_server_tools(
+            base,
+            clients.clone(),
+            config.risk_overrides(),
+            approval_handler(args.approve),
+            policy,
+        )?;
+        let server = McpServer::new(tools);
+        if let Some(addr) = args.http {
+            let mut opts = HttpOptions::default();
+            opts.allowed_hosts.extend(args.allow_host.iter().cloned());
+            opts.allowed_origins
+                .extend(args.allow_origin.iter().cloned());
+            let handle = server.bind_http(addr, opts).await?;
+            eprintln!("ravi serve: MCP over streamable HTTP at {}", handle.url());
+            let url = handle.url();
+            tokio::select! {
+                r = handle.wait() => r.with_context(|| format!("serving {url}"))?,
+                r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+            }
+        } else {
+            server.serve_stdio().await?;
         }
-        None => ravi_kernel::ChainPolicy::default(),
-    };
-    let server = McpServer::new(toolbox_server_tools(toolbox, args.approve, policy));
-    if let Some(addr) = args.http {
-        if !addr.ip().is_loopback() && args.allow_host.is_empty() {
-            eprintln!(
-                "ravi serve: warning: {addr} is not a loopback address; only requests with a \
-                 loopback Host header are accepted (add --allow-host NAME)"
-            );
-        }
-        let mut opts = HttpOptions::default();
-        opts.allowed_hosts.extend(args.allow_host.iter().cloned());
-        opts.allowed_origins
-            .extend(args.allow_origin.iter().cloned());
-        let handle = server.bind_http(addr, opts).await?;
-        eprintln!("ravi serve: MCP over streamable HTTP at {}", handle.url());
-        let url = handle.url();
-        tokio::select! {
-            r = handle.wait() => r.with_context(|| format!("serving {url}"))?,
-            r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
-        }
-    } else {
-        server.serve_stdio().await?;
+        anyhow::Ok(())
     }
+    .await;
     for c in clients {
         c.close().await;
     }
+    served?;
     Ok(Exit::Ok)
 }

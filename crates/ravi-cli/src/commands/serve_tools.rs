@@ -1,22 +1,25 @@
-//! What `ravi serve` serves: the toolbox's tools plus code mode's `tool_chain` over them, every
-//! call (and every call a chain script makes) run through the ToolInvoker with the default
+//! What `ravi serve` serves: the base tools, the current tools of the attached MCP servers
+//! (following their `tools/list_changed`), and code mode's `tool_chain` over all of them. Every
+//! call (and every call a chain script makes) runs through the ToolInvoker with the configured
 //! ChainPolicy, one in-memory blob store, and the chosen approval handler.
 
 use std::sync::Arc;
 
 use clap::ValueEnum;
-use ravi_agents::Toolbox;
 use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
 use ravi_agents::blob::MemoryBlobStore;
-use ravi_agents::invoker::ToolInvoker;
+use ravi_agents::invoker::{TOOL_CHAIN_NAME, ToolInvoker};
 use ravi_capabilities::chain::ToolChainTool;
-use ravi_integrations::mcp::{ElicitationApproval, InvokerTools, ServerTools};
+use ravi_integrations::mcp::{
+    ElicitationApproval, FinishTools, InvokerTools, LiveToolbox, McpClient, ServerTools,
+};
 use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy};
 
 /// Who approves calls above the policy's risk threshold.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum ApproveMode {
-    /// Ask the MCP client's user (elicitation); deny when the client cannot ask.
+    /// Ask the MCP client's user (elicitation: a request on protocol 2025-11-25, an input
+    /// round on 2026-07-28); deny when the client cannot ask.
     #[default]
     Elicit,
     /// Deny every call that needs approval.
@@ -29,39 +32,64 @@ pub enum ApproveMode {
     Terminal,
 }
 
-/// The server-side view of a toolbox, backed by the invoker.
-pub fn toolbox_server_tools(
-    mut toolbox: Toolbox,
-    approve: ApproveMode,
-    policy: ChainPolicy,
-) -> Arc<dyn ServerTools> {
-    let approval: Arc<dyn ApprovalHandler> = match approve {
+/// The approval handler of a mode.
+pub fn approval_handler(approve: ApproveMode) -> Arc<dyn ApprovalHandler> {
+    match approve {
         ApproveMode::Elicit => Arc::new(ElicitationApproval::new(None)),
         ApproveMode::Deny => Arc::new(DenyAllApprovalHandler),
         ApproveMode::Auto => Arc::new(AutoApprovalHandler::approving()),
         ApproveMode::Terminal => Arc::new(crate::approval::CliApprovalHandler::terminal()),
-    };
+    }
+}
+
+/// The server-side view of `base` plus the tools of `clients`, backed by the invoker.
+/// `finish` is applied to the tool list whenever it is rebuilt (the `[risk]` overrides of
+/// `ravi.toml`); `tool_chain` is rebuilt with it, so a script can call a tool an attached
+/// server added later.
+pub fn toolbox_server_tools(
+    base: Vec<AnyTool>,
+    clients: Vec<McpClient>,
+    finish: Arc<FinishTools>,
+    approval: Arc<dyn ApprovalHandler>,
+    policy: ChainPolicy,
+) -> anyhow::Result<Arc<dyn ServerTools>> {
     let blobs = Arc::new(MemoryBlobStore::new());
     // Code mode over the same tools: the script's calls go through an invoker with the same
     // approvals and store, so an artifact a chain returns can be passed to a later call.
-    let chain_invoker = ToolInvoker::builder(Arc::new(toolbox.clone()))
+    let chain_tools =
+        Arc::new(LiveToolbox::new(base.clone(), clients.clone())?.with_finish(finish.clone()));
+    let chain_invoker = ToolInvoker::builder(chain_tools)
         .policy(policy.clone())
         .blob_store(blobs.clone())
         .approval_handler(approval.clone())
         .build();
-    match ToolChainTool::new(chain_invoker) {
-        Ok(chain) => {
-            if let Err(e) = toolbox.try_add(AnyTool::Function(Arc::new(chain))) {
-                eprintln!("ravi serve: tool_chain is not offered: {e}");
-            }
+    let chain_ok = match ToolChainTool::new(chain_invoker.clone()) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("ravi serve: tool_chain is not offered (code-mode sandbox: {e})");
+            false
         }
-        Err(e) => eprintln!("ravi serve: tool_chain is not offered (code-mode sandbox: {e})"),
-    }
-    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+    };
+    let with_chain: Arc<FinishTools> = Arc::new(move |tools| {
+        let mut tools = finish(tools);
+        if !chain_ok {
+            return tools;
+        }
+        if tools.iter().any(|t| t.name() == TOOL_CHAIN_NAME) {
+            eprintln!("ravi serve: a served tool is named `tool_chain`; code mode is not offered");
+            return tools;
+        }
+        match ToolChainTool::new(chain_invoker.clone()) {
+            Ok(chain) => tools.push(AnyTool::Function(Arc::new(chain))),
+            Err(e) => eprintln!("ravi serve: tool_chain is not offered: {e}"),
+        }
+        tools
+    });
+    let served = Arc::new(LiveToolbox::new(base, clients)?.with_finish(with_chain));
+    let builder = ToolInvoker::builder(served)
         .policy(policy)
         .blob_store(blobs)
         .approval_handler(approval)
-        .top_level(true)
-        .build();
-    Arc::new(InvokerTools::new(invoker))
+        .top_level(true);
+    Ok(Arc::new(InvokerTools::new(builder)))
 }

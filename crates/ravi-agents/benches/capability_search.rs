@@ -234,6 +234,31 @@ fn figures(quick: bool) {
         .iter()
         .filter(|(q, want)| naive(&plain, q, 3).iter().any(|&i| plain[i].0 == *want))
         .count();
+    let held_out: Vec<(String, String)> =
+        serde_json::from_str::<Vec<Value>>(include_str!("../tests/fixtures/heldout_queries.json"))
+            .unwrap()
+            .iter()
+            .map(|q| {
+                (
+                    q["query"].as_str().unwrap().to_owned(),
+                    q["expected"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+    let held_top3 = held_out
+        .iter()
+        .filter(|(q, want)| reg.search(q, 3).iter().any(|h| h.entry.name == *want))
+        .count();
+    let held_naive = held_out
+        .iter()
+        .filter(|(q, want)| naive(&plain, q, 3).iter().any(|&i| plain[i].0 == *want))
+        .count();
+    println!(
+        "{}",
+        serde_json::json!({"bench": "capability/top3_accuracy_40_heldout", "value": held_top3 as f64, "unit": "queries",
+            "peer": "naive substring scan", "peer_value": held_naive as f64,
+            "ratio": if held_naive == 0 { Value::Null } else { Value::from(held_top3 as f64 / held_naive as f64) }})
+    );
     // Accuracy is "higher is better", so the ratio is Ravi over the peer here.
     println!(
         "{}",

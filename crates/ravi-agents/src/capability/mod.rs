@@ -26,6 +26,7 @@
 //! ```
 
 mod search;
+mod semantic;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -136,6 +137,10 @@ pub struct CapabilityRegistry {
     index: search::Index,
     /// Per entry: tokenized name, tags and category words, for the boosts.
     tokens: Vec<EntryTokens>,
+    /// The static-embedding vectors of every entry's name, description and tags, row after
+    /// row in one buffer so a query scores them in one pass (an entry without a vector has a
+    /// zero row and is marked in `has_vector`).
+    vectors: semantic::Matrix,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -144,6 +149,15 @@ struct EntryTokens {
     tags: Vec<Vec<String>>,
     category: Vec<String>,
 }
+
+/// The weight of the semantic signal against the lexical one in [`CapabilityRegistry::search`].
+/// Equal weights were chosen before measuring on queries the scorer was not tuned on
+/// (`tests/fixtures/heldout_queries.json`); docs/benchmarks.md has the figures.
+const SEMANTIC_WEIGHT: f64 = 0.5;
+
+/// Below this cosine a tool with no lexical match is not a hit: unrelated texts' static
+/// vectors score 0.2–0.3 against the catalog, related ones 0.35 and up.
+const MIN_COSINE: f32 = 0.3;
 
 impl Default for CapabilityRegistry {
     fn default() -> Self {
@@ -171,6 +185,7 @@ impl CapabilityRegistry {
             aliases: HashMap::new(),
             index: search::Index::default(),
             tokens: Vec::new(),
+            vectors: semantic::Matrix::default(),
         };
         for (path, description) in BUILTIN_CATEGORIES {
             reg.categories.insert(
@@ -294,6 +309,19 @@ impl CapabilityRegistry {
                 .flat_map(search::tokenize)
                 .collect(),
         });
+        self.vectors.push_row(semantic::TokenTable::get().and_then(|t| {
+            let mut text = format!(
+                "{}: {} tags: {}",
+                entry.name.replace(['_', '-'], " "),
+                entry.description,
+                entry.tags.join(", ")
+            );
+            if !entry.aliases.is_empty() {
+                text.push_str(" aliases: ");
+                text.push_str(&entry.aliases.join(", "));
+            }
+            t.embed(&text)
+        }));
         self.names.insert(name, id);
         for a in &entry.aliases {
             self.aliases.insert(a.clone(), id);
@@ -361,7 +389,39 @@ impl CapabilityRegistry {
         self.entries.iter().map(|e| e.tool.clone()).collect()
     }
 
+    /// Lexical and semantic evidence in one score: each signal is scaled to `0..=1` within
+    /// the query (lexical by its best score, the cosine min-max over every entry) and the two
+    /// are averaged, so neither signal's units dominate. An entry qualifies when a query word
+    /// matched it or its cosine reaches [`MIN_COSINE`]; below that, texts share no meaning.
+    fn fuse(&self, lexical: &HashMap<usize, f64>, query: &[f32]) -> Vec<(usize, f64)> {
+        let cosines = self.vectors.cosines(query);
+        let (lo, hi) = cosines
+            .iter()
+            .flatten()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &c| {
+                (lo.min(c), hi.max(c))
+            });
+        let spread = f64::from((hi - lo).max(1e-6));
+        let best_lexical = lexical.values().copied().fold(0.0, f64::max);
+        (0..self.entries.len())
+            .filter_map(|i| {
+                let lex = lexical.get(&i).copied().filter(|s| *s > 0.0);
+                let cos = cosines.get(i).copied().flatten();
+                if lex.is_none() && cos.is_none_or(|c| c < MIN_COSINE) {
+                    return None;
+                }
+                let lex_n = lex.map_or(0.0, |s| s / best_lexical);
+                let cos_n = cos.map_or(0.0, |c| f64::from(c - lo) / spread);
+                Some((i, (1.0 - SEMANTIC_WEIGHT) * lex_n + SEMANTIC_WEIGHT * cos_n))
+            })
+            .collect()
+    }
+
     /// The `limit` best tools for a free-text query, best first. Ties keep registration order.
+    ///
+    /// Ranks by lexical evidence (BM25 with synonyms and the name/alias/tag/category boosts)
+    /// fused with semantic similarity from static token vectors (see the module docs), so a
+    /// query that shares no word with a tool's description can still find it.
     pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit<'_>> {
         let terms = search::tokenize(query);
         let mut scores = self.index.scores(&terms);
@@ -408,7 +468,12 @@ impl CapabilityRegistry {
                 *score += 1.5 * covered as f64 / tok.name.len() as f64;
             }
         }
-        let mut ranked: Vec<(usize, f64)> = scores.into_iter().filter(|(_, s)| *s > 0.0).collect();
+        let mut ranked: Vec<(usize, f64)> = match semantic::TokenTable::get()
+            .and_then(|t| t.embed(query))
+        {
+            Some(q) => self.fuse(&scores, &q),
+            None => scores.into_iter().filter(|(_, s)| *s > 0.0).collect(),
+        };
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked
             .into_iter()
@@ -494,6 +559,7 @@ mod tests {
         assert_eq!(r.search("sql_query", 3)[0].entry.name, "sql_query");
         assert_eq!(r.search("cat", 3)[0].entry.name, "read_file");
         assert_eq!(r.search("plot some numbers", 3)[0].entry.name, "bar_chart");
-        assert!(r.search("zzzz", 3).is_empty());
+        // No word in common and nothing alike in meaning: no hit.
+        assert!(r.search("banana smoothie recipe", 3).is_empty());
     }
 }

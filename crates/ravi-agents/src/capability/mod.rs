@@ -118,6 +118,21 @@ pub struct CapabilityEntry {
     pub tool: AnyTool,
 }
 
+impl CapabilityEntry {
+    /// What kind of tool this is (seed 004's entry `kind`): `function` (runs here, through the
+    /// invoker), `hosted` (the model provider runs it) or `provider_defined` (the provider
+    /// shapes the call, Ravi answers it). A search UI shows it; an agent filters on it.
+    pub fn kind(&self) -> &'static str {
+        if self.tool.is_hosted() {
+            "hosted"
+        } else if self.tool.is_provider_defined() {
+            "provider_defined"
+        } else {
+            "function"
+        }
+    }
+}
+
 /// One search result.
 #[derive(Debug, Clone)]
 pub struct SearchHit<'a> {
@@ -551,6 +566,12 @@ mod tests {
             .register_tool(t("x", "X."), "Bad Category", &[], &[])
             .unwrap_err();
         assert!(matches!(err, CapabilityError::InvalidCategory(_)));
+    }
+
+    #[test]
+    fn entries_report_their_kind() {
+        let r = reg();
+        assert_eq!(r.entry("read_file").map(CapabilityEntry::kind), Some("function"));
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! The MCP conformance suite's fixture server, built from ordinary Ravi tools, a resource
-//! handler and a prompt handler, served through the same `McpServer` path as `ravi serve`.
+//! handler and a prompt handler, served the way `ravi serve` serves: `McpServer` over
+//! `InvokerTools`, so every fixture call goes through the ToolInvoker (argument validation
+//! against the fixture's schema, risk and approval — approved automatically here, as with
+//! `ravi serve --approve auto` — timeout, result shaping and relay), not around it.
 //!
 //!     cargo run -p ravi-integrations --example conformance_server -- 127.0.0.1:8931
 //!
@@ -11,10 +14,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ravi_agents::Toolbox;
+use ravi_agents::approval::AutoApprovalHandler;
+use ravi_agents::blob::MemoryBlobStore;
+use ravi_agents::invoker::ToolInvoker;
 use ravi_integrations::mcp::{
-    ClientPeer, DirectTools, HttpOptions, McpServer, PromptHandler, ResourceHandler,
+    ClientPeer, HttpOptions, InvokerTools, McpServer, PromptHandler, ResourceHandler,
 };
-use ravi_kernel::{ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult};
+use ravi_kernel::{AnyTool, ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult};
 use serde_json::{Map, Value, json};
 
 /// A 1×1 PNG.
@@ -354,7 +361,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "127.0.0.1:8931".into())
         .parse()
         .map_err(|e| format!("expected an address like 127.0.0.1:8931: {e}"))?;
-    let server = McpServer::new(Arc::new(DirectTools::new(fixtures())))
+    let toolbox = Toolbox::try_from_tools(fixtures().into_iter().map(AnyTool::Function))?;
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .blob_store(Arc::new(MemoryBlobStore::new()))
+        .approval_handler(Arc::new(AutoApprovalHandler::approving()))
+        .top_level(true);
+    let server = McpServer::new(Arc::new(InvokerTools::new(invoker)))
         .with_resources(Arc::new(Resources))
         .with_prompts(Arc::new(Prompts))
         .with_identity(

@@ -4,10 +4,14 @@
 #![cfg(feature = "code-mode")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use base64::Engine as _;
+use bytes::Bytes;
 use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::invoker::ToolInvoker;
@@ -15,8 +19,10 @@ use ravi_capabilities::backend::{Backend, LocalBackend};
 use ravi_capabilities::chain::{SandboxLimits, ToolChainTool};
 use ravi_capabilities::tools::{ReadFile, WriteFile};
 use ravi_kernel::{
-    AnyTool, ApprovalHandler, CallStatus, ChainPolicy, ChainRunResult, ChainStatus, Tool,
-    ToolContext, ToolError, ToolExecutionResult, ToolRegistry, ToolRisk,
+    AnyTool, ApprovalHandler, ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore, CallStatus,
+    ChainPolicy, ChainRunResult, ChainStatus, ContentBlock, HostedTool, Provider,
+    ProviderDefinedTool, ProviderSpec, Tool, ToolCall, ToolContext, ToolError, ToolErrorKind,
+    ToolExecutionResult, ToolRegistry, ToolRisk,
 };
 use serde_json::{Value, json};
 
@@ -97,6 +103,199 @@ impl Tool for ReadAll {
     }
 }
 
+/// A tool that always fails with `message` (which may mention budgets or timeouts: the
+/// exception the script sees must not depend on the wording).
+struct Failing {
+    name: &'static str,
+    kind: ToolErrorKind,
+    message: &'static str,
+}
+
+#[async_trait]
+impl Tool for Failing {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "A test tool that always fails."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Err(ToolError::new(self.kind, self.message))
+    }
+}
+
+/// A 1x1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// Takes a screenshot: returns an image block, which the invoker stores and the script
+/// receives as a `ChainFile`.
+struct Snap;
+
+#[async_trait]
+impl Tool for Snap {
+    fn name(&self) -> &str {
+        "snap"
+    }
+    fn description(&self) -> &str {
+        "Take a screenshot."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::blocks(vec![
+            ContentBlock::image_bytes("image/png", PNG),
+        ]))
+    }
+}
+
+/// Receives media as base64 text (what a resolved `ChainFile` becomes) and describes it.
+struct Inspect;
+
+#[async_trait]
+impl Tool for Inspect {
+    fn name(&self) -> &str {
+        "inspect"
+    }
+    fn description(&self) -> &str {
+        "Describe an image given as base64."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"data": {"type": "string"}}, "required": ["data"]})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let data = args["data"].as_str().unwrap_or_default();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| ToolError::invalid_arguments(format!("not base64: {e}")))?;
+        Ok(ToolExecutionResult::json(json!({
+            "bytes": bytes.len(),
+            "same_png": bytes == PNG,
+        })))
+    }
+}
+
+/// A provider-hosted tool: the model provider runs it, so a script cannot.
+struct WebSearch;
+
+impl HostedTool for WebSearch {
+    fn name(&self) -> &str {
+        "web_search"
+    }
+    fn description(&self) -> &str {
+        "Search the web (run by the provider)."
+    }
+    fn provider_specs(&self) -> Vec<ProviderSpec> {
+        vec![ProviderSpec {
+            name: "web_search".into(),
+            provider: Provider::OpenaiResponses,
+            spec: json!({"type": "web_search"}),
+        }]
+    }
+}
+
+/// A provider-defined tool: it answers provider-shaped calls, not a script's.
+struct LocalShell(AtomicUsize);
+
+#[async_trait]
+impl ProviderDefinedTool for LocalShell {
+    fn name(&self) -> &str {
+        "local_shell"
+    }
+    fn description(&self) -> &str {
+        "Run shell commands the model proposes."
+    }
+    fn provider_specs(&self) -> Vec<ProviderSpec> {
+        vec![ProviderSpec {
+            name: "local_shell".into(),
+            provider: Provider::OpenaiResponses,
+            spec: json!({"type": "local_shell"}),
+        }]
+    }
+    fn call_types(&self) -> Vec<String> {
+        vec!["local_shell_call".into()]
+    }
+    async fn handle_call(
+        &self,
+        _: &ToolContext,
+        _: ToolCall,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolExecutionResult::text("ran"))
+    }
+}
+
+/// A blob store that keeps a pin count per artifact (a `put` is one pin, as the trait says)
+/// so a test can check that every run leaves nothing pinned.
+#[derive(Default)]
+struct PinCounting {
+    inner: MemoryBlobStore,
+    pins: Mutex<HashMap<String, u64>>,
+    stored: AtomicUsize,
+}
+
+impl PinCounting {
+    fn held(&self) -> u64 {
+        self.pins.lock().unwrap().values().sum()
+    }
+}
+
+#[async_trait]
+impl BlobStore for PinCounting {
+    async fn put(
+        &self,
+        scope: &BlobScope,
+        data: Bytes,
+        media_type: &str,
+    ) -> Result<BlobInfo, BlobError> {
+        let info = self.inner.put(scope, data, media_type).await?;
+        *self
+            .pins
+            .lock()
+            .unwrap()
+            .entry(info.artifact_ref.to_string())
+            .or_default() += 1;
+        self.stored.fetch_add(1, Ordering::SeqCst);
+        Ok(info)
+    }
+    async fn resolve(&self, scope: &BlobScope, artifact: &ArtifactRef) -> Result<Bytes, BlobError> {
+        self.inner.resolve(scope, artifact).await
+    }
+    async fn stat(&self, scope: &BlobScope, artifact: &ArtifactRef) -> Result<BlobInfo, BlobError> {
+        self.inner.stat(scope, artifact).await
+    }
+    async fn pin(&self, artifact: &ArtifactRef) -> Result<(), BlobError> {
+        self.inner.pin(artifact).await?;
+        *self
+            .pins
+            .lock()
+            .unwrap()
+            .entry(artifact.to_string())
+            .or_default() += 1;
+        Ok(())
+    }
+    async fn unpin(&self, artifact: &ArtifactRef) -> Result<(), BlobError> {
+        self.inner.unpin(artifact).await?;
+        if let Some(n) = self.pins.lock().unwrap().get_mut(artifact.as_str()) {
+            *n = n.saturating_sub(1);
+        }
+        Ok(())
+    }
+}
+
 fn simple(name: &'static str, risk: ToolRisk) -> AnyTool {
     AnyTool::Function(Arc::new(Simple {
         name,
@@ -115,6 +314,22 @@ fn setup(
     policy: ChainPolicy,
     limits: SandboxLimits,
 ) -> Setup {
+    setup_with(
+        approval,
+        policy,
+        limits,
+        Arc::new(MemoryBlobStore::new()),
+        Vec::new(),
+    )
+}
+
+fn setup_with(
+    approval: Option<Arc<dyn ApprovalHandler>>,
+    policy: ChainPolicy,
+    limits: SandboxLimits,
+    store: Arc<dyn BlobStore>,
+    extra: Vec<AnyTool>,
+) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(dir.path()).unwrap());
     let registry = Arc::new(SharedRegistry::default());
@@ -132,10 +347,11 @@ fn setup(
             dir.path().to_path_buf(),
         ))));
         tools.push(AnyTool::Function(Arc::new(WriteFile::new(backend))));
+        tools.extend(extra);
     }
     let mut builder = ToolInvoker::builder(registry.clone())
         .policy(policy)
-        .blob_store(Arc::new(MemoryBlobStore::new()));
+        .blob_store(store);
     if let Some(a) = approval {
         builder = builder.approval_handler(a);
     }
@@ -377,4 +593,238 @@ async fn the_tool_reports_output_error_and_trace_to_the_model() {
     assert!(!s.chain.description().contains("tool_chain("));
     let bad = s.chain.execute(&ToolContext::new("c10"), json!({})).await;
     assert!(bad.is_err());
+}
+
+/// The exception a script sees comes from the invoker's typed failure reason, not from the
+/// wording of the message: a tool whose error text talks about a budget or a timeout raises
+/// a plain `ToolError`, and only a real spent budget raises `BudgetExhausted`.
+#[tokio::test]
+async fn exceptions_follow_the_failure_reason_not_the_message() {
+    let policy = ChainPolicy::builder().max_tool_calls(3).build().unwrap();
+    let s = setup_with(
+        None,
+        policy,
+        SandboxLimits::default(),
+        Arc::new(MemoryBlobStore::new()),
+        vec![AnyTool::Function(Arc::new(Failing {
+            name: "quota",
+            kind: ToolErrorKind::LimitExceeded,
+            message: "monthly budget exceeded; the upstream request timed out",
+        }))],
+    );
+    let r = run(
+        &s,
+        r#"
+def show(label, f):
+    try:
+        f()
+        print(label, "ok")
+    except BudgetExhausted as e:
+        print(label, "BudgetExhausted", e.status, e.reason, isinstance(e, ToolError))
+    except ToolDenied as e:
+        print(label, "ToolDenied", e.status, e.reason)
+    except ToolError as e:
+        print(label, "ToolError", e.status, e.reason, e.tool)
+show("quota", lambda: quota())
+show("invalid", lambda: safe_op(n="x"))
+show("safe", lambda: safe_op(n=1))
+show("spent", lambda: safe_op(n=2))
+"#,
+    )
+    .await;
+    assert_eq!(r.status, ChainStatus::Ok, "{r:#?}");
+    assert_eq!(
+        r.output_text,
+        "quota ToolError error tool_error quota\n\
+         invalid ToolError error invalid_arguments safe_op\n\
+         safe ok\n\
+         spent BudgetExhausted error budget_exhausted False\n"
+    );
+}
+
+/// N calls, then a script that grows memory without bound: the run ends as
+/// resource_exhausted and the trace still has the N calls (and what was printed before).
+#[tokio::test]
+async fn n_calls_then_runaway_memory_keeps_the_n_records() {
+    let s = setup(
+        None,
+        ChainPolicy::default(),
+        SandboxLimits {
+            memory_bytes: 48 << 20,
+            ..SandboxLimits::default()
+        },
+    );
+    let r = run(
+        &s,
+        "for i in range(3):\n    safe_op(n=i)\nprint('three calls made')\nx = []\nwhile True:\n    x.append(len(x))\n",
+    )
+    .await;
+    assert_eq!(r.status, ChainStatus::ResourceExhausted, "{r:#?}");
+    assert_eq!(r.error.as_ref().unwrap().exc_type, "MemoryError");
+    assert_eq!(r.output_text, "three calls made\n");
+    assert_eq!(
+        statuses(&r),
+        vec![("safe_op".to_owned(), CallStatus::Ok); 3],
+        "{r:#?}"
+    );
+}
+
+/// Every artifact a run pins (a large result, a media file) is unpinned when the run ends,
+/// however it ends.
+#[tokio::test]
+async fn pinned_artifacts_are_released_after_every_outcome() {
+    let store = Arc::new(PinCounting::default());
+    let s = setup_with(
+        None,
+        ChainPolicy::default(),
+        SandboxLimits {
+            timeout: Duration::from_secs(2),
+            ..SandboxLimits::default()
+        },
+        store.clone(),
+        vec![AnyTool::Function(Arc::new(Snap))],
+    );
+    std::fs::write(s.dir.path().join("big.txt"), "x".repeat(300_000)).unwrap();
+    let pin =
+        "a = read_all(path='big.txt')\nf = snap()\nprint(type(a).__name__, type(f).__name__)\n";
+    let cases = [
+        ("", ChainStatus::Ok),
+        ("1/0\n", ChainStatus::Error),
+        ("while True:\n    pass\n", ChainStatus::Timeout),
+    ];
+    for (i, (ending, status)) in cases.into_iter().enumerate() {
+        let r = run(&s, &format!("{pin}{ending}")).await;
+        assert_eq!(r.status, status, "{r:#?}");
+        assert_eq!(r.output_text, "Artifact ChainFile\n", "{r:#?}");
+        // Two artifacts stored (and pinned) per run, none still pinned after it.
+        assert_eq!(store.stored.load(Ordering::SeqCst), 2 * (i + 1));
+        assert_eq!(
+            store.held(),
+            0,
+            "pins left after a run that ended {status:?}"
+        );
+    }
+}
+
+/// Media come back as a `ChainFile` (path, type, size; the bytes stay on the host), and a
+/// `ChainFile` passed to another tool reaches it as its bytes (base64 for binary media).
+#[tokio::test]
+async fn media_arrive_as_chain_files_and_pass_on_by_reference() {
+    let s = setup_with(
+        None,
+        ChainPolicy::default(),
+        SandboxLimits::default(),
+        Arc::new(MemoryBlobStore::new()),
+        vec![
+            AnyTool::Function(Arc::new(Snap)),
+            AnyTool::Function(Arc::new(Inspect)),
+        ],
+    );
+    let r = run(
+        &s,
+        r#"
+f = snap()
+print(type(f).__name__, f.path, f.media_type, f.size, str(f) == f.path, f.ref.startswith("art_"))
+print(inspect(data=f))
+print(inspect(data=f.path))
+"#,
+    )
+    .await;
+    assert_eq!(r.status, ChainStatus::Error, "{r:#?}");
+    assert_eq!(
+        r.output_text,
+        format!(
+            "ChainFile /workspace/media/snap_0.png image/png {} True True\n\
+             {{'bytes': {}, 'same_png': True}}\n",
+            PNG.len(),
+            PNG.len()
+        ),
+        "{r:#?}"
+    );
+    // The path alone is only text: it is not a file the tool can read.
+    assert_eq!(r.error.unwrap().exc_type, "ToolError");
+    assert_eq!(r.call_trace[0].tool, "snap");
+    assert!(
+        r.call_trace[0]
+            .summary
+            .contains("/workspace/media/snap_0.png")
+    );
+}
+
+/// `call_timeout` bounds each call inside a chain: the script gets a `ToolError` with status
+/// `timeout`, can carry on, and the trace records the call as a timeout.
+#[tokio::test]
+async fn a_per_call_timeout_raises_and_the_script_carries_on() {
+    let policy = ChainPolicy::builder()
+        .call_timeout(Duration::from_millis(300))
+        .approval_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let s = setup(None, policy, SandboxLimits::default());
+    let started = Instant::now();
+    let r = run(
+        &s,
+        "try:\n    slow_op(n=1)\nexcept ToolError as e:\n    print(type(e).__name__, e.status, e.reason)\nprint(safe_op(n=2)['args'])\n",
+    )
+    .await;
+    assert_eq!(r.status, ChainStatus::Ok, "{r:#?}");
+    assert_eq!(r.output_text, "ToolError timeout timeout\n{'n': 2}\n");
+    assert_eq!(
+        statuses(&r),
+        [
+            ("slow_op".into(), CallStatus::Timeout),
+            ("safe_op".into(), CallStatus::Ok)
+        ]
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+/// Hosted and provider-defined tools are not functions a script can call: they are not bound
+/// as globals, and calling them through the bridge anyway is refused by the invoker's type
+/// gate (as is `tool_chain` itself), before anything runs.
+#[tokio::test]
+async fn hosted_and_provider_defined_tools_are_refused_by_the_type_gate() {
+    let shell = Arc::new(LocalShell(AtomicUsize::new(0)));
+    let s = setup_with(
+        Some(Arc::new(AutoApprovalHandler::approving())),
+        ChainPolicy::default(),
+        SandboxLimits::default(),
+        Arc::new(MemoryBlobStore::new()),
+        vec![
+            AnyTool::Hosted(Arc::new(WebSearch)),
+            AnyTool::ProviderDefined(shell.clone()),
+        ],
+    );
+    let r = run(
+        &s,
+        r#"
+import _ravi_host
+print("web_search" in globals(), "local_shell" in globals(), "tool_chain" in globals())
+for name in ["web_search", "local_shell", "tool_chain"]:
+    try:
+        _ravi_host.call(name, {"script": "print(1)"} if name == "tool_chain" else {})
+        print(name, "ALLOWED")
+    except ToolDenied as e:
+        print(name, "ToolDenied", e.reason)
+    except ToolError as e:
+        print(name, "ToolError", e.status, e.reason)
+"#,
+    )
+    .await;
+    assert_eq!(r.status, ChainStatus::Ok, "{r:#?}");
+    assert_eq!(
+        r.output_text,
+        "False False False\n\
+         web_search ToolError error not_callable\n\
+         local_shell ToolError error not_callable\n\
+         tool_chain ToolError error not_callable\n"
+    );
+    assert!(
+        r.call_trace
+            .iter()
+            .all(|c| c.status == CallStatus::Error && !c.executed)
+    );
+    assert_eq!(shell.0.load(Ordering::SeqCst), 0);
+    assert!(!s.chain.description().contains("web_search"));
+    assert!(!s.chain.description().contains("local_shell"));
 }

@@ -18,9 +18,12 @@
 //! Ops: [`OP_CALL`] (the tool name, a NUL byte, the arguments as a JSON object → envelope),
 //! [`OP_PARALLEL`] (array of `{"name", "args"}` → array of envelopes), [`OP_BUDGET`]
 //! (→ envelope), [`OP_FINISH`] (the outcome; no answer).
-//! An envelope is `{"ok": value}` or `{"error": {"kind", "message"}}`. In values, objects
-//! with a `"$ravi"` key are handles: `"artifact"` (`ref`, `preview`, `size`, `media_type`)
-//! and `"file"` (`path`, `media_type`, `size`).
+//! An envelope is `{"ok": value}` or `{"error": {"kind", "message", "reason"}}` (`kind` picks
+//! the exception: `error`, `denied`, `budget_exhausted` or `timeout`; `reason` is the
+//! invoker's typed failure reason or null). In values, objects with a `"$ravi"` key are
+//! handles: `"artifact"` (`ref`, `preview`, `size`, `media_type`) and `"file"` (`path`,
+//! `media_type`, `size`, `ref`). A handle passed back to a tool is sent as
+//! `{"$artifact": ref}` (a file without a ref as its path).
 
 use std::cell::RefCell;
 
@@ -429,8 +432,14 @@ fn to_json(obj: &PyObject, vm: &VirtualMachine, depth: usize) -> PyResult<Value>
             Ok(serde_json::json!({ "$artifact": r }))
         }
         Some(false) => {
-            let p = obj.get_attr("path", vm)?;
-            to_json(&p, vm, depth + 1)
+            // The file's bytes stay on the host: send its ref for the invoker to resolve.
+            let r = obj.get_attr("ref", vm)?;
+            if vm.is_none(&r) {
+                let p = obj.get_attr("path", vm)?;
+                return to_json(&p, vm, depth + 1);
+            }
+            let r = to_json(&r, vm, depth + 1)?;
+            Ok(serde_json::json!({ "$artifact": r }))
         }
         None => Err(vm.new_type_error(format!(
             "cannot send a {} to a tool: use dict, list, tuple, str, int, float, bool, None, \
@@ -498,7 +507,15 @@ fn handle_to_py(kind: &str, map: &Map<String, Value>, vm: &VirtualMachine) -> Py
             vm,
         )
     } else {
-        cls.call((field("path")?, field("media_type")?, field("size")?), vm)
+        cls.call(
+            (
+                field("path")?,
+                field("media_type")?,
+                field("size")?,
+                field("ref")?,
+            ),
+            vm,
+        )
     }
 }
 
@@ -520,6 +537,16 @@ fn envelope_to_result(
         .and_then(|e| e.get("message"))
         .and_then(Value::as_str)
         .unwrap_or("the tool call failed");
+    let reason: PyObjectRef = match err.and_then(|e| e.get("reason")).and_then(Value::as_str) {
+        Some(r) => vm.ctx.new_str(r).into(),
+        None => vm.ctx.none(),
+    };
+    // `.status` is the call's status as the trace records it.
+    let status = match kind {
+        "denied" => "denied",
+        "timeout" => "timeout",
+        _ => "error",
+    };
     let cls = with_classes(|c| match kind {
         "denied" => c.tool_denied.clone(),
         "budget_exhausted" => c.budget_exhausted.clone(),
@@ -530,7 +557,8 @@ fn envelope_to_result(
         (
             vm.ctx.new_str(message),
             vm.ctx.new_str(tool),
-            vm.ctx.new_str(kind),
+            vm.ctx.new_str(status),
+            reason,
         ),
         vm,
     )?;

@@ -3,7 +3,14 @@
 # into builtins then, so every script sees them. Tools are native `_ravi_host.Tool` objects
 # bound in each run's globals. Values cross the bridge natively (the Rust
 # side converts dict/list/str/int/float/bool/None), never through Python's json module.
+import sys as _sys
+
 import _ravi_host
+
+# Line-buffered stdout: each printed line reaches the host when it ends, so what a script
+# printed survives a timeout, a cancellation or a memory trap (which stop the guest without
+# a final flush). Costs a host write per line, nothing per tool call or at start-up.
+_sys.stdout.reconfigure(line_buffering=True)
 
 __all__ = [
     "Artifact",
@@ -17,29 +24,36 @@ __all__ = [
 
 
 class ToolError(Exception):
-    """A tool call failed. `.tool` is the tool's name, `.status` the invoker's status
-    (error, timeout, cancelled, ...), `.message` what went wrong."""
+    """A tool call failed. `.tool` is the tool's name, `.status` the call's status in the
+    trace (error or timeout), `.reason` why, as the invoker classified it (tool_error,
+    timeout, invalid_arguments, not_callable, unknown_tool, ...; None if unknown), and
+    `.message` what went wrong."""
 
-    def __init__(self, message, tool=None, status="error"):
+    def __init__(self, message, tool=None, status="error", reason=None):
         super().__init__(message)
         self.message = message
         self.tool = tool
         self.status = status
+        self.reason = reason
 
 
 class ToolDenied(ToolError):
-    """The call was refused: by policy, by a human, or because the tool may not be called
-    from a script. `.message` holds the reason."""
+    """The call was refused by policy or by a human (`.status` is denied; `.reason` says
+    which: approval_denied, skill_denied, guardrail_denied, output_withheld).
+    `.message` holds the explanation."""
 
 
 class BudgetExhausted(Exception):
-    """The chain has used all the tool calls (or time) it was given."""
+    """The chain has used all the tool calls it was given; further calls fail too. Not a
+    ToolError, so a per-call `except ToolError` does not swallow it: finish with what you
+    have."""
 
-    def __init__(self, message, tool=None, status="budget_exhausted"):
+    def __init__(self, message, tool=None, status="error", reason="budget_exhausted"):
         super().__init__(message)
         self.message = message
         self.tool = tool
         self.status = status
+        self.reason = reason
 
 
 class Artifact:
@@ -66,15 +80,17 @@ class Artifact:
 
 
 class ChainFile:
-    """A media file a tool produced (image, audio, ...), stored in the workspace at
-    `.path`. Pass it (or its path) to another tool."""
+    """A media file a tool produced (image, audio, ...), kept on the host and shown at
+    `.path`. Pass the ChainFile itself to another tool and the host substitutes its bytes
+    (base64 for binary media) without them entering the sandbox; `str(f)` is the path."""
 
-    __slots__ = ("path", "media_type", "size")
+    __slots__ = ("path", "media_type", "size", "ref")
 
-    def __init__(self, path, media_type=None, size=None):
+    def __init__(self, path, media_type=None, size=None, ref=None):
         self.path = path
         self.media_type = media_type
         self.size = size
+        self.ref = ref
 
     def __str__(self):
         return self.path

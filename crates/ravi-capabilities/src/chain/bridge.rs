@@ -5,7 +5,7 @@
 //! tests and benchmarks implement it directly.
 
 use async_trait::async_trait;
-use ravi_kernel::{InvocationResult, InvocationStatus};
+use ravi_kernel::{FailureReason, InvocationResult, InvocationStatus};
 use serde_json::{Value, json};
 
 /// Executes the tool calls a script makes.
@@ -22,17 +22,22 @@ pub trait ToolBridge: Send + Sync {
     }
 }
 
-/// Why a call failed, as the script sees it (it picks the exception class).
+/// Which exception a failed call raises in the script, and the `.status` it carries.
+///
+/// Chosen from the invoker's typed [`FailureReason`] and status, never from the wording of
+/// the message (a tool whose error text mentions a "budget" is still a `ToolError`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FailureKind {
-    /// The tool failed (`ToolError`).
+    /// The tool failed (`ToolError`, status `error`).
     Error,
-    /// Policy or a human refused the call (`ToolDenied`).
+    /// Policy or a human refused the call (`ToolDenied`, status `denied`).
     Denied,
-    /// The chain's call budget is spent (`BudgetExhausted`).
+    /// The chain's call budget is spent (`BudgetExhausted`, status `error`). Deliberately not
+    /// a `ToolError` in the script: a per-item `except ToolError` in a loop must not swallow
+    /// it and keep calling (each refused call is still traced).
     BudgetExhausted,
-    /// The call ran out of time (`ToolError` with status `timeout`).
+    /// The call ran past its per-call timeout (`ToolError` with status `timeout`).
     Timeout,
 }
 
@@ -60,7 +65,8 @@ pub struct ArtifactHandle {
     pub media_type: Option<String>,
 }
 
-/// A media file produced by a tool, exposed to the script by path.
+/// A media file produced by a tool, exposed to the script by path; its bytes stay on the
+/// host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileHandle {
     /// Where the file appears, e.g. `/workspace/media/shot_0.png`.
@@ -69,6 +75,10 @@ pub struct FileHandle {
     pub media_type: String,
     /// Size in bytes.
     pub size: u64,
+    /// The stored bytes' ref (`art_...`), when they are in a blob store: passing the file to
+    /// another tool sends `{"$artifact": ref}`, which the invoker resolves to the bytes.
+    /// Without one, the path is sent.
+    pub artifact_ref: Option<String>,
 }
 
 /// The result of one bridged call.
@@ -92,21 +102,32 @@ pub enum BridgeOutcome {
         kind: FailureKind,
         /// The message, phrased for the model.
         message: String,
+        /// The invoker's typed reason, exposed to the script as the exception's `.reason`
+        /// (`None` when the executor gave none).
+        reason: Option<FailureReason>,
     },
 }
 
 impl BridgeOutcome {
     /// A tool failure with `message`.
     pub fn error(message: impl Into<String>) -> Self {
+        Self::failure(FailureKind::Error, message)
+    }
+
+    /// A failure of `kind` with `message` and no typed reason.
+    pub fn failure(kind: FailureKind, message: impl Into<String>) -> Self {
         Self::Failure {
-            kind: FailureKind::Error,
+            kind,
             message: message.into(),
+            reason: None,
         }
     }
 
     /// Maps the invoker's result to what the script sees: structured content when present,
     /// else the text; an offloaded result as an artifact; media as files; failures as
-    /// exceptions (a spent budget as `BudgetExhausted`, a timeout kept apart from errors).
+    /// exceptions chosen by the invoker's [`FailureReason`] (a spent budget is
+    /// `BudgetExhausted`, a refusal `ToolDenied`, a per-call timeout a `ToolError` with status
+    /// `timeout`, anything else a `ToolError`).
     pub fn from_invocation(result: InvocationResult) -> Self {
         match result.status {
             InvocationStatus::Ok => {
@@ -120,8 +141,14 @@ impl BridgeOutcome {
                 }
                 let content = match result.structured {
                     Some(v) => v,
-                    None if result.text.is_empty() && !result.files.is_empty() => Value::Null,
-                    None => Value::String(result.text),
+                    None => {
+                        let text = without_media_lines(result.text, &result.files);
+                        if text.is_empty() && !result.files.is_empty() {
+                            Value::Null
+                        } else {
+                            Value::String(text)
+                        }
+                    }
                 };
                 if result.files.is_empty() {
                     return Self::Value(content);
@@ -132,6 +159,7 @@ impl BridgeOutcome {
                         .files
                         .into_iter()
                         .map(|f| FileHandle {
+                            artifact_ref: Some(f.artifact_ref.to_string()),
                             path: f.path,
                             media_type: f.media_type,
                             size: f.size,
@@ -139,22 +167,17 @@ impl BridgeOutcome {
                         .collect(),
                 }
             }
-            InvocationStatus::Denied => Self::Failure {
-                kind: FailureKind::Denied,
-                message: result.text,
-            },
-            _ => {
-                let lower = result.text.to_ascii_lowercase();
-                let kind = if lower.contains("budget") {
-                    FailureKind::BudgetExhausted
-                } else if lower.contains("timed out") || lower.contains("timeout") {
-                    FailureKind::Timeout
-                } else {
-                    FailureKind::Error
+            status => {
+                let kind = match (status, result.reason) {
+                    (_, Some(FailureReason::BudgetExhausted)) => FailureKind::BudgetExhausted,
+                    (InvocationStatus::Denied, _) => FailureKind::Denied,
+                    (_, Some(FailureReason::Timeout)) => FailureKind::Timeout,
+                    _ => FailureKind::Error,
                 };
                 Self::Failure {
                     kind,
                     message: result.text,
+                    reason: result.reason,
                 }
             }
         }
@@ -193,8 +216,16 @@ impl BridgeOutcome {
                 };
                 json!({ "ok": value })
             }
-            Self::Failure { kind, message } => {
-                json!({ "error": { "kind": kind.as_str(), "message": message } })
+            Self::Failure {
+                kind,
+                message,
+                reason,
+            } => {
+                json!({ "error": {
+                    "kind": kind.as_str(),
+                    "message": message,
+                    "reason": reason.map(FailureReason::as_str),
+                } })
             }
         }
     }
@@ -211,7 +242,36 @@ fn artifact_json(a: &ArtifactHandle) -> Value {
 }
 
 fn file_json(f: &FileHandle) -> Value {
-    json!({ "$ravi": "file", "path": f.path, "media_type": f.media_type, "size": f.size })
+    json!({
+        "$ravi": "file",
+        "path": f.path,
+        "media_type": f.media_type,
+        "size": f.size,
+        "ref": f.artifact_ref,
+    })
+}
+
+/// The invoker's text for a result with media has a line per stored file
+/// (`[image saved as /workspace/media/shot_0.png (image/png, 3 bytes)]`), written for a model
+/// reading the text. A script gets the files as `ChainFile` objects, so those lines (matched
+/// on each file's exact path) are dropped from the content it sees.
+fn without_media_lines(text: String, files: &[ravi_kernel::ChainFile]) -> String {
+    if files.is_empty() {
+        return text;
+    }
+    let is_media_line = |line: &str| {
+        line.starts_with('[')
+            && line.ends_with(']')
+            && files
+                .iter()
+                .any(|f| line.contains(&format!(" saved as {} (", f.path)))
+    };
+    text.lines()
+        .filter(|l| !is_media_line(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_owned()
 }
 
 #[cfg(test)]
@@ -257,29 +317,67 @@ mod tests {
                 .unwrap_or_else(|e| unreachable!("{e}")),
         ));
         assert_eq!(
-            BridgeOutcome::from_invocation(r).envelope(),
+            BridgeOutcome::from_invocation(r.clone()).envelope(),
             json!({"ok": {"$ravi": "file", "path": "/workspace/media/a.png",
-                          "media_type": "image/png", "size": 3}})
+                          "media_type": "image/png", "size": 3,
+                          "ref": "art_0123456789abcdefghijklmnop"}})
+        );
+        // The invoker's line about the stored file is for the model, not the script; other
+        // text stays next to the files.
+        r.text = "[image saved as /workspace/media/a.png (image/png, 3 bytes)]".into();
+        let env = BridgeOutcome::from_invocation(r.clone()).envelope();
+        assert_eq!(env["ok"]["$ravi"], "file", "{env}");
+        r.text = "caption\n[image saved as /workspace/media/a.png (image/png, 3 bytes)]".into();
+        let env = BridgeOutcome::from_invocation(r).envelope();
+        assert_eq!(env["ok"]["content"], "caption", "{env}");
+        assert_eq!(
+            env["ok"]["files"][0]["path"], "/workspace/media/a.png",
+            "{env}"
         );
     }
 
     #[test]
-    fn failures_pick_their_exception() {
+    fn failures_pick_their_exception_from_the_typed_reason() {
+        use FailureReason as R;
         let cases = [
-            (InvocationResult::denied("no approval"), "denied"),
-            (InvocationResult::error("boom"), "error"),
+            (InvocationResult::denied("no approval"), "denied", None),
             (
-                InvocationResult::error("call budget exhausted: 3 of 3 calls used"),
+                InvocationResult::failed(R::ApprovalDenied, "no approval"),
+                "denied",
+                Some("approval_denied"),
+            ),
+            (InvocationResult::error("boom"), "error", None),
+            (
+                InvocationResult::failed(R::BudgetExhausted, "3 of 3 calls used"),
                 "budget_exhausted",
+                Some("budget_exhausted"),
             ),
             (
-                InvocationResult::error("the call timed out after 1 s"),
+                InvocationResult::failed(R::Timeout, "took too long"),
                 "timeout",
+                Some("timeout"),
+            ),
+            (
+                InvocationResult::failed(R::NotCallable, "hosted"),
+                "error",
+                Some("not_callable"),
+            ),
+            // The wording of a message never picks the exception.
+            (
+                InvocationResult::failed(R::ToolError, "quota budget exceeded; timed out"),
+                "error",
+                Some("tool_error"),
+            ),
+            (
+                InvocationResult::error("call budget exhausted, the call timed out"),
+                "error",
+                None,
             ),
         ];
-        for (r, kind) in cases {
+        for (r, kind, reason) in cases {
             let env = BridgeOutcome::from_invocation(r).envelope();
             assert_eq!(env["error"]["kind"], kind, "{env}");
+            assert_eq!(env["error"]["reason"], json!(reason), "{env}");
         }
     }
 }

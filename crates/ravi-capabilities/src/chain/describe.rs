@@ -219,8 +219,9 @@ pub fn chain_description(specs: &[FunctionSpec], limits: &SandboxLimits, max_cal
     out.push_str(&format!(
         "\nResults are Python values (dict, list, str, int, float, bool, None). A large result \
          is an Artifact (.preview, .size, .ref); pass the Artifact itself to another tool to \
-         hand over the full content. Media arrive as ChainFile (.path). Failures raise \
-         ToolError (.message), ToolDenied (refused) or BudgetExhausted. \
+         hand over the full content. Media arrive as ChainFile (.path); pass it on the same \
+         way. Failures raise ToolError (.message, .status, .reason), ToolDenied (refused; a \
+         ToolError) or BudgetExhausted (no calls left; not a ToolError). \
          parallel(f.defer(x=1), g.defer(y=2)) runs calls concurrently; budget() shows what is \
          left.\nLimits: {max_calls} tool calls, {:.0} s, {} MiB memory, {} KiB of output.\n\
          Not available: files, network, subprocesses, environment variables, threads, \

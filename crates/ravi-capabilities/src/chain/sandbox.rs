@@ -41,6 +41,9 @@ const MAX_PARALLEL: usize = 64;
 /// Largest request or answer that crosses the bridge in one piece.
 const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
+/// Resolution of the clocks a script sees (`time.time()`, `time.perf_counter()`, ...).
+const CLOCK_RESOLUTION: Duration = Duration::from_millis(1);
+
 /// The limits of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxLimits {
@@ -202,6 +205,8 @@ impl Sandbox {
             .stdin(MemoryInputPipe::new(Vec::<u8>::new()))
             .stdout(stdout.clone())
             .stderr(stderr.clone())
+            .wall_clock(CoarseWallClock)
+            .monotonic_clock(CoarseMonotonicClock(started))
             .build_p1();
         let state = RunState {
             wasi,
@@ -248,7 +253,7 @@ impl Sandbox {
             () = cancel.cancelled() => Err(wasmtime::Error::new(Interrupt::Cancelled)),
         };
         let stdout = String::from_utf8_lossy(&stdout.contents()).into_owned();
-        let stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
+        let mut stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
         let state = store.data();
         let (status, error) =
             if stdout.len() >= limits.output_bytes || stderr.len() >= limits.output_bytes {
@@ -258,7 +263,12 @@ impl Sandbox {
             } else {
                 match outcome {
                     Ok(()) => finish_outcome(state.finish.as_ref()),
-                    Err(e) => classify_trap(&e, state, limits),
+                    Err(e) => {
+                        if state.limiter.memory_refused {
+                            stderr = without_oom_report(stderr);
+                        }
+                        classify_trap(&e, state, limits)
+                    }
                 }
             };
         SandboxRun {
@@ -269,6 +279,48 @@ impl Sandbox {
             duration: started.elapsed(),
         }
     }
+}
+
+/// The wall clock a script sees: the host's, to the millisecond. A run needs the date and time
+/// (`datetime.now()`), not a timer fine enough to measure cache effects.
+struct CoarseWallClock;
+
+impl wasmtime_wasi::HostWallClock for CoarseWallClock {
+    fn resolution(&self) -> Duration {
+        CLOCK_RESOLUTION
+    }
+
+    fn now(&self) -> Duration {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        coarsen(now)
+    }
+}
+
+/// The monotonic clock a script sees (`time.monotonic()`, `time.perf_counter()`, and what
+/// `time.sleep` measures against): time since the run started, to the millisecond, so it
+/// reveals neither the host's uptime nor sub-millisecond timings.
+struct CoarseMonotonicClock(Instant);
+
+impl wasmtime_wasi::HostMonotonicClock for CoarseMonotonicClock {
+    fn resolution(&self) -> u64 {
+        u64::try_from(CLOCK_RESOLUTION.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(coarsen(self.0.elapsed()).as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// `d` rounded down to a multiple of [`CLOCK_RESOLUTION`].
+fn coarsen(d: Duration) -> Duration {
+    let step = CLOCK_RESOLUTION.as_nanos();
+    let nanos = d.as_nanos() / step * step;
+    Duration::new(
+        u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX),
+        u32::try_from(nanos % 1_000_000_000).unwrap_or(0),
+    )
 }
 
 fn load_module(engine: &Engine, path: &Path) -> Result<Module, SandboxError> {
@@ -529,15 +581,43 @@ fn finish_outcome(finish: Option<&Value>) -> (ChainStatus, Option<ChainError>) {
     }
     let s = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     let ty = s("type");
-    let status = if ty == "MemoryError" {
-        ChainStatus::ResourceExhausted
-    } else {
-        ChainStatus::Error
+    let mut message = s("message");
+    // Running out of memory or stack is a limit of the sandbox, not a bug of the script (the
+    // script may still catch either exception; only an uncaught one ends the run here).
+    let status = match ty.as_str() {
+        "MemoryError" => ChainStatus::ResourceExhausted,
+        "RecursionError" => {
+            if message.is_empty() {
+                // RustPython raises it without a message when the guest's stack (not the
+                // Python frame count) is nearly full, e.g. after `sys.setrecursionlimit(10**6)`.
+                message = RECURSION_MESSAGE.to_owned();
+            }
+            ChainStatus::ResourceExhausted
+        }
+        _ => ChainStatus::Error,
     };
-    (
-        status,
-        Some(ChainError::new(ty, s("message"), s("traceback"))),
-    )
+    (status, Some(ChainError::new(ty, message, s("traceback"))))
+}
+
+const RECURSION_MESSAGE: &str = "maximum recursion depth exceeded: the sandbox's stack is full \
+     (raising sys.setrecursionlimit does not give more); use a loop instead of deep recursion";
+
+/// When an allocation inside the interpreter fails at the memory cap, the guest's Rust
+/// runtime writes its own report to stderr before it aborts ("memory allocation of N bytes
+/// failed", then a note about backtraces). That is the sandbox's business, not the script's
+/// output: the run's error already says the memory limit was hit. Only called after such a
+/// trap; drops the report (from its last occurrence) and keeps everything before it.
+fn without_oom_report(mut stderr: String) -> String {
+    const REPORT: &str = "memory allocation of ";
+    let start = if stderr.starts_with(REPORT) {
+        Some(0)
+    } else {
+        stderr.rfind(&format!("\n{REPORT}")).map(|i| i + 1)
+    };
+    if let Some(i) = start {
+        stderr.truncate(i);
+    }
+    stderr
 }
 
 fn output_exhausted(limits: &SandboxLimits) -> (ChainStatus, Option<ChainError>) {
@@ -597,13 +677,11 @@ fn classify_trap(
         );
     }
     if matches!(err.downcast_ref::<Trap>(), Some(Trap::StackOverflow)) {
+        // Native recursion without a Python frame (the parser on deeply nested source, say)
+        // runs out of the wasm stack before any Python-level check fires.
         return (
             ChainStatus::ResourceExhausted,
-            Some(chain_error(
-                "RecursionError",
-                "the script recursed too deeply and exhausted the sandbox's stack",
-                "",
-            )),
+            Some(chain_error("RecursionError", RECURSION_MESSAGE, "")),
         );
     }
     (
@@ -636,5 +714,40 @@ mod tests {
             Some("ZeroDivisionError".to_owned())
         );
         assert_eq!(finish_outcome(None).0, ChainStatus::Error);
+        // Uncaught resource errors are limits; an empty RecursionError gets a message.
+        let (status, err) = finish_outcome(Some(&json!({
+            "status": "error", "type": "RecursionError", "message": "", "traceback": "",
+        })));
+        assert_eq!(status, ChainStatus::ResourceExhausted);
+        assert_eq!(err.map(|e| e.message), Some(RECURSION_MESSAGE.to_owned()));
+        let (status, _) = finish_outcome(Some(&json!({
+            "status": "error", "type": "MemoryError", "message": "", "traceback": "",
+        })));
+        assert_eq!(status, ChainStatus::ResourceExhausted);
+    }
+
+    #[test]
+    fn the_runtime_oom_report_is_not_script_output() {
+        let report = "memory allocation of 2097152 bytes failed\nnote: run with \
+                      `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(without_oom_report(report.to_owned()), "");
+        assert_eq!(
+            without_oom_report(format!("warning: x\n{report}")),
+            "warning: x\n"
+        );
+        assert_eq!(without_oom_report("just text\n".into()), "just text\n");
+    }
+
+    #[test]
+    fn clocks_are_coarsened_to_the_millisecond() {
+        assert_eq!(
+            coarsen(Duration::new(5, 123_456_789)),
+            Duration::new(5, 123_000_000)
+        );
+        use wasmtime_wasi::{HostMonotonicClock as _, HostWallClock as _};
+        let mono = CoarseMonotonicClock(Instant::now());
+        assert_eq!(mono.now() % 1_000_000, 0);
+        assert_eq!(mono.resolution(), 1_000_000);
+        assert_eq!(CoarseWallClock.now().subsec_nanos() % 1_000_000, 0);
     }
 }

@@ -270,3 +270,68 @@ fn ctrl_c_cancels_the_run_and_still_prints_the_trace() {
     assert_eq!(result["output_text"], "42.0\n", "{stdout}");
     assert!(text(&out.stderr).contains("interrupted"));
 }
+
+/// Without `--approve`, a run whose stdin is not a terminal (a pipe, CI, another program)
+/// must not prompt: risky calls are denied (`none`). The piped input answers "y" to any
+/// prompt, so a run that asked would approve the write instead.
+#[test]
+fn approval_defaults_to_none_when_stdin_is_not_a_terminal() {
+    let ws = tempfile::tempdir().unwrap();
+    let script = ws.path().join("risky.py");
+    std::fs::write(
+        &script,
+        "try:\n    write_file(path='a.txt', content='x')\n    print('written')\n\
+         except ToolDenied as e:\n    print('denied', e.reason)\n",
+    )
+    .unwrap();
+    let out = ravi(
+        &[
+            "run",
+            script.to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+        ],
+        Some("y\ny\ny\n"),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "denied approval_denied\n", "{stderr}");
+    assert!(!ws.path().join("a.txt").exists());
+    // No prompt either (neither the terminal prompt nor the `approve?` one).
+    for prompt in ["approval needed", "approve?", "allow?"] {
+        assert!(!stderr.contains(prompt), "{stderr}");
+    }
+
+    // The same with a terminal around (stderr and /dev/tty are a pseudo-terminal that
+    // answers "y", as a person at the keyboard would) but stdin still a pipe: the default
+    // must still be `none`. util-linux `script` provides the terminal.
+    if !Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return;
+    }
+    let inner = format!(
+        "printf 'y\\n' | '{}' run '{}' --workspace '{}'",
+        env!("CARGO_BIN_EXE_ravi"),
+        script.display(),
+        ws.path().display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut keyboard = child.stdin.take().unwrap();
+    let _ = keyboard.write_all(b"y\ny\ny\n");
+    drop(keyboard);
+    let out = child.wait_with_output().unwrap();
+    let terminal = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{terminal}");
+    assert!(terminal.contains("denied approval_denied"), "{terminal}");
+    assert!(!terminal.contains("written"), "{terminal}");
+    assert!(!ws.path().join("a.txt").exists());
+}

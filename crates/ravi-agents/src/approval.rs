@@ -169,15 +169,17 @@ pub enum ApprovalMessage {
 /// Sends each request over a channel and waits for the reply: the building block for
 /// terminal prompts and web approval cards.
 ///
-/// Fails closed: a closed channel, a dropped request or a reply for a different request or
-/// different arguments all yield `Denied`.
+/// Fails closed: a closed or full channel (at most `buffer` requests wait unread; the next is
+/// denied at once rather than waiting for room), a dropped request or a reply for a different
+/// request or different arguments all yield `Denied`.
 #[derive(Debug, Clone)]
 pub struct ChannelApprovalHandler {
     tx: mpsc::Sender<ApprovalMessage>,
 }
 
 impl ChannelApprovalHandler {
-    /// A handler and the receiver its requests arrive on; `buffer` pending requests may queue.
+    /// A handler and the receiver its requests arrive on; `buffer` requests may wait unread
+    /// (more are denied at once).
     pub fn new(buffer: usize) -> (Self, mpsc::Receiver<ApprovalMessage>) {
         let (tx, rx) = mpsc::channel(buffer.max(1));
         (Self { tx }, rx)
@@ -192,13 +194,19 @@ impl ApprovalHandler for ChannelApprovalHandler {
             request: request.clone(),
             reply: reply_tx,
         };
-        if self
-            .tx
-            .send(ApprovalMessage::Request(pending))
-            .await
-            .is_err()
-        {
-            return ApprovalDecision::Denied;
+        // Never wait for room in the channel: a UI that stopped reading must not hold calls
+        // (and their approval timeouts) hostage. A full channel denies at once.
+        match self.tx.try_send(ApprovalMessage::Request(pending)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(
+                    request = %request.id,
+                    tool = %request.tool,
+                    "approval channel is full (nobody is answering); denying"
+                );
+                return ApprovalDecision::Denied;
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => return ApprovalDecision::Denied,
         }
         match reply_rx.await {
             Ok(reply)
@@ -219,7 +227,14 @@ impl ApprovalHandler for ChannelApprovalHandler {
     }
 
     async fn notify(&self, request: &ApprovalRequest) {
-        let _ = self.tx.send(ApprovalMessage::Notice(request.clone())).await;
+        // Notices are informational: dropped rather than waited for when the channel is full.
+        if self
+            .tx
+            .try_send(ApprovalMessage::Notice(request.clone()))
+            .is_err()
+        {
+            tracing::warn!(tool = %request.tool, "approval notice dropped: the channel is full or closed");
+        }
     }
 }
 
@@ -281,6 +296,31 @@ mod tests {
         let (h, rx) = ChannelApprovalHandler::new(1);
         drop(rx);
         assert_eq!(h.request(&request()).await, ApprovalDecision::Denied);
+    }
+
+    #[tokio::test]
+    async fn a_full_channel_denies_at_once_instead_of_waiting() {
+        let (h, rx) = ChannelApprovalHandler::new(1);
+        // The first request waits in the channel, unread and unanswered.
+        let first = tokio::spawn({
+            let h = h.clone();
+            async move { h.request(&request()).await }
+        });
+        while rx.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let answer = tokio::time::timeout(Duration::from_secs(2), h.request(&request())).await;
+        assert_eq!(
+            answer,
+            Ok(ApprovalDecision::Denied),
+            "blocked on a full channel"
+        );
+        // Notices never block either.
+        tokio::time::timeout(Duration::from_secs(2), h.notify(&request()))
+            .await
+            .unwrap();
+        drop(rx);
+        assert_eq!(first.await.unwrap(), ApprovalDecision::Denied);
     }
 
     #[tokio::test]

@@ -79,6 +79,39 @@ pub fn plain_text(text: &str) -> String {
     truncate_with_marker(text, TEXT_LIMIT_CHARS, "text")
 }
 
+/// [`plain_text`] for an owned string: a text within the limit is returned as is, without
+/// scanning or copying it (the invoker's hot path).
+pub fn plain_text_owned(text: String) -> String {
+    // A string of at most N bytes has at most N characters.
+    if text.len() <= TEXT_LIMIT_CHARS {
+        text
+    } else {
+        plain_text(&text)
+    }
+}
+
+/// Whether [`plain_text`] would cut `text`.
+pub fn plain_text_would_cut(text: &str) -> bool {
+    text.len() > TEXT_LIMIT_CHARS && text.chars().nth(TEXT_LIMIT_CHARS).is_some()
+}
+
+/// Whether [`json_text`] would cut `value`, given the length in bytes of its compact JSON
+/// form: some array at any depth is longer than [`LIST_LIMIT`], or the text is longer than
+/// [`JSON_LIMIT_CHARS`] characters.
+pub fn json_text_would_cut(value: &Value, compact_len: usize) -> bool {
+    fn long_list(v: &Value) -> bool {
+        match v {
+            Value::Array(items) => items.len() > LIST_LIMIT || items.iter().any(long_list),
+            Value::Object(map) => map.values().any(long_list),
+            _ => false,
+        }
+    }
+    // Byte length bounds the character count, so only a long text needs counting.
+    (compact_len > JSON_LIMIT_CHARS
+        && serde_json::to_string(value).map_or(true, |t| t.chars().nth(JSON_LIMIT_CHARS).is_some()))
+        || long_list(value)
+}
+
 /// `value` as compact JSON, arrays held to [`LIST_LIMIT`] entries and the whole to
 /// [`JSON_LIMIT_CHARS`] characters, with markers where cut.
 pub fn json_text(value: &Value) -> String {
@@ -239,6 +272,30 @@ mod tests {
             model_text(&r),
             "see\n[image: image/png, 10 bytes]\n[resource a: file:///a.txt]\n[1]"
         );
+    }
+
+    #[test]
+    fn would_cut_agrees_with_the_cutters() {
+        let short = "é".repeat(TEXT_LIMIT_CHARS); // more bytes than the limit, not more characters
+        assert!(!plain_text_would_cut(&short));
+        assert_eq!(plain_text_owned(short.clone()), short);
+        let long = "a".repeat(TEXT_LIMIT_CHARS + 1);
+        assert!(plain_text_would_cut(&long));
+        assert_eq!(plain_text_owned(long.clone()), plain_text(&long));
+        for v in [
+            json!({"rows": (0..501).collect::<Vec<u32>>()}),
+            json!({"rows": (0..500).collect::<Vec<u32>>()}),
+            json!({"blob": "x".repeat(JSON_LIMIT_CHARS)}),
+            json!({"blob": "é".repeat(JSON_LIMIT_CHARS - 20)}),
+        ] {
+            let compact = v.to_string();
+            assert_eq!(
+                json_text_would_cut(&v, compact.len()),
+                json_text(&v) != compact,
+                "{}",
+                &compact[..40]
+            );
+        }
     }
 
     #[test]

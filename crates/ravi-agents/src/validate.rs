@@ -37,6 +37,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -138,10 +139,14 @@ impl std::hash::Hasher for AddrHasher {
 
 type AddrMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<AddrHasher>>;
 
-/// A cache of compiled argument validators, one per tool. Cheap to share (`Arc`) across tasks.
+/// A cache of compiled argument validators, one per tool. Cheap to share (`Arc`) across tasks,
+/// and worth sharing across the invokers built over the same tools
+/// ([`ToolInvokerBuilder::validator`](crate::invoker::ToolInvokerBuilder::validator)): compiling
+/// a schema costs far more than checking arguments against it.
 #[derive(Default)]
 pub struct ArgumentValidator {
     cache: RwLock<AddrMap<CacheEntry>>,
+    compiled: AtomicU64,
 }
 
 impl std::fmt::Debug for ArgumentValidator {
@@ -181,6 +186,12 @@ impl ArgumentValidator {
         self.cache.read().map(|c| c.len()).unwrap_or(0)
     }
 
+    /// How many schemas were compiled since this cache was created (its misses): with a
+    /// shared cache and stable tools, one per tool.
+    pub fn compiled(&self) -> u64 {
+        self.compiled.load(Ordering::Relaxed)
+    }
+
     fn check_cached(
         &self,
         tool: &Arc<dyn Tool>,
@@ -196,6 +207,7 @@ impl ArgumentValidator {
             return check(&entry.compiled, tool.name(), args, opaque);
         }
         let compiled = Arc::new(compile(&tool.input_schema()));
+        self.compiled.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut cache) = self.cache.write() {
             // Drop entries of tools that no longer exist (replaced or removed).
             cache.retain(|_, e| e.tool.strong_count() > 0);

@@ -28,6 +28,18 @@ fn with_handler(h: Arc<dyn ApprovalHandler>, policy: ChainPolicy) -> ToolInvoker
         .build()
 }
 
+/// Polls `done` until it holds (or fails the test after 5 s).
+async fn wait_until(done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "condition not reached"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn fast_policy() -> ChainPolicy {
     ChainPolicy::builder()
         .approval_timeout(Duration::from_millis(100))
@@ -218,7 +230,8 @@ async fn fire_and_continue_notifies_and_proceeds_but_critical_always_blocks() {
         (r.status, r.text.as_str()),
         (InvocationStatus::Ok, "notified")
     );
-    assert_eq!(h.requests().len(), 1, "the human was notified");
+    // The notice goes out in the background.
+    wait_until(|| h.requests().len() == 1).await;
     // delete_repo declares FireAndContinue but is Critical: it waits for a decision.
     let r = inv
         .invoke(
@@ -313,4 +326,223 @@ async fn channel_handler_decisions_are_bound_to_the_arguments_shown() {
         r.text,
         "a human denied the call to `send_email`; do not retry it with the same arguments"
     );
+}
+
+/// An approval handler that misbehaves in a chosen way.
+struct Broken {
+    request_panics: bool,
+    notify: NotifyBehaviour,
+}
+
+enum NotifyBehaviour {
+    Panic,
+    Hang,
+}
+
+#[ravi_agents::kernel::async_trait]
+impl ApprovalHandler for Broken {
+    async fn request(&self, _: &ravi_agents::kernel::ApprovalRequest) -> ApprovalDecision {
+        if self.request_panics {
+            panic!("approval UI crashed");
+        }
+        ApprovalDecision::Approved
+    }
+    async fn notify(&self, _: &ravi_agents::kernel::ApprovalRequest) {
+        match self.notify {
+            NotifyBehaviour::Panic => panic!("notifier crashed"),
+            NotifyBehaviour::Hang => std::future::pending::<()>().await,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_handler_denies_with_its_message() {
+    let inv = with_handler(
+        Arc::new(Broken {
+            request_panics: true,
+            notify: NotifyBehaviour::Panic,
+        }),
+        fast_policy(),
+    );
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "send_email", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.reason, r.text.as_str()),
+        (
+            InvocationStatus::Denied,
+            Some(FailureReason::ApprovalDenied),
+            "the approval handler failed while asking about `send_email`, so the call was denied"
+        )
+    );
+    assert_eq!(
+        (s.trace()[0].status, s.trace()[0].executed),
+        (CallStatus::Denied, false)
+    );
+}
+
+#[tokio::test]
+async fn fire_and_continue_without_a_handler_is_denied() {
+    let inv = ToolInvoker::builder(Arc::new(registry()))
+        .policy(fast_policy())
+        .build();
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "notify_team", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.reason, r.text.as_str()),
+        (
+            InvocationStatus::Denied,
+            Some(FailureReason::ApprovalDenied),
+            "`notify_team` needs approval (risk high) but no approval handler is configured, so \
+             the call was denied; do not retry it from here"
+        )
+    );
+}
+
+/// A notifier that panics or never returns neither breaks nor delays a FireAndContinue call.
+#[tokio::test]
+async fn fire_and_continue_neither_waits_for_nor_breaks_on_the_notifier() {
+    for notify in [NotifyBehaviour::Panic, NotifyBehaviour::Hang] {
+        let policy = ChainPolicy::builder()
+            .approval_timeout(Duration::from_secs(5))
+            .call_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let inv = with_handler(
+            Arc::new(Broken {
+                request_panics: false,
+                notify,
+            }),
+            policy,
+        );
+        let s = inv.open_session();
+        let started = Instant::now();
+        let r = inv
+            .invoke(
+                &s,
+                call("c1", "notify_team", json!({})),
+                &ToolContext::default(),
+            )
+            .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "waited for the notifier"
+        );
+        assert_eq!(
+            (r.status, r.reason, r.text.as_str()),
+            (InvocationStatus::Ok, None, "notified")
+        );
+    }
+}
+
+#[tokio::test]
+async fn cancelling_during_the_approval_wait_ends_the_call_at_once() {
+    let h = AutoApprovalHandler::approving().after(Duration::from_secs(30));
+    let policy = ChainPolicy::builder()
+        .approval_timeout(Duration::from_secs(20))
+        .call_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let inv = with_handler(Arc::new(h), policy);
+    let s = inv.open_session();
+    let ctx = ToolContext::default();
+    let token = ctx.cancellation.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        token.cancel();
+    });
+    let started = Instant::now();
+    let r = inv
+        .invoke(&s, call("c1", "send_email", json!({})), &ctx)
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        (r.status, r.reason, r.text.as_str()),
+        (
+            InvocationStatus::Error,
+            Some(FailureReason::Cancelled),
+            "the call to `send_email` was cancelled while waiting for approval; it did not run"
+        )
+    );
+    assert_eq!(
+        (s.trace()[0].status, s.trace()[0].executed),
+        (CallStatus::Error, false)
+    );
+}
+
+#[tokio::test]
+async fn a_caller_deadline_shortens_the_approval_wait() {
+    let h = AutoApprovalHandler::approving().after(Duration::from_secs(30));
+    let policy = ChainPolicy::builder()
+        .approval_timeout(Duration::from_secs(20))
+        .call_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let inv = with_handler(Arc::new(h.clone()), policy);
+    let s = inv.open_session();
+    let ctx = ToolContext {
+        deadline: Some(Instant::now() + Duration::from_millis(100)),
+        ..ToolContext::default()
+    };
+    let started = Instant::now();
+    let r = inv
+        .invoke(&s, call("c1", "send_email", json!({})), &ctx)
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
+    assert!(
+        r.text
+            .starts_with("approval for `send_email` timed out after "),
+        "{}",
+        r.text
+    );
+    // The request told the human the real deadline.
+    let req = &h.requests()[0];
+    assert!(req.deadline - req.created_at <= chrono::Duration::milliseconds(100));
+}
+
+#[tokio::test]
+async fn a_channel_nobody_reads_denies_at_once() {
+    let (h, _inbox) = ChannelApprovalHandler::new(1);
+    let policy = ChainPolicy::builder()
+        .approval_timeout(Duration::from_secs(20))
+        .call_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let inv = with_handler(Arc::new(h), policy);
+    let s = inv.open_session();
+    // The first request fills the channel and waits; the second is denied without waiting.
+    let inv2 = inv.clone();
+    let s2 = s.clone();
+    let first = tokio::spawn(async move {
+        inv2.invoke(
+            &s2,
+            call("c1", "send_email", json!({})),
+            &ToolContext::default(),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let r = inv
+        .invoke(
+            &s,
+            call("c2", "send_email", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(r.status, InvocationStatus::Denied);
+    first.abort();
 }

@@ -784,7 +784,7 @@ async fn the_tool_sees_its_call_id_deadline_and_scoped_artifacts() {
             Ok(ToolExecutionResult::json(json!({
                 "call_id": ctx.call_id,
                 "deadline_within_call_timeout": left.is_some_and(|l| l <= Duration::from_secs(60) && l > Duration::from_secs(50)),
-                "scope": ctx.artifacts.as_ref().map(|a| a.scope.id.clone()),
+                "scope": ctx.artifacts.as_ref().map(|a| a.scope().id.clone()),
             })))
         }
     }
@@ -808,4 +808,479 @@ async fn the_tool_sees_its_call_id_deadline_and_scoped_artifacts() {
             json!({"call_id": "call-7", "deadline_within_call_timeout": true, "scope": s.scope().id})
         )
     );
+}
+
+// --- Seed-002 serialization of what the model reads ---------------------------------------
+
+fn inline_invoker(store: Option<Arc<MemoryBlobStore>>, max_inline: usize) -> ToolInvoker {
+    let policy = ChainPolicy::builder()
+        .max_inline_result_bytes(max_inline)
+        .build()
+        .unwrap();
+    let mut b = ToolInvoker::builder(Arc::new(registry())).policy(policy);
+    if let Some(store) = store {
+        b = b.blob_store(store);
+    }
+    b.build()
+}
+
+#[tokio::test]
+async fn without_a_store_long_text_is_cut_at_twelve_thousand_characters_with_a_marker() {
+    let inv = inline_invoker(None, 4096);
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "text", json!({"chars": 20_000})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_result(
+        &r,
+        InvocationStatus::Ok,
+        &format!(
+            "{}\n… [text truncated: showing the first 12000 of 20000 characters]",
+            "x".repeat(12_000)
+        ),
+    );
+    assert_eq!(r.artifact_ref, None);
+    // Exactly at the limit nothing is cut.
+    let r = inv
+        .invoke(
+            &s,
+            call("c2", "text", json!({"chars": 12_000})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(r.text, "x".repeat(12_000));
+}
+
+#[tokio::test]
+async fn structured_lists_show_their_first_five_hundred_entries_and_a_marker() {
+    let want = |n: u64| {
+        let head: Vec<String> = (0..500).map(|i| i.to_string()).collect();
+        format!(
+            "[{},\"… {} more entries not shown ({n} in total)\"]",
+            head.join(","),
+            n - 500
+        )
+    };
+    // Without a store the model reads the cut list; the data stays whole for programs.
+    let inv = inline_invoker(None, 8192);
+    let s = inv.open_session();
+    for tool in ["rows", "rows_json"] {
+        let r = inv
+            .invoke(
+                &s,
+                call("c1", tool, json!({"n": 600})),
+                &ToolContext::default(),
+            )
+            .await;
+        assert_result(&r, InvocationStatus::Ok, &want(600));
+        assert_eq!(
+            r.structured
+                .as_ref()
+                .and_then(|v| v.as_array())
+                .map(Vec::len),
+            Some(600),
+            "{tool}: the structured output is data for programs and stays whole"
+        );
+        assert_eq!(r.artifact_ref, None);
+    }
+    // With a store, the list fits the inline budget but the rule cuts it: the model reads
+    // the same cut list, and the whole list is stored where the note says.
+    let store = Arc::new(MemoryBlobStore::new());
+    let inv = inline_invoker(Some(store.clone()), 8192);
+    let s = inv.open_session();
+    for tool in ["rows", "rows_json"] {
+        let r = inv
+            .invoke(
+                &s,
+                call("c1", tool, json!({"n": 600})),
+                &ToolContext::default(),
+            )
+            .await;
+        let art = r.artifact_ref.clone().expect("stored whole");
+        assert_result(
+            &r,
+            InvocationStatus::Ok,
+            &format!(
+                "{}\n… [the full result (2291 bytes) is stored as artifact {art}. Pass \
+                 {{\"$artifact\": \"{art}\"}} as an argument to another tool to use it]",
+                want(600)
+            ),
+        );
+        assert_eq!(
+            r.artifact_media_type.as_deref(),
+            Some("application/json"),
+            "{tool}"
+        );
+    }
+    s.close().await;
+    assert_eq!(store.total_pins(), 0);
+    // 500 entries are not cut.
+    let inv = inline_invoker(None, 8192);
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "rows", json!({"n": 500})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(
+        r.text,
+        serde_json::to_string(&(0..500).collect::<Vec<u32>>()).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn long_json_is_cut_at_forty_eight_thousand_characters_without_a_store() {
+    let inv = inline_invoker(None, 4096);
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "blob", json!({"chars": 60_000})),
+            &ToolContext::default(),
+        )
+        .await;
+    let total = 60_000 + r#"{"blob":""}"#.len();
+    assert_result(
+        &r,
+        InvocationStatus::Ok,
+        &format!(
+            "{{\"blob\":\"{}\n… [JSON truncated: showing the first 48000 of {total} characters]",
+            "x".repeat(48_000 - r#"{"blob":""#.len())
+        ),
+    );
+}
+
+/// With a store, nothing the rules would cut is lost: it is offloaded whole instead, even
+/// when the inline budget would have allowed it.
+#[tokio::test]
+async fn with_a_store_what_the_rules_would_cut_is_offloaded_whole() {
+    let store = Arc::new(MemoryBlobStore::new());
+    let inv = inline_invoker(Some(store.clone()), 100_000);
+    let s = inv.open_session();
+    let ctx = ToolContext::default();
+    for (tool, args, size, media) in [
+        (
+            "text",
+            json!({"chars": 20_000}),
+            20_000,
+            "text/plain; charset=utf-8",
+        ),
+        ("rows", json!({"n": 600}), 2_291, "application/json"),
+        ("blob", json!({"chars": 60_000}), 60_011, "application/json"),
+    ] {
+        let r = inv.invoke(&s, call("c1", tool, args), &ctx).await;
+        let art = r
+            .artifact_ref
+            .clone()
+            .unwrap_or_else(|| panic!("{tool} was not offloaded"));
+        assert_eq!(
+            (r.artifact_size, r.artifact_media_type.as_deref()),
+            (Some(size), Some(media)),
+            "{tool}"
+        );
+        let stored = store.resolve(s.scope(), &art).await.unwrap();
+        assert_eq!(stored.len() as u64, size, "{tool}: stored whole");
+        assert!(
+            r.text.contains(&format!("is stored as artifact {art}")),
+            "{tool}: {}",
+            &r.text[r.text.len() - 200..]
+        );
+    }
+    s.close().await;
+    assert_eq!(store.total_pins(), 0);
+}
+
+// --- Time limits --------------------------------------------------------------------------
+
+/// The two numbers of "timed out after N ms of running: its T ms call timeout … and W ms of
+/// it went to waiting for approval".
+fn ran_and_waited(text: &str) -> (u128, u128) {
+    let num = |after: &str| -> u128 {
+        let rest = &text[text.find(after).unwrap() + after.len()..];
+        rest[..rest.find(' ').unwrap()].parse().unwrap()
+    };
+    (num("timed out after "), num("arrived, and "))
+}
+
+#[tokio::test]
+async fn time_spent_waiting_for_approval_comes_out_of_the_call_timeout_and_the_message_says_so() {
+    use ravi_agents::approval::AutoApprovalHandler;
+    let policy = ChainPolicy::builder()
+        .call_timeout(Duration::from_millis(400))
+        .approval_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let inv = ToolInvoker::builder(Arc::new(registry()))
+        .policy(policy)
+        .approval_handler(Arc::new(
+            AutoApprovalHandler::approving().after(Duration::from_millis(150)),
+        ))
+        .build();
+    let s = inv.open_session();
+    let started = Instant::now();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "hang_risky", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
+        "the whole call is bounded by call_timeout: {took:?}"
+    );
+    assert_eq!(
+        (r.status, r.reason),
+        (InvocationStatus::Error, Some(FailureReason::Timeout))
+    );
+    let (ran, waited) = ran_and_waited(&r.text);
+    assert!((150..400).contains(&waited), "{}", r.text);
+    assert!((399..=400).contains(&(ran + waited)), "{}", r.text);
+    assert_eq!(
+        r.text,
+        format!(
+            "tool `hang_risky` timed out after {ran} ms of running: its 400 ms call timeout \
+             counts from when the call arrived, and {waited} ms of it went to waiting for \
+             approval; it may still have had side effects, so check before calling it again"
+        )
+    );
+    assert_eq!(
+        (s.trace()[0].status, s.trace()[0].executed),
+        (CallStatus::Timeout, true)
+    );
+}
+
+#[tokio::test]
+async fn an_earlier_caller_deadline_ends_the_call_and_the_message_says_whose_limit_it_was() {
+    let inv = invoker(); // call_timeout: the default 60 s
+    let s = inv.open_session();
+    let ctx = ToolContext {
+        deadline: Some(Instant::now() + Duration::from_millis(100)),
+        ..ToolContext::default()
+    };
+    let started = Instant::now();
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        inv.invoke(&s, call("c1", "hang", json!({})), &ctx),
+    )
+    .await
+    .expect("the caller's deadline was not enforced");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(r.reason, Some(FailureReason::Timeout));
+    let ran: u128 = r.text["tool `hang` timed out after ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((95..=100).contains(&ran), "{}", r.text);
+    assert_failed(
+        &r,
+        FailureReason::Timeout,
+        &format!(
+            "tool `hang` timed out after {ran} ms: the caller's deadline passed before it \
+             finished; it may still have had side effects, so check before calling it again"
+        ),
+    );
+    assert_eq!(
+        (s.trace()[0].status, s.trace()[0].executed),
+        (CallStatus::Timeout, true)
+    );
+    // A deadline that already passed does not start the tool at all.
+    let late = ToolContext {
+        deadline: Some(Instant::now()),
+        ..ToolContext::default()
+    };
+    let r = inv.invoke(&s, call("c2", "noop", json!({})), &late).await;
+    assert_failed(
+        &r,
+        FailureReason::Timeout,
+        "the call to `noop` was not started: the caller's deadline had already passed",
+    );
+    assert_eq!(
+        (s.trace()[1].status, s.trace()[1].executed),
+        (CallStatus::Timeout, false)
+    );
+    // A later caller deadline leaves the call timeout in charge.
+    let policy = ChainPolicy::builder()
+        .call_timeout(Duration::from_millis(100))
+        .approval_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let inv = ToolInvoker::builder(Arc::new(registry()))
+        .policy(policy)
+        .build();
+    let s = inv.open_session();
+    let far = ToolContext {
+        deadline: Some(Instant::now() + Duration::from_secs(30)),
+        ..ToolContext::default()
+    };
+    let r = inv.invoke(&s, call("c1", "hang", json!({})), &far).await;
+    assert_failed(
+        &r,
+        FailureReason::Timeout,
+        "tool `hang` timed out after 100 ms; it may still have had side effects, so check \
+         before calling it again",
+    );
+}
+
+// --- Exact messages of the remaining failure paths ---------------------------------------
+
+#[tokio::test]
+async fn malformed_refs_and_refs_without_a_store_are_refused_by_name() {
+    let store = Arc::new(MemoryBlobStore::new());
+    let inv = ToolInvoker::builder(Arc::new(registry()))
+        .blob_store(store)
+        .build();
+    let s = inv.open_session();
+    let ctx = ToolContext::default();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "len", json!({"data": {"$artifact": 7}})),
+            &ctx,
+        )
+        .await;
+    assert_failed(
+        &r,
+        FailureReason::InvalidArtifactRef,
+        "argument `data`: `$artifact` must be a string ref like \"art_…\", got 7",
+    );
+    let r = inv
+        .invoke(
+            &s,
+            call("c2", "len", json!({"data": [{"$artifact": "sha256:abc"}]})),
+            &ctx,
+        )
+        .await;
+    assert_failed(
+        &r,
+        FailureReason::InvalidArtifactRef,
+        "argument `data[0]`: invalid artifact_ref `sha256:abc`: expected `art_` followed by \
+         26-64 lowercase letters or digits",
+    );
+    let inv = invoker(); // no store
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call(
+                "c3",
+                "len",
+                json!({"data": {"$artifact": "art_00000000000000000000000000"}}),
+            ),
+            &ctx,
+        )
+        .await;
+    assert_failed(
+        &r,
+        FailureReason::InvalidArtifactRef,
+        "argument `data` is an artifact reference, but no blob store is configured to resolve \
+         it; pass the value itself",
+    );
+    assert!(s.trace().iter().all(|r| !r.executed));
+}
+
+#[tokio::test]
+async fn arguments_that_are_not_json_are_refused_with_the_parse_error() {
+    let inv = invoker();
+    let s = inv.open_session();
+    let ctx = ToolContext::default();
+    let r = inv
+        .invoke(&s, call("c1", "echo", json!("{\"text\": \"hi\",")), &ctx)
+        .await;
+    assert_failed(
+        &r,
+        FailureReason::InvalidArguments,
+        "the arguments for `echo` were not valid JSON: EOF while parsing a value at line 1 \
+         column 14; send a JSON object matching the tool's schema",
+    );
+    let r = inv
+        .invoke(&s, call("c2", "echo", json!("{\"text\": \"hi\"}")), &ctx)
+        .await;
+    assert_failed(
+        &r,
+        FailureReason::InvalidArguments,
+        "the arguments for `echo` were a JSON string, not an object; send the JSON object \
+         itself, matching the tool's schema",
+    );
+    assert_eq!(s.trace().len(), 2);
+    assert!(s.trace().iter().all(|r| !r.executed));
+}
+
+/// A registry that panics: a bug below the invoker, which must still answer.
+struct ExplodingRegistry;
+impl ravi_agents::kernel::ToolRegistry for ExplodingRegistry {
+    fn get(&self, _: &str) -> Option<ravi_agents::kernel::AnyTool> {
+        panic!("registry exploded")
+    }
+    fn all(&self) -> Vec<ravi_agents::kernel::AnyTool> {
+        Vec::new()
+    }
+}
+
+#[tokio::test]
+async fn a_crash_inside_the_invoker_is_an_error_result_with_hooks_and_a_record() {
+    let events: Arc<Mutex<Vec<HookEvent>>> = Arc::default();
+    let log = Arc::clone(&events);
+    let inv = ToolInvoker::builder(Arc::new(ExplodingRegistry))
+        .hooks(HookRegistry::new().on(move |e| log.lock().unwrap().push(e.clone())))
+        .build();
+    let s = inv.open_session();
+    let r = inv
+        .invoke(&s, call("c1", "noop", json!({})), &ToolContext::default())
+        .await;
+    assert_failed(
+        &r,
+        FailureReason::Internal,
+        "invoker error while calling `noop`: registry exploded; the call failed, try again or \
+         use another tool",
+    );
+    assert_eq!(
+        (s.trace()[0].status, s.trace()[0].executed),
+        (CallStatus::Error, false)
+    );
+    let events = events.lock().unwrap().clone();
+    assert!(matches!(
+        events.as_slice(),
+        [
+            HookEvent::ToolStart { .. },
+            HookEvent::ToolEnd {
+                status: CallStatus::Error,
+                ..
+            }
+        ]
+    ));
+}
+
+#[test]
+fn a_tool_that_waits_outside_a_tokio_runtime_is_refused_not_hung() {
+    let inv = invoker();
+    let s = inv.open_session();
+    // `hang` does not finish on its first poll, so it needs a timer, and there is no runtime.
+    let r = futures::executor::block_on(inv.invoke(
+        &s,
+        call("c1", "hang", json!({})),
+        &ToolContext::default(),
+    ));
+    assert_failed(
+        &r,
+        FailureReason::Internal,
+        "the call to `hang` could not be bounded by a timeout because no Tokio runtime is \
+         running; run the invoker inside a Tokio runtime with the time driver",
+    );
+    // A tool that finishes at once needs no timer and runs fine.
+    let r = futures::executor::block_on(inv.invoke(
+        &s,
+        call("c2", "noop", json!({})),
+        &ToolContext::default(),
+    ));
+    assert_result(&r, InvocationStatus::Ok, "ok");
 }

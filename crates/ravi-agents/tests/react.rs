@@ -14,12 +14,13 @@ use ravi_agents::approval::AutoApprovalHandler;
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::hooks::HookRegistry;
 use ravi_agents::kernel::{
-    AnyTool, ApprovalDecision, CancellationToken, ChainPolicy, ChatModel, ChatRequest,
+    AnyTool, ApprovalDecision, CallStatus, CancellationToken, ChainPolicy, ChatModel, ChatRequest,
     ChatResponse, ContentBlock, HookEvent, HostedTool, Message, MessagePart, ModelError, Provider,
     ProviderDefinedTool, ProviderSpec, Role, Skill, StopReason, Tool, ToolCall, ToolContext,
     ToolError, ToolExecutionResult, ToolRisk, Usage,
 };
 use ravi_agents::react::{AgentEvent, ReActAgent, RunState, RunStop};
+use ravi_agents::validate::ArgumentValidator;
 use serde_json::{Value, json};
 
 // ------------------------------------------------------------------ scripted model
@@ -469,6 +470,63 @@ async fn every_edge_case_is_an_error_result_and_the_run_goes_on() {
         model.requests()[1].messages.last().unwrap().content.len(),
         8
     );
+    // Every call reached the invoker, the unparseable one included: traced (in the order
+    // the calls finished, since they run concurrently), never run.
+    let trace = run.trace();
+    let mut ids: Vec<&str> = trace.iter().map(|r| r.call_id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        [
+            "bad_json", "denied", "fails", "invalid", "ok", "panics", "slow", "unknown"
+        ]
+    );
+    let bad = trace.iter().find(|r| r.call_id == "bad_json").unwrap();
+    assert_eq!((bad.status, bad.executed), (CallStatus::Error, false));
+    assert_eq!(
+        by_id("bad_json").1,
+        "the arguments for `add` were not valid JSON: EOF while parsing a value at line 1 \
+         column 8; send a JSON object matching the tool's schema"
+    );
+}
+
+/// One agent compiles each tool's schema once, however many runs it makes, provider-defined
+/// tools included (they are wrapped once, not per lookup).
+#[tokio::test]
+async fn schemas_are_compiled_once_across_runs() {
+    let item = json!({"type": "apply_patch_call", "call_id": "p", "operation": {}});
+    let script = |i: u32| {
+        vec![
+            calls(&[
+                (&format!("a{i}"), "add", json!({"a": 1, "b": 2})),
+                (&format!("p{i}"), "apply_patch", item.clone()),
+                (&format!("b{i}"), "add", json!({"a": 3, "b": 4})),
+            ]),
+            answer("done"),
+        ]
+    };
+    let validator = Arc::new(ArgumentValidator::new());
+    let model = Scripted::new(script(1).into_iter().chain(script(2)).collect());
+    let agent = ReActAgent::new(
+        "twice",
+        model,
+        vec![
+            tool(Add),
+            AnyTool::ProviderDefined(Arc::new(ApplyPatch(Arc::default()))),
+        ],
+    )
+    .with_approval_handler(Arc::new(AutoApprovalHandler::approving()))
+    .with_validator(Arc::clone(&validator));
+    for _ in 0..2 {
+        let run = agent.run("go").await;
+        assert_eq!(run.stop, RunStop::FinalAnswer);
+        assert!(
+            results(run.messages()).iter().all(|r| !r.2),
+            "{:?}",
+            results(run.messages())
+        );
+    }
+    assert_eq!(validator.compiled(), 2, "one compilation per tool");
 }
 
 #[tokio::test]
@@ -602,6 +660,37 @@ async fn approval_pause_serializes_and_resumes_in_a_fresh_agent() {
     assert_eq!(sent.load(Ordering::SeqCst), 1);
     let r = results(denied.messages());
     assert!(r[1].2, "{r:?}");
+
+    // The approval binds to the arguments it was given for: a stored state whose pending
+    // call was altered afterwards (another address) does not run on the old approval.
+    let mut tampered = restored.clone();
+    for part in &mut tampered.messages.last_mut().unwrap().content {
+        if let MessagePart::ToolUse { id, arguments, .. } = part
+            && id == "mail"
+        {
+            *arguments = json!({"to": "attacker@example.com"});
+        }
+    }
+    let fourth = make(Scripted::new(vec![answer("Not sent.")]));
+    let refused = fourth
+        .resume(
+            tampered,
+            [("mail".to_owned(), ApprovalDecision::Approved)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "the altered call never ran");
+    let r = results(refused.messages());
+    assert_eq!(
+        r[1],
+        (
+            "mail".into(),
+            "a human denied the call to `send_email`; do not retry it with the same arguments"
+                .into(),
+            true
+        )
+    );
 
     // A decision for a call that is not pending is refused.
     let err = make(Scripted::new(vec![]))

@@ -92,10 +92,7 @@ async fn setup() -> (Arc<MemStore>, ToolContext, String, String) {
         .await
         .unwrap();
     let ctx = ToolContext {
-        artifacts: Some(ArtifactAccess {
-            store: store.clone(),
-            scope,
-        }),
+        artifacts: Some(ArtifactAccess::new(store.clone(), scope)),
         ..ToolContext::default()
     };
     (
@@ -193,10 +190,10 @@ async fn overview_ranges_lines_and_regex() {
 async fn scoping_and_bad_arguments() {
     let (store, ctx, text, _) = setup().await;
     let sibling = ToolContext {
-        artifacts: Some(ArtifactAccess {
+        artifacts: Some(ArtifactAccess::new(
             store,
-            scope: BlobScope::root("run").child("session-b"),
-        }),
+            BlobScope::root("run").child("session-b"),
+        )),
         ..ToolContext::default()
     };
     let err = ReadResult

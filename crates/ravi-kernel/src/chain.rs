@@ -241,7 +241,8 @@ pub enum FailureReason {
     InvalidArtifactRef,
     /// The call was cancelled before or while it ran.
     Cancelled,
-    /// The tool ran past `call_timeout`; it may still have had side effects.
+    /// The call ran out of time: past `call_timeout` (counted from when it arrived) or the
+    /// caller's deadline. When the tool had started, it may still have had side effects.
     Timeout,
     /// The tool ran and reported a failure.
     ToolError,

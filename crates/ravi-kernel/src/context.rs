@@ -234,12 +234,41 @@ where
 
 /// Read access to the blob store on behalf of the calling session, so a tool (such as
 /// `read_result`) can read an offloaded result without being able to read other sessions' data.
+///
+/// The store itself is not exposed: a tool can only `resolve` and `stat` through the session's
+/// scope, never read another scope's refs, pin or unpin.
 #[derive(Clone)]
 pub struct ArtifactAccess {
-    /// The store holding the session's artifacts.
-    pub store: Arc<dyn crate::BlobStore>,
-    /// The calling session's scope; resolution is limited to what it may read.
-    pub scope: crate::BlobScope,
+    store: Arc<dyn crate::BlobStore>,
+    scope: crate::BlobScope,
+}
+
+impl ArtifactAccess {
+    /// Access to `store` limited to what `scope` may read.
+    pub fn new(store: Arc<dyn crate::BlobStore>, scope: crate::BlobScope) -> Self {
+        Self { store, scope }
+    }
+
+    /// The calling session's scope.
+    pub fn scope(&self) -> &crate::BlobScope {
+        &self.scope
+    }
+
+    /// The bytes of `artifact`, if the session may read it.
+    pub async fn resolve(
+        &self,
+        artifact: &crate::ArtifactRef,
+    ) -> Result<bytes::Bytes, crate::BlobError> {
+        self.store.resolve(&self.scope, artifact).await
+    }
+
+    /// What the store knows about `artifact`, if the session may read it.
+    pub async fn stat(
+        &self,
+        artifact: &crate::ArtifactRef,
+    ) -> Result<crate::BlobInfo, crate::BlobError> {
+        self.store.stat(&self.scope, artifact).await
+    }
 }
 
 impl std::fmt::Debug for ArtifactAccess {

@@ -51,7 +51,7 @@ pub enum MessagePart {
         /// The tool's name.
         name: String,
         /// The arguments object. When the model sent text that is not JSON, it is kept as a
-        /// JSON string so the loop can answer with a precise error instead of dropping it.
+        /// JSON string so the invoker can answer with a precise error instead of dropping it.
         arguments: serde_json::Value,
     },
     /// The result of a tool call.

@@ -224,6 +224,19 @@ impl Shared {
         self.root.join("tmp").join(format!("{n:032x}.tmp"))
     }
 
+    /// On a durable store, syncs the directory holding `path`, so the rename that published
+    /// it survives a power loss (syncing the file only makes its bytes durable, not its
+    /// name).
+    fn sync_parent(&self, path: &Path) -> Result<(), BlobError> {
+        if !self.is_durable() {
+            return Ok(());
+        }
+        let Some(dir) = path.parent() else {
+            return Ok(());
+        };
+        sync_dir(dir)
+    }
+
     /// Writes `data` to a temp file and renames it to `dest`.
     fn write_atomic(&self, dest: &Path, data: &[u8]) -> Result<(), BlobError> {
         let tmp = self.temp_path();
@@ -234,7 +247,8 @@ impl Shared {
             if self.is_durable() {
                 f.sync_data().map_err(|e| io("could not sync", &tmp, e))?;
             }
-            fs::rename(&tmp, dest).map_err(|e| io("could not publish", dest, e))
+            fs::rename(&tmp, dest).map_err(|e| io("could not publish", dest, e))?;
+            self.sync_parent(dest)
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
@@ -272,8 +286,12 @@ impl Shared {
             }
         };
         let dest = self.blob_path(&hash);
-        if let Some(dir) = dest.parent() {
+        if let Some(dir) = dest.parent()
+            && !dir.is_dir()
+        {
             fs::create_dir_all(dir).map_err(|e| io("could not create", dir, e))?;
+            // The new prefix directory's own entry must survive a power loss too.
+            self.sync_parent(dir)?;
         }
         let r = new_artifact_ref()?;
         let meta = Meta {
@@ -301,6 +319,8 @@ impl Shared {
         } else if let Err(e) = fs::rename(&tmp, &dest) {
             let _ = fs::remove_file(&tmp);
             return Err(io("could not publish", &dest, e));
+        } else {
+            self.sync_parent(&dest)?;
         }
         self.persist(&r, &meta)?;
         let info = to_info(&r, &meta);
@@ -415,6 +435,22 @@ impl Shared {
             }
         }
         Ok(report)
+    }
+}
+
+/// Syncs a directory's entries to disk. Only Unix lets a directory be opened and synced;
+/// elsewhere the rename is as durable as the platform makes it.
+fn sync_dir(dir: &Path) -> Result<(), BlobError> {
+    #[cfg(unix)]
+    {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("could not sync the directory", dir, e))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
     }
 }
 
@@ -663,6 +699,19 @@ mod tests {
         assert_eq!(
             (written.content.as_str(), written.size, written.pins),
             (meta.content.as_str(), 4, 1)
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn directories_are_synced_and_a_failure_names_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(sync_dir(dir.path()), Ok(()));
+        let missing = dir.path().join("gone");
+        let err = sync_dir(&missing).unwrap_err();
+        assert!(
+            matches!(&err, BlobError::Io(m) if m.starts_with("could not sync the directory") && m.contains("gone")),
+            "{err}"
         );
     }
 

@@ -18,8 +18,13 @@ struct Entry {
     stored_at: Instant,
 }
 
-/// Keeps blobs in memory. Holds exactly one copy of each value: `resolve` hands out a
-/// reference-counted view of it.
+/// Keeps blobs in memory. Holds one copy of each value, and `resolve` hands out a
+/// reference-counted view of it without copying.
+///
+/// The store keeps its copy for later reads, so a value passed into a call as
+/// `{"$artifact": ref}` is copied once into the argument (a JSON string cannot borrow the
+/// store's buffer): during that call the value is in memory twice. For large values use
+/// [`FsBlobStore`](super::FsBlobStore), whose copy is on disk.
 #[derive(Default)]
 pub struct MemoryBlobStore {
     entries: Mutex<HashMap<ArtifactRef, Entry>>,

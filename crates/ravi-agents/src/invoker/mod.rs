@@ -2,9 +2,10 @@
 //!
 //! Algorithm, in order (seed 000): budget → lookup → type gate → skill gate + argument
 //! validation → guardrails → risk/approval (bounded wait, fail closed) → inbound `$artifact`
-//! refs → cancellation check → progress → execute under `call_timeout` (panics caught) →
-//! output guardrails + result shaping (inline / offload / media as files) → hooks and a trace
-//! record on every outcome.
+//! refs → cancellation check → progress → execute until the earlier of `call_timeout` (from
+//! arrival) and the caller's deadline (panics caught) → output guardrails + result shaping
+//! (seed-002 serialization / offload / media as files) → hooks and a trace record on every
+//! outcome, even when the caller drops the call midway.
 //!
 //! [`ToolInvoker::invoke`] never panics and never returns `Err`: every failure is an
 //! [`InvocationResult`] with status `error` or `denied` and a message written for the model.
@@ -54,14 +55,14 @@ mod shape;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use ravi_kernel::{
-    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobStore, CallStatus,
-    ChainPolicy, FailureReason, HitlMode, HookEvent, InvocationResult, InvocationStatus,
-    ProgressEvent, ProgressKind, ProgressSink, Tool, ToolCall, ToolContext, ToolExecutionResult,
-    ToolRegistry, ToolRisk,
+    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, ArtifactRef, BlobStore,
+    CallStatus, ChainPolicy, FailureReason, HitlMode, HookEvent, InvocationResult,
+    InvocationStatus, ProgressEvent, ProgressKind, ProgressSink, Tool, ToolCall, ToolContext,
+    ToolExecutionResult, ToolRegistry, ToolRisk,
 };
 
 pub use refs::{ARTIFACT_KEY, contains_artifact_ref, is_artifact_ref};
@@ -96,7 +97,7 @@ struct Inner {
     guardrails: Vec<Arc<dyn ToolCallGuardrail>>,
     output_guardrails: Vec<Arc<dyn OutputGuardrail>>,
     progress: Option<Arc<dyn ProgressSink>>,
-    validator: ArgumentValidator,
+    validator: Arc<ArgumentValidator>,
     /// Whether calls come straight from a model turn or an MCP client rather than from a
     /// chain script: then `tool_chain` is an ordinary tool.
     top_level: bool,
@@ -178,6 +179,14 @@ impl ToolInvokerBuilder {
         self.inner.progress = Some(sink);
         self
     }
+    /// The cache of compiled argument schemas to use. Share one between the invokers built
+    /// for the same tools (an agent builds one per run) so each schema is compiled once; the
+    /// default is a fresh, empty cache.
+    #[must_use]
+    pub fn validator(mut self, validator: Arc<ArgumentValidator>) -> Self {
+        self.inner.validator = validator;
+        self
+    }
     /// The invoker.
     pub fn build(self) -> ToolInvoker {
         ToolInvoker {
@@ -205,7 +214,7 @@ impl ToolInvoker {
                 guardrails: Vec::new(),
                 output_guardrails: Vec::new(),
                 progress: None,
-                validator: ArgumentValidator::new(),
+                validator: Arc::new(ArgumentValidator::new()),
                 top_level: false,
             },
         }
@@ -254,77 +263,72 @@ impl ToolInvoker {
     }
 
     /// Runs one call through the whole pipeline. Never panics, never fails: every outcome is
-    /// an [`InvocationResult`], and every outcome fires the hooks and appends a trace record.
+    /// an [`InvocationResult`], and every outcome fires the hooks and appends a trace record —
+    /// even when the caller drops this future midway (a `select!`, an aborted task): the call
+    /// is then recorded as abandoned and its `ToolEnd` is delivered in the background.
+    ///
+    /// To stop a call, cancel `ctx.cancellation` rather than dropping the future: the invoker
+    /// watches it while waiting for approval and while the tool runs, and answers with a
+    /// `cancelled` result.
     pub async fn invoke(
         &self,
         session: &InvokerSession,
-        mut call: ToolCall,
+        call: ToolCall,
         ctx: &ToolContext,
     ) -> InvocationResult {
         let started = Instant::now();
         let inner = &*self.inner;
         let hash = digest::args_hash(&call.arguments);
+        // Armed before ToolStart goes out, so no path after it can skip ToolEnd or the record.
+        let mut flight = InFlight {
+            inner,
+            session,
+            call,
+            hash,
+            started,
+            outcome: Outcome {
+                status: CallStatus::Error,
+                executed: false,
+            },
+            stage: Stage::Running,
+            end: None,
+        };
         if !inner.hooks.is_empty() {
             inner
                 .hooks
                 .dispatch(&HookEvent::ToolStart {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
+                    call_id: flight.call.id.clone(),
+                    tool: flight.call.name.clone(),
                     args_digest: digest::hex(&hash),
                 })
                 .await;
         }
-        let mut outcome = Outcome {
-            status: CallStatus::Error,
-            executed: false,
-        };
         let result = match AssertUnwindSafe(self.pipeline(
             session,
-            &mut call,
+            &mut flight.call,
             &hash,
             ctx,
             started,
-            &mut outcome,
+            &mut flight.outcome,
         ))
         .catch_unwind()
         .await
         {
             Ok(result) => result,
             Err(panic) => {
-                outcome.status = CallStatus::Error;
+                flight.outcome.status = CallStatus::Error;
                 InvocationResult::failed(
                     FailureReason::Internal,
                     format!(
-                        "invoker error while calling `{}`: {}; the call failed, try again or use \
-                     another tool",
-                        call.name,
+                        "invoker error while calling `{}`: {}; the call failed, try again or \
+                         use another tool",
+                        flight.call.name,
                         exec::panic_message(panic.as_ref())
                     ),
                 )
             }
         };
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        if !inner.hooks.is_empty() {
-            inner
-                .hooks
-                .dispatch(&HookEvent::ToolEnd {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    status: outcome.status,
-                    duration_ms,
-                })
-                .await;
-        }
-        session.record(session::Record {
-            call_id: call.id,
-            tool: call.name,
-            args_hash: hash,
-            status: outcome.status,
-            duration_ms,
-            executed: outcome.executed,
-            summary: summary(&result.text),
-            artifact_ref: result.artifact_ref.clone(),
-        });
+        flight.finish(&result).await;
         result
     }
 
@@ -353,8 +357,8 @@ impl ToolInvoker {
             return InvocationResult::failed(
                 FailureReason::BudgetExhausted,
                 format!(
-                    "budget exhausted: this chain already made {made} of its {} allowed tool calls; \
-                 stop calling tools and finish with the results you have",
+                    "budget exhausted: this chain already made {made} of its {} allowed tool \
+                     calls; stop calling tools and finish with the results you have",
                     policy.max_tool_calls()
                 ),
             );
@@ -375,8 +379,8 @@ impl ToolInvoker {
                 return InvocationResult::failed(
                     FailureReason::NotCallable,
                     format!(
-                        "tool `{TOOL_CHAIN_NAME}` cannot be called from inside a chain: chains do \
-                     not nest; call the tools you need directly"
+                        "tool `{TOOL_CHAIN_NAME}` cannot be called from inside a chain: chains \
+                         do not nest; call the tools you need directly"
                     ),
                 );
             }
@@ -385,7 +389,7 @@ impl ToolInvoker {
                     FailureReason::NotCallable,
                     format!(
                         "tool `{}` is hosted by the model provider and cannot be called from a \
-                     chain; call it directly in a model turn",
+                         chain; call it directly in a model turn",
                         call.name
                     ),
                 );
@@ -395,7 +399,7 @@ impl ToolInvoker {
                     FailureReason::NotCallable,
                     format!(
                         "tool `{}` is provider-defined (it answers provider-shaped calls) and \
-                     cannot be called from a chain; call it directly in a model turn",
+                         cannot be called from a chain; call it directly in a model turn",
                         call.name
                     ),
                 );
@@ -418,6 +422,14 @@ impl ToolInvoker {
             return InvocationResult::failed(
                 FailureReason::SkillDenied,
                 skill_message(&call.name, &session.skills),
+            );
+        }
+        // A model's arguments that did not parse arrive as the raw text (the loop passes
+        // them on, so they are traced, hooked and counted like any call).
+        if let serde_json::Value::String(raw) = &call.arguments {
+            return InvocationResult::failed(
+                FailureReason::InvalidArguments,
+                not_json_message(&call.name, raw),
             );
         }
         if let Err(failure) =
@@ -444,33 +456,24 @@ impl ToolInvoker {
             }
         }
 
-        // 6. Risk / approval, bound to this tool and these arguments.
-        let approved_hash = if risk.needs_approval(policy.max_risk_unapproved()) {
+        // 6. Risk / approval. The request carries these arguments and their digest, and
+        // nothing below changes them before `execute` except resolving `$artifact` refs,
+        // whose stored values are immutable — so the decision binds to what runs.
+        let approval_wait = if risk.needs_approval(policy.max_risk_unapproved()) {
             // Boxed: the approval path is rare, and keeping its state out of this future keeps
             // the hot path's future small.
-            if let Err(denial) = Box::pin(self.approve(call, hash, &tool, risk)).await {
-                outcome.status = CallStatus::Denied;
-                return denial;
+            match Box::pin(self.approve(call, hash, &tool, risk, ctx)).await {
+                Ok(()) => Some(started.elapsed()),
+                Err(refusal) => {
+                    let (status, denial) = *refusal;
+                    outcome.status = status;
+                    return denial;
+                }
             }
-            Some(hash)
         } else {
             None
         };
-
-        // The arguments leave the call here; the approval binding is re-checked on them.
         let mut args = std::mem::take(&mut call.arguments);
-        if let Some(approved) = approved_hash
-            && digest::args_hash(&args) != *approved
-        {
-            outcome.status = CallStatus::Denied;
-            return InvocationResult::failed(
-                FailureReason::ApprovalDenied,
-                format!(
-                    "the arguments of `{}` changed after they were approved, so the call was denied",
-                    call.name
-                ),
-            );
-        }
 
         // 7. Inbound refs.
         if refs::contains_artifact_ref(&args) {
@@ -487,7 +490,7 @@ impl ToolInvoker {
                             FailureReason::InvalidArguments,
                             format!(
                                 "{failure}\n(The values checked are the ones the artifact refs \
-                             resolved to.)"
+                                 resolved to.)"
                             ),
                         );
                     }
@@ -498,11 +501,23 @@ impl ToolInvoker {
             }
         }
 
-        // 8. Cancellation.
+        // 8. Cancellation, and a caller's deadline that already passed.
         if ctx.check().is_err() {
             return InvocationResult::failed(
                 FailureReason::Cancelled,
                 format!("the call to `{}` was cancelled before it ran", call.name),
+            );
+        }
+        let limit = Limit::new(started, policy.call_timeout(), ctx.deadline);
+        if limit.caller_bound && limit.deadline <= Instant::now() {
+            outcome.status = CallStatus::Timeout;
+            return InvocationResult::failed(
+                FailureReason::Timeout,
+                format!(
+                    "the call to `{}` was not started: the caller's deadline had already \
+                     passed",
+                    call.name
+                ),
             );
         }
 
@@ -518,23 +533,25 @@ impl ToolInvoker {
             });
         }
 
-        // 10. Execute under the call timeout, panics caught.
-        // The deadline counts from entering the invoker: gates and approval waits are part of
-        // the call's time, and reusing `started` saves a clock read on the hot path.
+        // 10. Execute until the earlier of `call_timeout` (counted from entering the invoker:
+        // gates and the approval wait are part of the call's time, and reusing `started` saves
+        // a clock read on the hot path) and the caller's own deadline, panics caught.
         let exec_started = sink.map(|_| Instant::now());
-        let deadline = started + policy.call_timeout();
-        // The call id moves into the tool's context and back out after execution, saving a
-        // copy per call.
         let call_ctx = ToolContext {
-            call_id: std::mem::take(&mut call.id),
+            call_id: call.id.clone(),
             cancellation: ctx.cancellation.clone(),
-            deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
+            deadline: Some(limit.deadline),
             progress: sink.cloned(),
             artifacts: session.artifact_access(),
         };
         outcome.executed = true;
-        let finished = exec::run(tool.execute(&call_ctx, args), deadline, &ctx.cancellation).await;
-        call.id = call_ctx.call_id;
+        let finished = exec::run(
+            tool.execute(&call_ctx, args),
+            limit.deadline,
+            &ctx.cancellation,
+        )
+        .await;
+        drop(call_ctx);
         let (result, status) = match finished {
             Finished::Done(Ok(r)) => {
                 let status = if r.is_error {
@@ -549,8 +566,8 @@ impl ToolInvoker {
                 Err((
                     FailureReason::ToolCrashed,
                     format!(
-                        "tool `{}` crashed (panic: {msg}); the call failed, try different arguments \
-                     or another tool",
+                        "tool `{}` crashed (panic: {msg}); the call failed, try different \
+                         arguments or another tool",
                         call.name
                     ),
                 )),
@@ -559,12 +576,7 @@ impl ToolInvoker {
             Finished::TimedOut => (
                 Err((
                     FailureReason::Timeout,
-                    format!(
-                        "tool `{}` timed out after {} ms; it may still have had side effects, so \
-                     check before calling it again",
-                        call.name,
-                        policy.call_timeout().as_millis()
-                    ),
+                    limit.timeout_message(&call.name, approval_wait),
                 )),
                 CallStatus::Timeout,
             ),
@@ -572,8 +584,8 @@ impl ToolInvoker {
                 Err((
                     FailureReason::Cancelled,
                     format!(
-                        "the call to `{}` was cancelled while running; it may have had partial side \
-                     effects",
+                        "the call to `{}` was cancelled while running; it may have had partial \
+                         side effects",
                         call.name
                     ),
                 )),
@@ -583,8 +595,9 @@ impl ToolInvoker {
                 Err((
                     FailureReason::Internal,
                     format!(
-                        "the call to `{}` could not be bounded by a timeout because no Tokio runtime \
-                     is running; run the invoker inside a Tokio runtime with the time driver",
+                        "the call to `{}` could not be bounded by a timeout because no Tokio \
+                         runtime is running; run the invoker inside a Tokio runtime with the \
+                         time driver",
                         call.name
                     ),
                 )),
@@ -635,10 +648,11 @@ impl ToolInvoker {
             result,
         ) {
             Ok(shaped) => shaped,
-            // Media or a large result: the store is involved. Boxed to keep this future small.
+            // Media, a large result or one the serialization rules cut. Boxed to keep this
+            // future small.
             Err(result) => {
                 Box::pin(shape::shape(
-                    inner.store.as_deref(),
+                    inner.store.as_ref(),
                     session,
                     &call.name,
                     policy.max_inline_result_bytes(),
@@ -654,30 +668,43 @@ impl ToolInvoker {
         shaped
     }
 
-    /// Step 6: asks the handler within the approval timeout; `Err` is the denial to return.
+    /// Step 6: asks the handler within the approval timeout (and before the caller's
+    /// deadline), watching the caller's cancellation. `Err` is the trace status and the
+    /// denial to return.
     async fn approve(
         &self,
         call: &ToolCall,
         hash: &[u8; 32],
         tool: &Arc<dyn Tool>,
         risk: ToolRisk,
-    ) -> Result<(), InvocationResult> {
+        ctx: &ToolContext,
+    ) -> Result<(), Box<(CallStatus, InvocationResult)>> {
         let inner = &*self.inner;
         let policy = &inner.policy;
+        // Boxed: a refusal is rare and large, and the happy path should not carry its size.
+        let denied = |text: String| {
+            Err(Box::new((
+                CallStatus::Denied,
+                InvocationResult::failed(FailureReason::ApprovalDenied, text),
+            )))
+        };
         let mode = tool.hitl_mode().effective(risk);
         let Some(handler) = &inner.approval else {
             self.approval_resolved(call, false, "no handler").await;
-            return Err(InvocationResult::failed(
-                FailureReason::ApprovalDenied,
-                format!(
-                    "`{}` needs approval (risk {risk}) but no approval handler is configured, so \
+            return denied(format!(
+                "`{}` needs approval (risk {risk}) but no approval handler is configured, so \
                  the call was denied; do not retry it from here",
-                    call.name
-                ),
+                call.name
             ));
         };
         let now = chrono::Utc::now();
-        let wait = policy.approval_timeout();
+        // A caller that must have an answer sooner than the policy's wait shortens it.
+        let wait = match ctx.deadline {
+            Some(d) => policy
+                .approval_timeout()
+                .min(d.saturating_duration_since(Instant::now())),
+            None => policy.approval_timeout(),
+        };
         let request = ApprovalRequest::new(
             format!("apr_{}", new_scope_id().trim_start_matches("ses_")),
             call,
@@ -699,20 +726,28 @@ impl ToolInvoker {
                 .await;
         }
         if mode == HitlMode::FireAndContinue {
-            // Tell the human, bounded so a stuck notifier cannot hang the call, and proceed.
-            let _ = exec::bounded(wait, handler.notify(&request)).await;
+            // Tell the human without waiting for the telling: a slow or failing notifier
+            // neither delays nor breaks the call.
+            notify_in_background(Arc::clone(handler), request, policy.approval_timeout());
             self.approval_resolved(call, true, "fire and continue")
                 .await;
             return Ok(());
         }
-        let answer = exec::bounded(
-            wait,
-            AssertUnwindSafe(handler.request(&request)).catch_unwind(),
-        )
-        .await;
+        let asked = Instant::now();
+        let answer = tokio::select! {
+            biased;
+            () = ctx.cancellation.cancelled() => Answer::Cancelled,
+            a = exec::bounded(wait, AssertUnwindSafe(handler.request(&request)).catch_unwind()) => {
+                match a {
+                    Some(Ok(decision)) => Answer::Decided(decision),
+                    Some(Err(_panic)) => Answer::Failed,
+                    None => Answer::TimedOut,
+                }
+            }
+        };
         let (approved, why, message) = match answer {
-            Some(Ok(ApprovalDecision::Approved)) => (true, "approved", None),
-            Some(Ok(ApprovalDecision::Denied)) => (
+            Answer::Decided(ApprovalDecision::Approved) => (true, "approved", None),
+            Answer::Decided(ApprovalDecision::Denied) => (
                 false,
                 "denied",
                 Some(format!(
@@ -720,7 +755,7 @@ impl ToolInvoker {
                     call.name
                 )),
             ),
-            Some(Ok(other)) => {
+            Answer::Decided(other) => {
                 let why = if other == ApprovalDecision::Skipped {
                     "skipped"
                 } else {
@@ -735,7 +770,7 @@ impl ToolInvoker {
                     )),
                 )
             }
-            Some(Err(_panic)) => (
+            Answer::Failed => (
                 false,
                 "handler failed",
                 Some(format!(
@@ -743,22 +778,39 @@ impl ToolInvoker {
                     call.name
                 )),
             ),
-            None if mode == HitlMode::ContinueOnTimeout => (true, "timeout, continue", None),
-            None => (
+            Answer::Cancelled => {
+                self.approval_resolved(call, false, "cancelled").await;
+                return Err(Box::new((
+                    CallStatus::Error,
+                    InvocationResult::failed(
+                        FailureReason::Cancelled,
+                        format!(
+                            "the call to `{}` was cancelled while waiting for approval; it did \
+                             not run",
+                            call.name
+                        ),
+                    ),
+                )));
+            }
+            Answer::TimedOut if mode == HitlMode::ContinueOnTimeout => {
+                (true, "timeout, continue", None)
+            }
+            Answer::TimedOut => (
                 false,
                 "timeout",
                 Some(format!(
                     "approval for `{}` timed out after {} ms, so the call was denied; call the \
                      tool directly outside the chain if it is still needed",
                     call.name,
-                    wait.as_millis()
+                    // The wait actually given (the caller's deadline may have shortened it).
+                    asked.elapsed().min(wait).as_millis()
                 )),
             ),
         };
         self.approval_resolved(call, approved, why).await;
         match message {
             None => Ok(()),
-            Some(m) => Err(InvocationResult::failed(FailureReason::ApprovalDenied, m)),
+            Some(m) => denied(m),
         }
     }
 
@@ -775,6 +827,224 @@ impl ToolInvoker {
                 reason: reason.to_owned(),
             })
             .await;
+    }
+}
+
+/// How an approval wait ended.
+enum Answer {
+    Decided(ApprovalDecision),
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+/// Sends a `FireAndContinue` notification without waiting for it: on the runtime when there
+/// is one (bounded by `limit`, a panic contained in its task), else polled once in place.
+fn notify_in_background(
+    handler: Arc<dyn ApprovalHandler>,
+    request: ApprovalRequest,
+    limit: Duration,
+) {
+    let notify = async move {
+        match exec::bounded(
+            limit,
+            AssertUnwindSafe(handler.notify(&request)).catch_unwind(),
+        )
+        .await
+        {
+            Some(Ok(())) => {}
+            Some(Err(panic)) => tracing::warn!(
+                tool = %request.tool,
+                panic = %exec::panic_message(panic.as_ref()),
+                "the approval handler panicked while being notified; the call went ahead"
+            ),
+            None => tracing::warn!(
+                tool = %request.tool,
+                "the approval handler did not take a notification in time; the call went ahead"
+            ),
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn(notify);
+        }
+        // Without a runtime `bounded` polls once and gives up, so this cannot block.
+        Err(_) => futures::executor::block_on(notify),
+    }
+}
+
+/// When a call's execution must end: the earlier of `call_timeout` after it arrived and the
+/// caller's deadline.
+struct Limit {
+    deadline: Instant,
+    /// The caller's deadline is the earlier one.
+    caller_bound: bool,
+    started: Instant,
+    call_timeout: Duration,
+}
+
+impl Limit {
+    fn new(started: Instant, call_timeout: Duration, caller: Option<Instant>) -> Self {
+        let own = started + call_timeout;
+        let (deadline, caller_bound) = match caller {
+            Some(d) if d < own => (d, true),
+            _ => (own, false),
+        };
+        Self {
+            deadline,
+            caller_bound,
+            started,
+            call_timeout,
+        }
+    }
+
+    /// The message for a call that ran out of time, saying how long the tool itself had and
+    /// which limit ended it. `approval_wait` is the time from arrival to the end of the
+    /// approval wait, when the call was asked about.
+    fn timeout_message(&self, tool: &str, approval_wait: Option<Duration>) -> String {
+        const TAIL: &str = "it may still have had side effects, so check before calling it again";
+        let before = approval_wait.unwrap_or_default();
+        let ran = self
+            .deadline
+            .saturating_duration_since(self.started)
+            .saturating_sub(before)
+            .as_millis();
+        if self.caller_bound {
+            return format!(
+                "tool `{tool}` timed out after {ran} ms: the caller's deadline passed before it \
+                 finished; {TAIL}"
+            );
+        }
+        match approval_wait {
+            None => format!(
+                "tool `{tool}` timed out after {} ms; {TAIL}",
+                self.call_timeout.as_millis()
+            ),
+            Some(wait) => format!(
+                "tool `{tool}` timed out after {ran} ms of running: its {} ms call timeout \
+                 counts from when the call arrived, and {} ms of it went to waiting for \
+                 approval; {TAIL}",
+                self.call_timeout.as_millis(),
+                wait.as_millis()
+            ),
+        }
+    }
+}
+
+/// Where a call in flight stands, for [`InFlight`]'s drop.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The pipeline runs: a drop records the call as abandoned and sends its `ToolEnd`.
+    Running,
+    /// Recorded; `ToolEnd` is being delivered: a drop delivers it in the background.
+    Recorded,
+    /// Both done.
+    Done,
+}
+
+/// One call from `ToolStart` to `ToolEnd`. Its drop completes step 12 if the `invoke` future
+/// is dropped before it did: the trace gets the record and the hooks get `ToolEnd`, so the
+/// start/end pairs and the trace stay complete whatever the caller does.
+struct InFlight<'a> {
+    inner: &'a Inner,
+    session: &'a InvokerSession,
+    call: ToolCall,
+    hash: [u8; 32],
+    started: Instant,
+    outcome: Outcome,
+    stage: Stage,
+    /// The `ToolEnd` being delivered (stage `Recorded`).
+    end: Option<HookEvent>,
+}
+
+impl InFlight<'_> {
+    fn duration_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn end_event(&self, duration_ms: u64) -> HookEvent {
+        HookEvent::ToolEnd {
+            call_id: self.call.id.clone(),
+            tool: self.call.name.clone(),
+            status: self.outcome.status,
+            duration_ms,
+        }
+    }
+
+    fn record(&mut self, duration_ms: u64, summary: String, artifact_ref: Option<ArtifactRef>) {
+        self.session.record(session::Record {
+            call_id: std::mem::take(&mut self.call.id),
+            tool: std::mem::take(&mut self.call.name),
+            args_hash: self.hash,
+            status: self.outcome.status,
+            duration_ms,
+            executed: self.outcome.executed,
+            summary,
+            artifact_ref,
+        });
+    }
+
+    /// Step 12 on the normal path: the record, then `ToolEnd`.
+    async fn finish(&mut self, result: &InvocationResult) {
+        let duration_ms = self.duration_ms();
+        self.end = (!self.inner.hooks.is_empty()).then(|| self.end_event(duration_ms));
+        self.record(
+            duration_ms,
+            summary(&result.text),
+            result.artifact_ref.clone(),
+        );
+        self.stage = Stage::Recorded;
+        if let Some(end) = &self.end {
+            self.inner.hooks.dispatch(end).await;
+        }
+        self.stage = Stage::Done;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let end = match self.stage {
+            Stage::Done => return,
+            Stage::Running => {
+                let duration_ms = self.duration_ms();
+                self.outcome.status = CallStatus::Error;
+                let end = (!self.inner.hooks.is_empty()).then(|| self.end_event(duration_ms));
+                let summary = if self.outcome.executed {
+                    "abandoned: the caller stopped waiting while the tool ran (its future was \
+                     dropped); it may have had partial side effects"
+                } else {
+                    "abandoned: the caller stopped waiting before the tool ran (its future was \
+                     dropped)"
+                };
+                self.record(duration_ms, summary.to_owned(), None);
+                end
+            }
+            Stage::Recorded => self.end.take(),
+        };
+        let Some(end) = end else {
+            return;
+        };
+        let hooks = self.inner.hooks.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move { hooks.dispatch(&end).await });
+            }
+            Err(_) => futures::executor::block_on(hooks.dispatch(&end)),
+        }
+    }
+}
+
+/// The message for arguments that arrived as text instead of a JSON object.
+fn not_json_message(tool: &str, raw: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Err(e) => format!(
+            "the arguments for `{tool}` were not valid JSON: {e}; send a JSON object matching \
+             the tool's schema"
+        ),
+        Ok(_) => format!(
+            "the arguments for `{tool}` were a JSON string, not an object; send the JSON \
+             object itself, matching the tool's schema"
+        ),
     }
 }
 

@@ -137,8 +137,10 @@ fn to_value(bytes: bytes::Bytes, media_type: &str) -> Value {
     {
         return v;
     }
-    // Converting a uniquely owned `Bytes` back into a `Vec` does not copy, so a large text
-    // value is held once.
+    // Converting a `Bytes` nobody else holds back into a `Vec` does not copy (what
+    // `FsBlobStore::resolve` returns: the argument is then the value's only copy in memory).
+    // A buffer the store itself keeps (`MemoryBlobStore`) is copied once, and a JSON value is
+    // parsed while its bytes are alive: the parsed value and the bytes coexist until then.
     match String::from_utf8(Vec::from(bytes)) {
         Ok(s) => Value::String(s),
         Err(e) => Value::String(base64::engine::general_purpose::STANDARD.encode(e.into_bytes())),

@@ -119,10 +119,10 @@ impl InvokerSession {
 
     /// Read access to this session's artifacts, for tools such as `read_result`.
     pub fn artifact_access(&self) -> Option<ArtifactAccess> {
-        self.inner.store.as_ref().map(|store| ArtifactAccess {
-            store: Arc::clone(store),
-            scope: self.inner.scope.clone(),
-        })
+        self.inner
+            .store
+            .as_ref()
+            .map(|store| ArtifactAccess::new(Arc::clone(store), self.inner.scope.clone()))
     }
 
     /// How many calls were made (every outcome counts, budget refusals excepted).
@@ -192,10 +192,21 @@ impl InvokerSession {
             .map(|_| ())
     }
 
-    pub(crate) fn add_pin(&self, r: ArtifactRef) {
-        if let Ok(mut s) = self.inner.state.lock() {
-            s.pins.push(r);
+    /// Takes over the pin a store gave `r`, to release it on close. `false` when the session
+    /// is already closed: the caller must then release the pin itself.
+    ///
+    /// `close` marks the session closed before it takes the pins under the same lock this
+    /// checks under, so a pin is either adopted and then released by `close`, or refused.
+    pub(crate) fn adopt_pin(&self, r: ArtifactRef) -> bool {
+        let mut state = match self.inner.state.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if self.inner.closed.load(Ordering::Acquire) {
+            return false;
         }
+        state.pins.push(r);
+        true
     }
 
     pub(crate) fn next_media_index(&self) -> u32 {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt as _;
 use ravi_kernel::{
     AnyTool, ApprovalDecision, ApprovalHandler, BlobStore, CancellationToken, ChainPolicy,
-    ChatModel, ChatRequest, ChatResponse, ContentBlock, HitlMode, InvocationResult,
+    ChatModel, ChatRequest, ChatResponse, ContentBlock, FailureReason, HitlMode, InvocationResult,
     InvocationStatus, Message, MessagePart, ModelError, Role, Skill, StopReason, StreamEvent, Tool,
     ToolCall, ToolContext, ToolRegistry, ToolRisk, args_digest,
 };
@@ -17,6 +17,7 @@ use super::state::{PendingApproval, RunResult, RunState, RunStop};
 use crate::hooks::HookRegistry;
 use crate::invoker::{InvokerSession, ToolInvoker};
 use crate::toolbox::Toolbox;
+use crate::validate::ArgumentValidator;
 
 /// The default turn limit.
 pub const DEFAULT_MAX_TURNS: u32 = 20;
@@ -171,6 +172,10 @@ pub struct ReActAgent {
     blob_store: Option<Arc<dyn BlobStore>>,
     observer: Option<Arc<dyn AgentObserver>>,
     max_tokens: Option<u32>,
+    /// The tools as every run's invoker sees them, and the schemas compiled for them: kept
+    /// across runs and resumes so each schema is compiled once.
+    view: Arc<InvokerView>,
+    validator: Arc<ArgumentValidator>,
 }
 
 impl std::fmt::Debug for ReActAgent {
@@ -196,10 +201,13 @@ impl ReActAgent {
         model: Arc<dyn ChatModel>,
         tools: impl IntoAgentTools,
     ) -> Self {
+        let tools = tools.into_registry();
         Self {
             name: name.into(),
             model,
-            tools: tools.into_registry(),
+            view: Arc::new(InvokerView::new(Arc::clone(&tools))),
+            validator: Arc::new(ArgumentValidator::new()),
+            tools,
             system_prompt: None,
             skills: Vec::new(),
             max_turns: DEFAULT_MAX_TURNS,
@@ -292,6 +300,14 @@ impl ReActAgent {
         self
     }
 
+    /// The cache of compiled argument schemas, to share one between agents over the same
+    /// tools (each agent otherwise keeps its own, across all its runs).
+    #[must_use]
+    pub fn with_validator(mut self, validator: Arc<ArgumentValidator>) -> Self {
+        self.validator = validator;
+        self
+    }
+
     /// Output token limit per model turn.
     #[must_use]
     pub fn with_max_tokens(mut self, n: u32) -> Self {
@@ -354,13 +370,12 @@ impl ReActAgent {
         for (call_id, (digest, decision)) in &state.decisions {
             book.record(call_id, digest, *decision);
         }
-        let mut builder = ToolInvoker::builder(Arc::new(InvokerView {
-            inner: Arc::clone(&self.tools),
-        }))
-        .policy(self.policy.clone())
-        .approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>)
-        .hooks(self.hooks.clone())
-        .top_level(true);
+        let mut builder = ToolInvoker::builder(Arc::clone(&self.view) as Arc<dyn ToolRegistry>)
+            .validator(Arc::clone(&self.validator))
+            .policy(self.policy.clone())
+            .approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>)
+            .hooks(self.hooks.clone())
+            .top_level(true);
         if let Some(store) = &self.blob_store {
             builder = builder.blob_store(Arc::clone(store));
         }
@@ -599,18 +614,6 @@ impl ReActAgent {
         });
         let (text, status) = if cancel.is_cancelled() {
             (cancelled_text(&call.name), "cancelled")
-        } else if let serde_json::Value::String(raw) = &call.arguments {
-            let why = serde_json::from_str::<serde_json::Value>(raw)
-                .err()
-                .map_or_else(|| "it is not a JSON object".to_owned(), |e| e.to_string());
-            (
-                format!(
-                    "the arguments for `{}` are not valid JSON ({why}); call it again with a \
-                     JSON object that matches its schema",
-                    call.name
-                ),
-                "error",
-            )
         } else if let Some(AnyTool::Hosted(_)) = tool {
             (
                 format!(
@@ -621,28 +624,24 @@ impl ReActAgent {
                 "ok",
             )
         } else {
+            // Arguments that are not JSON reach the invoker as their raw text: it refuses
+            // them like any invalid arguments, with a trace record, hooks and a budget count.
+            // Cancellation goes through the context, which the invoker watches: dropping the
+            // call's future instead would leave it half-recorded.
             let ctx = ToolContext {
                 call_id: call.id.clone(),
                 cancellation: cancel.child(),
                 artifacts: session.artifact_access(),
                 ..ToolContext::default()
             };
-            let name = call.name.clone();
-            let result = tokio::select! {
-                r = invoker.invoke(session, call.clone(), &ctx) => Some(r),
-                () = cancel.cancelled() => None,
+            let r = invoker.invoke(session, call.clone(), &ctx).await;
+            let status = match (r.status, r.reason) {
+                (InvocationStatus::Ok, _) => "ok",
+                (_, Some(FailureReason::Cancelled)) => "cancelled",
+                (InvocationStatus::Denied, _) => "denied",
+                _ => "error",
             };
-            match result {
-                None => (cancelled_text(&name), "cancelled"),
-                Some(r) => {
-                    let status = match r.status {
-                        InvocationStatus::Ok => "ok",
-                        InvocationStatus::Denied => "denied",
-                        _ => "error",
-                    };
-                    (model_text(&r), status)
-                }
-            }
+            (model_text(&r), status)
         };
         self.emit(AgentEvent::ToolCallFinished {
             call_id: call.id.clone(),

@@ -47,26 +47,54 @@ impl Tool for ProviderCallTool {
 }
 
 /// The agent's tools as the invoker sees them (provider-defined tools wrapped).
+///
+/// Built once per agent and kept across runs: each provider-defined tool gets one wrapper,
+/// reused on every lookup, because the argument validator caches compiled schemas by the
+/// tool's identity — a fresh wrapper per lookup would recompile on every call.
 pub(crate) struct InvokerView {
-    pub(crate) inner: Arc<dyn ToolRegistry>,
+    inner: Arc<dyn ToolRegistry>,
+    wrapped: Mutex<Vec<Wrapped>>,
 }
 
+/// A provider-defined tool and its wrapper.
+type Wrapped = (Arc<dyn ProviderDefinedTool>, Arc<dyn Tool>);
+
 impl InvokerView {
-    fn wrap(tool: AnyTool) -> AnyTool {
-        match tool {
-            AnyTool::ProviderDefined(t) => AnyTool::Function(Arc::new(ProviderCallTool(t))),
-            other => other,
+    pub(crate) fn new(inner: Arc<dyn ToolRegistry>) -> Self {
+        Self {
+            inner,
+            wrapped: Mutex::new(Vec::new()),
         }
+    }
+
+    fn wrap(&self, tool: AnyTool) -> AnyTool {
+        let AnyTool::ProviderDefined(t) = tool else {
+            return tool;
+        };
+        let mut wrapped = match self.wrapped.lock() {
+            Ok(w) => w,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let same =
+            |p: &Arc<dyn ProviderDefinedTool>| std::ptr::addr_eq(Arc::as_ptr(p), Arc::as_ptr(&t));
+        if let Some((_, w)) = wrapped.iter().find(|(p, _)| same(p)) {
+            return AnyTool::Function(Arc::clone(w));
+        }
+        // Forget tools the registry no longer holds (only this cache and `t` do).
+        wrapped.retain(|(p, _)| same(p) || Arc::strong_count(p) > 1);
+        let w: Arc<dyn Tool> = Arc::new(ProviderCallTool(Arc::clone(&t)));
+        wrapped.push((t, Arc::clone(&w)));
+        AnyTool::Function(w)
     }
 }
 
 impl ToolRegistry for InvokerView {
     fn get(&self, name: &str) -> Option<AnyTool> {
-        self.inner.get(name).map(Self::wrap)
+        self.inner.get(name).map(|t| self.wrap(t))
     }
 
     fn all(&self) -> Vec<AnyTool> {
-        self.inner.all().into_iter().map(Self::wrap).collect()
+        self.inner.all().into_iter().map(|t| self.wrap(t)).collect()
     }
 
     fn contains(&self, name: &str) -> bool {

@@ -69,8 +69,7 @@ impl Tool for TestTool {
                 let r = ravi_agents::kernel::ArtifactRef::parse(&r)
                     .map_err(|e| ToolError::invalid_arguments(e.to_string()))?;
                 let bytes = access
-                    .store
-                    .resolve(&access.scope, &r)
+                    .resolve(&r)
                     .await
                     .map_err(|e| ToolError::not_found(e.to_string()))?;
                 Ok(ToolExecutionResult::text(format!(
@@ -206,6 +205,39 @@ pub fn registry() -> StaticRegistry {
         })
         .into(),
         Arc::new(tool(TOOL_CHAIN_NAME, ToolRisk::Safe, |_, _| ok("chained"))).into(),
+        // `chars` characters of text.
+        Arc::new(tool("text", ToolRisk::Safe, |_, args| {
+            ok(&"x".repeat(args["chars"].as_u64().unwrap_or(10) as usize))
+        }))
+        .into(),
+        // A structured-only result: a list of `n` numbers, no text block.
+        Arc::new(tool("rows", ToolRisk::Safe, |_, args| {
+            let n = args["n"].as_u64().unwrap_or(10);
+            Behaviour::Return(Ok(ToolExecutionResult {
+                structured_content: Some(json!((0..n).collect::<Vec<u64>>())),
+                ..ToolExecutionResult::default()
+            }))
+        }))
+        .into(),
+        // The same list as `ToolExecutionResult::json` builds it: structured output plus its
+        // JSON text.
+        Arc::new(tool("rows_json", ToolRisk::Safe, |_, args| {
+            let n = args["n"].as_u64().unwrap_or(10);
+            Behaviour::Return(Ok(ToolExecutionResult::json(json!(
+                (0..n).collect::<Vec<u64>>()
+            ))))
+        }))
+        .into(),
+        // A structured-only object whose JSON form is about `chars` characters long.
+        Arc::new(tool("blob", ToolRisk::Safe, |_, args| {
+            let n = args["chars"].as_u64().unwrap_or(10) as usize;
+            Behaviour::Return(Ok(ToolExecutionResult {
+                structured_content: Some(json!({"blob": "x".repeat(n)})),
+                ..ToolExecutionResult::default()
+            }))
+        }))
+        .into(),
+        Arc::new(tool("hang_risky", ToolRisk::High, |_, _| Behaviour::Hang)).into(),
         AnyTool::Hosted(Arc::new(Hosted)),
         AnyTool::ProviderDefined(Arc::new(Shell)),
     ];

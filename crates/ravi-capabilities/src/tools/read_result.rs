@@ -139,16 +139,8 @@ impl Tool for ReadResult {
                 "no artifact store is attached to this call, so there is nothing to read; read_result works on refs produced in the same session",
             )
         })?;
-        let info = access
-            .store
-            .stat(&access.scope, &artifact)
-            .await
-            .map_err(blob_error)?;
-        let data = access
-            .store
-            .resolve(&access.scope, &artifact)
-            .await
-            .map_err(blob_error)?;
+        let info = access.stat(&artifact).await.map_err(blob_error)?;
+        let data = access.resolve(&artifact).await.map_err(blob_error)?;
         let size = data.len() as u64;
         let text = std::str::from_utf8(&data).ok();
 

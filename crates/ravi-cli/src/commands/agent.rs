@@ -16,12 +16,10 @@ use ravi_agents::Toolbox;
 use ravi_agents::react::{AgentEvent, AgentObserver, ReActAgent, RunStop};
 use ravi_integrations::mcp::{McpClient, McpServerSpec, McpTool};
 use ravi_integrations::providers::{ProviderError, model_from_spec};
-use ravi_kernel::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, CancellationToken, ChainPolicy, Skill,
-    async_trait,
-};
+use ravi_kernel::{CancellationToken, ChainPolicy, Skill};
 
 use crate::Exit;
+use crate::approval::CliApprovalHandler;
 
 /// Arguments of `ravi agent`.
 #[derive(Debug, Args)]
@@ -111,10 +109,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
                 .build()?,
         )
         .with_observer(display.clone() as Arc<dyn AgentObserver>)
-        .with_approval_handler(Arc::new(TerminalApproval {
-            auto_approve: args.yes,
-            display: display.clone(),
-        }));
+        .with_approval_handler(Arc::new(approval_handler(args.yes, &display)));
     if let Some(system) = &args.system {
         agent = agent.with_system_prompt(system.clone());
     }
@@ -390,49 +385,24 @@ impl AgentObserver for Display {
 }
 
 /// Asks on the terminal; with no terminal (or `--yes`), decides without asking: approve
-/// with `--yes`, deny otherwise (fail closed).
-struct TerminalApproval {
-    auto_approve: bool,
-    display: Arc<Display>,
-}
-
-#[async_trait]
-impl ApprovalHandler for TerminalApproval {
-    async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        if self.auto_approve {
-            eprintln!("ravi: approved `{}` (--yes)", request.tool);
-            return ApprovalDecision::Approved;
-        }
-        if !std::io::stdin().is_terminal() {
-            eprintln!(
-                "ravi: `{}` needs approval ({}); no terminal to ask on, denied (use --yes to approve)",
-                request.tool, request.risk
-            );
-            return ApprovalDecision::Denied;
-        }
-        self.display.paused.store(true, Ordering::Release);
-        self.display.clear_line();
-        let prompt = format!(
-            "? `{}` [{}] wants to run with {}\n  {}\n  approve? [y/N] ",
-            request.tool,
-            request.risk,
-            serde_json::to_string(&request.arguments).unwrap_or_default(),
-            request.reason
-        );
-        let answer = tokio::task::spawn_blocking(move || {
-            eprint!("{prompt}");
-            let mut line = String::new();
-            std::io::stdin().read_line(&mut line).map(|_| line)
-        })
-        .await;
-        self.display.paused.store(false, Ordering::Release);
-        match answer {
-            Ok(Ok(line)) if matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
-                ApprovalDecision::Approved
-            }
-            _ => ApprovalDecision::Denied,
-        }
+/// with `--yes`, deny otherwise (fail closed). The spinner pauses while a prompt is shown.
+fn approval_handler(yes: bool, display: &Arc<Display>) -> CliApprovalHandler {
+    let handler = CliApprovalHandler::terminal();
+    if yes {
+        return handler.approve_without_asking("--yes");
     }
+    if !std::io::stdin().is_terminal() {
+        return handler.deny_without_asking("no terminal to ask on, denied (use --yes to approve)");
+    }
+    let display = Arc::clone(display);
+    handler.on_prompt(move |prompting| {
+        if prompting {
+            display.paused.store(true, Ordering::Release);
+            display.clear_line();
+        } else {
+            display.paused.store(false, Ordering::Release);
+        }
+    })
 }
 
 #[cfg(test)]

@@ -21,8 +21,7 @@ use ravi_capabilities::tools::{
     Calculator, DeleteFile, FileExists, ListFiles, ReadFile, ReadResult, Shell, WriteFile,
 };
 use ravi_kernel::{
-    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, ChainPolicy, ChainRunResult,
-    ChainStatus, ToolContext,
+    AnyTool, ApprovalHandler, ChainPolicy, ChainRunResult, ChainStatus, ToolContext,
 };
 
 use ravi_agents::Toolbox;
@@ -179,7 +178,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
         },
     );
     let approval: Arc<dyn ApprovalHandler> = match mode {
-        ApproveMode::Ask => Arc::new(TerminalApproval),
+        // The controlling terminal, so a script piped on stdin does not compete with the
+        // answers. Without one nobody can answer: every risky call is denied.
+        ApproveMode::Ask => match crate::approval::CliApprovalHandler::tty() {
+            Ok(h) => Arc::new(h),
+            Err(e) => {
+                eprintln!(
+                    "ravi: warning: cannot open the terminal to ask for approvals ({e}); calls \
+                     that need approval will be denied"
+                );
+                Arc::new(DenyAllApprovalHandler)
+            }
+        },
         ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
         ApproveMode::None => Arc::new(DenyAllApprovalHandler),
     };
@@ -283,36 +293,4 @@ fn readable_trace(r: &ChainRunResult) -> String {
         }
     }
     s
-}
-
-/// Asks on the terminal (`/dev/tty`, so a script piped on stdin still works) whether a risky
-/// call may run. Anything but `y`/`yes` denies.
-struct TerminalApproval;
-
-#[ravi_kernel::async_trait]
-impl ApprovalHandler for TerminalApproval {
-    async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        let prompt = format!(
-            "\nravi: `{}` ({} risk) wants to run with {}\n  {}\n  allow? [y/N] ",
-            request.tool, request.risk, request.arguments, request.reason
-        );
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut tty = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/dev/tty")
-                .ok()?;
-            tty.write_all(prompt.as_bytes()).ok()?;
-            let mut line = String::new();
-            std::io::BufRead::read_line(&mut std::io::BufReader::new(tty), &mut line).ok()?;
-            Some(line.trim().to_ascii_lowercase())
-        })
-        .await
-        .ok()
-        .flatten();
-        match answer.as_deref() {
-            Some("y" | "yes") => ApprovalDecision::Approved,
-            _ => ApprovalDecision::Denied,
-        }
-    }
 }

@@ -422,3 +422,51 @@ async fn timeouts_and_cancellation_reach_the_server_as_notifications_cancelled()
     client2.close().await;
     server.shutdown().await.unwrap();
 }
+
+/// A Ravi server relaying a server whose list changes tells its own clients: the downstream
+/// client hears `notifications/tools/list_changed`, re-lists, and sees the new tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relaying_server_passes_list_changes_on() {
+    let names = Arc::new(Mutex::new(vec!["switch".to_owned(), "a".to_owned()]));
+    let (url, stop) = serve_http(Changing { names }, None).await;
+    let upstream = McpClient::connect(McpServerSpec::http("chg", &url))
+        .await
+        .unwrap();
+    let live = Arc::new(LiveToolbox::new(Vec::new(), vec![upstream.clone()]).unwrap());
+    let builder =
+        ToolInvoker::builder(live).approval_handler(Arc::new(AutoApprovalHandler::approving()));
+    let relay = McpServer::new(Arc::new(ravi_integrations::mcp::InvokerTools::new(builder)))
+        .with_list_changes([upstream.watch_tools()])
+        .bind_http(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            HttpOptions::default(),
+        )
+        .await
+        .unwrap();
+    let downstream = McpClient::connect(McpServerSpec::http("down", relay.url()))
+        .await
+        .unwrap();
+    let listed = |c: &McpClient| -> Vec<String> { c.tools().into_iter().map(|t| t.name).collect() };
+    assert_eq!(listed(&downstream), ["chg__switch", "chg__a"]);
+    let mut changes = downstream.watch_tools();
+    changes.borrow_and_update();
+    let r = downstream
+        .call("chg__switch", json!({}), &ToolContext::default(), None, "s")
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "switched");
+    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+        .await
+        .expect("the downstream client was not told about the change")
+        .unwrap();
+    assert_eq!(listed(&downstream), ["chg__switch", "chg__b"]);
+    let r = downstream
+        .call("chg__b", json!({}), &ToolContext::default(), None, "b")
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "called b");
+    downstream.close().await;
+    upstream.close().await;
+    relay.shutdown().await.unwrap();
+    stop.cancel();
+}

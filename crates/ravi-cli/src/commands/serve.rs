@@ -112,7 +112,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
             approval_handler(args.approve),
             policy,
         )?;
-        let server = McpServer::new(tools);
+        let mut server = McpServer::new(tools);
+        if !clients.is_empty() {
+            // Clients of `ravi serve` hear when an attached server's tools change.
+            server = server.with_list_changes(clients.iter().map(|c| c.watch_tools()));
+        }
         if let Some(addr) = args.http {
             let mut opts = HttpOptions::default();
             opts.allowed_hosts.extend(args.allow_host.iter().cloned());

@@ -169,6 +169,45 @@ struct Handler {
     instructions: Option<String>,
     subscriptions: Arc<Mutex<Vec<String>>>,
     parked: Arc<ParkedCalls<Option<ToolExecutionResult>>>,
+    /// Set when the served list can change (see [`McpServer::with_list_changes`]).
+    list_changes: Option<ListChanges>,
+}
+
+/// Who to tell that the tool list changed: the clients connected with the `initialize`
+/// handshake (2026-07-28 clients re-list on their own when a call names a tool they have not
+/// listed).
+#[derive(Clone, Default)]
+struct ListChanges {
+    peers: Arc<Mutex<Vec<rmcp::Peer<RoleServer>>>>,
+    sources: Arc<Mutex<Vec<tokio::sync::watch::Receiver<u64>>>>,
+}
+
+impl ListChanges {
+    /// Starts forwarding changes (once; later calls find no sources left).
+    fn start(&self) {
+        let sources = self
+            .sources
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        for mut rx in sources {
+            let peers = self.peers.clone();
+            tokio::spawn(async move {
+                while rx.changed().await.is_ok() {
+                    let targets: Vec<rmcp::Peer<RoleServer>> = match peers.lock() {
+                        Ok(mut p) => {
+                            p.retain(|peer| !peer.is_transport_closed());
+                            p.clone()
+                        }
+                        Err(_) => Vec::new(),
+                    };
+                    for peer in targets {
+                        let _ = peer.notify_tool_list_changed().await;
+                    }
+                }
+            });
+        }
+    }
 }
 
 impl Handler {
@@ -265,7 +304,8 @@ fn to_response(result: &ToolExecutionResult) -> Result<CallToolResponse, ErrorDa
 
 impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
-        let mut caps = json!({"tools": {"listChanged": false}, "logging": {}, "completions": {}});
+        let mut caps = json!({"tools": {"listChanged": self.list_changes.is_some()},
+            "logging": {}, "completions": {}});
         if self.resources.is_some() {
             caps["resources"] = json!({"subscribe": true, "listChanged": false});
         }
@@ -278,6 +318,15 @@ impl ServerHandler for Handler {
             info = info.with_instructions(i.clone());
         }
         info
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        if let Some(changes) = &self.list_changes
+            && let Ok(mut peers) = changes.peers.lock()
+        {
+            peers.retain(|p| !p.is_transport_closed());
+            peers.push(context.peer);
+        }
     }
 
     async fn list_tools(
@@ -532,6 +581,7 @@ impl McpServer {
                 instructions: None,
                 subscriptions: Arc::default(),
                 parked: Arc::default(),
+                list_changes: None,
             },
         }
     }
@@ -547,6 +597,28 @@ impl McpServer {
     #[must_use]
     pub fn with_prompts(mut self, prompts: Arc<dyn PromptHandler>) -> Self {
         self.handler.prompts = Some(prompts);
+        self
+    }
+
+    /// Announces `tools.listChanged` and sends `notifications/tools/list_changed` to connected
+    /// clients whenever one of `changes` moves (e.g. [`McpClient::watch_tools`] of the servers
+    /// behind a [`LiveToolbox`]). Clients on 2026-07-28 have no standing stream for it; they
+    /// re-list when they call a tool they have not listed.
+    ///
+    /// [`McpClient::watch_tools`]: super::McpClient::watch_tools
+    /// [`LiveToolbox`]: super::LiveToolbox
+    #[must_use]
+    pub fn with_list_changes(
+        mut self,
+        changes: impl IntoIterator<Item = tokio::sync::watch::Receiver<u64>>,
+    ) -> Self {
+        let lc = self
+            .handler
+            .list_changes
+            .get_or_insert_with(ListChanges::default);
+        if let Ok(mut s) = lc.sources.lock() {
+            s.extend(changes);
+        }
         self
     }
 
@@ -569,6 +641,9 @@ impl McpServer {
         R: tokio::io::AsyncRead + Send + Unpin + 'static,
         W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
+        if let Some(lc) = &self.handler.list_changes {
+            lc.start();
+        }
         let running = self
             .handler
             .clone()
@@ -588,6 +663,9 @@ impl McpServer {
         addr: SocketAddr,
         opts: HttpOptions,
     ) -> Result<HttpServerHandle, McpError> {
+        if let Some(lc) = &self.handler.list_changes {
+            lc.start();
+        }
         let stop = tokio_util::sync::CancellationToken::new();
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(opts.allowed_hosts.clone())

@@ -9,6 +9,7 @@
 //! The working directory is confined; the command itself is not a filesystem sandbox (`cat
 //! /etc/passwd` works). That is why the `shell` tool is Critical and always asks for approval.
 
+use std::os::fd::AsRawFd as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,12 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Whether `/proc/self/fd` exists (Linux with procfs mounted), checked once.
+fn proc_fd_dir_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| std::path::Path::new("/proc/self/fd").is_dir())
 }
 
 fn valid_env_name(name: &str) -> bool {
@@ -116,15 +123,26 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // operations are allowed. It makes a single `fchdir` system call (rustix issues it directly,
-    // without locking or allocating) and, on failure, builds an `io::Error` from the raw errno,
-    // which does not allocate either. `cwd_dir` is owned by the closure, which `cmd` keeps
-    // alive until after `spawn`, so the descriptor is open in the child; it is close-on-exec,
-    // so the command does not inherit it.
-    #[allow(unsafe_code)]
-    unsafe {
-        cmd.pre_exec(move || rustix::process::fchdir(&cwd_dir).map_err(std::io::Error::from));
+    // The child enters the directory through the descriptor. Where /proc is mounted it does so
+    // by `chdir("/proc/self/fd/N")`: in the child that magic link is the open directory itself
+    // (no path is resolved again), and a plain working directory keeps `posix_spawn`, which
+    // costs a fraction of the `fork` a pre-exec hook forces on a large process. `cwd_dir`
+    // lives until after `spawn`; it is close-on-exec, so the command does not inherit it.
+    let _keep_open;
+    if proc_fd_dir_available() {
+        cmd.current_dir(format!("/proc/self/fd/{}", cwd_dir.as_raw_fd()));
+        _keep_open = Some(cwd_dir);
+    } else {
+        _keep_open = None;
+        // SAFETY: the closure runs in the forked child before exec, where only
+        // async-signal-safe operations are allowed. It makes a single `fchdir` system call
+        // (rustix issues it directly, without locking or allocating) and, on failure, builds an
+        // `io::Error` from the raw errno, which does not allocate either. `cwd_dir` is owned by
+        // the closure, which `cmd` keeps alive until after `spawn`.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(move || rustix::process::fchdir(&cwd_dir).map_err(std::io::Error::from));
+        }
     }
     for name in &limits.env_allow {
         if let Some(value) = std::env::var_os(name) {

@@ -462,7 +462,10 @@ async fn openai_responses_streams() {
     let model = OpenAiResponsesModel::new("gpt-4.1", config(&server)).unwrap();
     let req = request();
     let events = collect(&model, &req).await;
-    assert_eq!(body_of(&server, 0).await["stream"], json!(true));
+    golden(
+        "openai_responses_stream_request",
+        &body_of(&server, 0).await,
+    );
     assert!(
         matches!(&events[0], StreamEvent::ToolUseStart { id, name, index: 0 } if id == "call_KfZ9g3" && name == "add")
     );
@@ -484,6 +487,279 @@ async fn openai_responses_streams() {
         ),
         ("Hi there!", 37)
     );
+}
+
+fn tool_use_args(events: &[StreamEvent]) -> Value {
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!("no Done in {events:?}")
+    };
+    response.message.tool_uses()[0].2.clone()
+}
+
+/// Every item of a Responses `input` that carries an `id` (none may: requests use `store: false`).
+fn items_with_ids(body: &Value) -> Vec<Value> {
+    body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i.get("id").is_some())
+        .cloned()
+        .collect()
+}
+
+fn reasoning_of(message: &Message) -> Value {
+    message
+        .content
+        .iter()
+        .find_map(|p| match p {
+            MessagePart::ProviderItem { value, .. } if value["type"] == "reasoning" => {
+                Some(value.clone())
+            }
+            _ => None,
+        })
+        .expect("a reasoning item")
+}
+
+/// A reasoning model's next turn replays its reasoning item by `encrypted_content`, without the
+/// `rs_…` id that a `store: false` request cannot resolve (OpenAI answers 404 "Item with id
+/// 'rs_…' not found"), and a failed call's output says it failed.
+#[tokio::test]
+async fn openai_responses_replays_reasoning_by_encrypted_content_without_ids() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            cassette("openai_responses/reasoning_tool_call.json"),
+            "application/json",
+        ))
+        .mount(&server)
+        .await;
+    let model = OpenAiResponsesModel::new("gpt-5", config(&server)).unwrap();
+    assert!(model.asks_for_encrypted_reasoning());
+    let mut req = request();
+    let r = model.complete(&req).await.unwrap();
+    let first = body_of(&server, 0).await;
+    assert_eq!(first["include"], json!(["reasoning.encrypted_content"]));
+    assert_eq!(first["store"], json!(false));
+    let reasoning = reasoning_of(&r.message);
+    assert_eq!(
+        reasoning["id"],
+        "rs_68af4030baa48193b0b43b4c2a176a1a05438e46b5f69a3b"
+    );
+    let uses = r.message.tool_uses();
+    assert_eq!(
+        (uses[0].0, uses[0].1),
+        ("call_Wk3kZtLRd4yOxg9gFQ9OQ2tp", "add")
+    );
+
+    req.messages.push(r.message.clone());
+    req.messages.push(Message {
+        role: Role::Tool,
+        content: vec![MessagePart::ToolResult {
+            tool_use_id: "call_Wk3kZtLRd4yOxg9gFQ9OQ2tp".into(),
+            content: vec![ContentBlock::text("integer overflow")],
+            is_error: true,
+        }],
+    });
+    model.complete(&req).await.unwrap();
+    let second = body_of(&server, 1).await;
+    golden("openai_responses_reasoning_followup_request", &second);
+    assert_eq!(items_with_ids(&second), Vec::<Value>::new());
+    let replayed = second["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "reasoning")
+        .unwrap();
+    assert_eq!(
+        replayed["encrypted_content"],
+        reasoning["encrypted_content"]
+    );
+    let output = second["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| {
+            i["type"] == "function_call_output" && i["call_id"] == "call_Wk3kZtLRd4yOxg9gFQ9OQ2tp"
+        })
+        .unwrap();
+    assert_eq!(output["output"], "Error: integer overflow");
+}
+
+/// Streamed, the replayable reasoning item is the completed one (`output_item.added` carries a
+/// partial `encrypted_content`).
+#[tokio::test]
+async fn openai_responses_stream_keeps_the_completed_reasoning_item() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cassette("openai_responses/reasoning_stream.sse")))
+        .mount(&server)
+        .await;
+    let model = OpenAiResponsesModel::new("o4-mini", config(&server)).unwrap();
+    let mut req = request();
+    let events = collect(&model, &req).await;
+    assert_eq!(tool_use_args(&events), json!({"a": 40, "b": 2}));
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!("no Done")
+    };
+    let reasoning = reasoning_of(&response.message);
+    assert!(
+        reasoning["encrypted_content"]
+            .as_str()
+            .unwrap()
+            .ends_with("wZ6=="),
+        "{reasoning}"
+    );
+    assert_eq!(
+        body_of(&server, 0).await["include"],
+        json!(["reasoning.encrypted_content"])
+    );
+
+    req.messages.push(response.message.clone());
+    req.messages.push(Message {
+        role: Role::Tool,
+        content: vec![MessagePart::ToolResult {
+            tool_use_id: "call_R3aS0nIng".into(),
+            content: vec![ContentBlock::text("42")],
+            is_error: false,
+        }],
+    });
+    collect(&model, &req).await;
+    let second = body_of(&server, 1).await;
+    assert_eq!(items_with_ids(&second), Vec::<Value>::new());
+    let tail: Vec<&str> = second["input"].as_array().unwrap()[6..]
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(tail, ["reasoning", "function_call", "function_call_output"]);
+}
+
+/// A reasoning item that came without `encrypted_content` (the model was not asked for it) is
+/// left out: without storage it can be neither looked up nor replayed.
+#[tokio::test]
+async fn openai_responses_drops_reasoning_it_cannot_replay() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            cassette("openai_responses/final_text.json"),
+            "application/json",
+        ))
+        .mount(&server)
+        .await;
+    let model = OpenAiResponsesModel::new("gpt-5", config(&server))
+        .unwrap()
+        .with_encrypted_reasoning(false);
+    let mut req = request();
+    req.messages.push(Message {
+        role: Role::Assistant,
+        content: vec![MessagePart::ProviderItem {
+            provider: "openai-responses".into(),
+            value: json!({"type": "reasoning", "id": "rs_abc", "summary": []}),
+        }],
+    });
+    model.complete(&req).await.unwrap();
+    let body = body_of(&server, 0).await;
+    assert!(body.get("include").is_none());
+    assert!(
+        !body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["type"] == "reasoning")
+    );
+}
+
+/// A model that refuses `include: ["reasoning.encrypted_content"]` gets the request again
+/// without it, once; the client then stops asking.
+#[tokio::test]
+async fn openai_responses_stops_asking_for_encrypted_reasoning_when_refused() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(
+            json!({"include": ["reasoning.encrypted_content"]}),
+        ))
+        .respond_with(ResponseTemplate::new(400).set_body_raw(
+            cassette("openai_responses/encrypted_content_unsupported.json"),
+            "application/json",
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"stream": true})))
+        .respond_with(sse(cassette("openai_responses/text_stream.sse")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            cassette("openai_responses/final_text.json"),
+            "application/json",
+        ))
+        .mount(&server)
+        .await;
+    let model = OpenAiResponsesModel::new("gpt-4.1", config(&server))
+        .unwrap()
+        .with_encrypted_reasoning(true);
+    let req = request();
+    let r = model.complete(&req).await.unwrap();
+    assert!(r.message.text().starts_with("The directory holds"));
+    assert!(!model.asks_for_encrypted_reasoning());
+    model.complete(&req).await.unwrap();
+    let sent: Vec<bool> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            serde_json::from_slice::<Value>(&r.body)
+                .unwrap()
+                .get("include")
+                .is_some()
+        })
+        .collect();
+    assert_eq!(sent, [true, false, false]);
+
+    // Streaming recovers the same way.
+    let fresh = OpenAiResponsesModel::new("gpt-4.1", config(&server))
+        .unwrap()
+        .with_encrypted_reasoning(true);
+    let events = collect(&fresh, &req).await;
+    assert!(matches!(events.last(), Some(StreamEvent::Done { .. })));
+    assert!(!fresh.asks_for_encrypted_reasoning());
+}
+
+/// A call cut off by the output limit keeps its partial argument text (a JSON string), so the
+/// loop can answer it with an error result instead of the run failing; Chat and Responses.
+#[tokio::test]
+async fn openai_streams_keep_truncated_tool_arguments_as_text() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(sse(cassette("openai_chat/tool_call_truncated_stream.sse")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(sse(cassette(
+            "openai_responses/tool_call_truncated_stream.sse",
+        )))
+        .mount(&server)
+        .await;
+    let req = request();
+    let chat = OpenAiChatModel::new("gpt-4.1", config(&server)).unwrap();
+    let events = collect(&chat, &req).await;
+    assert_eq!(tool_use_args(&events), json!("{\"a\":40,\"b"));
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!()
+    };
+    assert_eq!(response.stop_reason, StopReason::MaxTokens);
+
+    let responses = OpenAiResponsesModel::new("gpt-4.1", config(&server)).unwrap();
+    let events = collect(&responses, &req).await;
+    assert_eq!(tool_use_args(&events), json!("{\"a\":40,\"b"));
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!()
+    };
+    assert_eq!(response.stop_reason, StopReason::MaxTokens);
 }
 
 // ---------------------------------------------------------------- Anthropic Messages
@@ -595,6 +871,130 @@ async fn anthropic_streams_text_and_input_json() {
     assert_eq!(response.stop_reason, StopReason::ToolUse);
 }
 
+/// A tool_use cut off by `max_tokens` mid-input keeps its partial text as a JSON string (the
+/// loop answers it with an `is_error` result); it used to fail the whole stream.
+#[tokio::test]
+async fn anthropic_stream_keeps_truncated_tool_input_as_text() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cassette("anthropic/tool_use_truncated_stream.sse")))
+        .mount(&server)
+        .await;
+    let model = AnthropicModel::new("claude-sonnet-4-5", config(&server)).unwrap();
+    let req = request();
+    let events = collect(&model, &req).await;
+    assert_eq!(tool_use_args(&events), json!("{\"a\": 40, \"b"));
+    let Some(StreamEvent::Done { response }) = events.last() else {
+        panic!()
+    };
+    assert_eq!(response.stop_reason, StopReason::MaxTokens);
+}
+
+/// A stream cut before `message_stop` is an error, not a finished answer.
+#[tokio::test]
+async fn anthropic_stream_cut_before_message_stop_is_an_error() {
+    let full = cassette("anthropic/tool_use_stream.sse");
+    let cut = &full[..full.find("event: message_delta").unwrap()];
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cut.to_owned()))
+        .mount(&server)
+        .await;
+    let model = AnthropicModel::new("claude-sonnet-4-5", config(&server)).unwrap();
+    let req = request();
+    let last = model.stream(&req).collect::<Vec<_>>().await.pop().unwrap();
+    assert_eq!(
+        last,
+        Err(ModelError::Decode(
+            "the stream ended before `message_stop`".into()
+        ))
+    );
+}
+
+/// Tool search: the `server_tool_use` of the regex search tool and its `tool_search_tool_result`
+/// (with `tool_reference` blocks) come back as provider items, streamed or not, identically,
+/// and go back verbatim before the deferred tool's result.
+#[tokio::test]
+async fn anthropic_tool_search_blocks_round_trip_streamed_or_not() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"stream": true})))
+        .respond_with(sse(cassette("anthropic/tool_search_stream.sse")))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(cassette("anthropic/tool_search.json"), "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let model = AnthropicModel::new("claude-sonnet-4-5", config(&server)).unwrap();
+    let mut req = ChatRequest {
+        messages: vec![Message::user("Look up part A-42.")],
+        tools: vec![
+            AnyTool::from(Arc::new(Add)),
+            AnyTool::from(Arc::new(Catalog)),
+        ],
+        ..ChatRequest::default()
+    };
+    let whole = model.complete(&req).await.unwrap();
+    let events = collect(&model, &req).await;
+    let Some(StreamEvent::Done { response: streamed }) = events.last() else {
+        panic!("no Done")
+    };
+    assert_eq!(streamed, &whole, "streamed and non-streamed answers differ");
+    let kinds: Vec<String> = whole
+        .message
+        .content
+        .iter()
+        .map(|p| match p {
+            MessagePart::Text { .. } => "text".to_owned(),
+            MessagePart::ToolUse { name, .. } => format!("tool_use:{name}"),
+            MessagePart::ProviderItem { value, .. } => value["type"].as_str().unwrap().to_owned(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "text",
+            "server_tool_use",
+            "tool_search_tool_result",
+            "tool_use:lookup_part"
+        ]
+    );
+    assert_eq!(whole.usage.output_tokens, 97);
+    // Only the client tool's call streams as a tool call; the server tool runs at Anthropic.
+    let started: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolUseStart { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, ["lookup_part"]);
+
+    req.messages.push(whole.message.clone());
+    req.messages.push(Message {
+        role: Role::Tool,
+        content: vec![MessagePart::ToolResult {
+            tool_use_id: "toolu_01LookupPart8xQz".into(),
+            content: vec![ContentBlock::text("A-42: hex bolt, 3 in stock")],
+            is_error: false,
+        }],
+    });
+    model.complete(&req).await.unwrap();
+    let third = body_of(&server, 2).await;
+    golden("anthropic_tool_search_followup_request", &third);
+    let reqs = server.received_requests().await.unwrap();
+    assert!(reqs.iter().all(|r| {
+        r.headers
+            .get("anthropic-beta")
+            .is_some_and(|v| v == "advanced-tool-use-2025-11-20")
+    }));
+}
+
 // ---------------------------------------------------------------- Fallback
 
 #[tokio::test]
@@ -685,31 +1085,103 @@ async fn fallback_moves_on_after_overload_and_drops_hosted_tools_without_a_spec(
 }
 
 #[test]
-fn cassettes_hold_no_secrets() {
-    let re = regex_lite_like();
-    for provider in ["openai_chat", "openai_responses", "anthropic"] {
-        for entry in std::fs::read_dir(dir().join("cassettes").join(provider)).unwrap() {
+fn cassettes_and_golden_files_hold_no_secrets() {
+    let mut scanned = 0;
+    let mut stack = vec![dir().join("cassettes"), dir().join("golden")];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
             let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
             let text = std::fs::read_to_string(&path).unwrap();
-            assert!(
-                !re(&text),
-                "{} looks like it holds an API key",
-                path.display()
-            );
+            if let Some(found) = secret_in(&text) {
+                panic!(
+                    "{} looks like it holds a credential: {found}",
+                    path.display()
+                );
+            }
+            scanned += 1;
         }
+    }
+    assert!(scanned >= 30, "only {scanned} files scanned");
+}
+
+#[test]
+fn the_secret_scan_catches_real_looking_keys_and_passes_fakes() {
+    for leak in [
+        "\"Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUvWx\"",
+        "key: sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz",
+        "authorization: Bearer eyJhbGciOiJIUzI1NiJ9abcdefghij",
+        "{\"headers\": {\"x-api-key\": \"a1b2c3d4e5f6g7h8\"}}",
+        "x-api-key: 9f8e7d6c5b4a",
+    ] {
+        assert!(secret_in(leak).is_some(), "missed {leak}");
+    }
+    for fake in [
+        "Incorrect API key provided: sk-test. You can find",
+        "authorization: Bearer test-key",
+        "Bearer <token>",
+        "\"x-api-key\": \"test-key\"",
+        "x-api-key: fake-key-for-tests",
+        "the x-api-key header carries the key",
+        "\"tool_name\": \"task-runner\", \"sk\": 1",
+    ] {
+        assert_eq!(secret_in(fake), None, "{fake}");
     }
 }
 
-/// True when `text` has something shaped like a real key (`sk-` or `sk-ant-` followed by 20+
-/// key characters).
-fn regex_lite_like() -> impl Fn(&str) -> bool {
-    |text: &str| {
-        text.match_indices("sk-").any(|(i, _)| {
-            text[i + 3..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-                .count()
-                >= 20
-        })
+/// Characters a key or token is made of.
+fn key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '=' | '+' | '/')
+}
+
+/// A value that is obviously a placeholder, not a credential.
+fn obviously_fake(value: &str) -> bool {
+    let v = value.to_ascii_lowercase();
+    v.len() < 8
+        || [
+            "test",
+            "fake",
+            "dummy",
+            "example",
+            "placeholder",
+            "xxx",
+            "<",
+        ]
+        .iter()
+        .any(|m| v.contains(m))
+}
+
+/// The first thing in `text` shaped like a real credential: an `sk-…`/`sk-ant-…` key with 20+
+/// key characters, a `Bearer` token of 20+ characters, or an `x-api-key` value that is not an
+/// obvious fake.
+fn secret_in(text: &str) -> Option<String> {
+    let after = |i: usize| -> String { text[i..].chars().take_while(|c| key_char(*c)).collect() };
+    for (i, _) in text.match_indices("sk-") {
+        let key = after(i + 3);
+        if key.len() >= 20 && !obviously_fake(&key) {
+            return Some(format!("sk-{key}"));
+        }
     }
+    for (i, m) in text.match_indices("Bearer ") {
+        let token = after(i + m.len());
+        if token.len() >= 20 && !obviously_fake(&token) {
+            return Some(format!("Bearer {token}"));
+        }
+    }
+    let lower = text.to_ascii_lowercase();
+    for (i, m) in lower.match_indices("x-api-key") {
+        // `x-api-key: VALUE` (a header) or `"x-api-key": "VALUE"` (JSON).
+        let rest = text[i + m.len()..].trim_start_matches('"').trim_start();
+        let Some(rest) = rest.strip_prefix(':') else {
+            continue;
+        };
+        let value = after(text.len() - rest.trim_start().trim_start_matches('"').len());
+        if !value.is_empty() && !obviously_fake(&value) {
+            return Some(format!("x-api-key: {value}"));
+        }
+    }
+    None
 }

@@ -354,6 +354,25 @@ struct AnthropicStreamDecoder {
     blocks: std::collections::BTreeMap<u32, (Value, String)>,
     stop_reason: Option<String>,
     output_tokens: Option<u64>,
+    /// `message_stop` arrived: the message is complete.
+    stopped: bool,
+}
+
+/// Sets a streamed block's `input` from the JSON text its deltas carried.
+///
+/// Text that is not JSON (typically a call cut off by `max_tokens`) is kept as a JSON string,
+/// as the other decoders keep unparseable arguments: the call then reaches the loop, which
+/// answers it with an `is_error` tool result naming the problem so the model can retry, instead
+/// of the whole run failing on a decode error.
+fn finish_block_input(block: &mut Value, json_text: &str) {
+    if !json_text.is_empty() {
+        block["input"] =
+            serde_json::from_str(json_text).unwrap_or_else(|_| Value::String(json_text.to_owned()));
+    } else if block.get("input").is_none()
+        && (block["type"] == "tool_use" || block["type"] == "server_tool_use")
+    {
+        block["input"] = json!({});
+    }
 }
 
 impl StreamDecoder for AnthropicStreamDecoder {
@@ -426,17 +445,7 @@ impl StreamDecoder for AnthropicStreamDecoder {
             }
             "content_block_stop" => {
                 if let Some((block, json_text)) = self.blocks.get_mut(&index) {
-                    if !json_text.is_empty() {
-                        block["input"] = serde_json::from_str(json_text).map_err(|e| {
-                            ModelError::Decode(format!(
-                                "tool input of content block {index} is not JSON ({e}): {json_text}"
-                            ))
-                        })?;
-                    } else if block.get("input").is_none()
-                        && (block["type"] == "tool_use" || block["type"] == "server_tool_use")
-                    {
-                        block["input"] = json!({});
-                    }
+                    finish_block_input(block, &std::mem::take(json_text));
                 }
             }
             "message_delta" => {
@@ -447,7 +456,10 @@ impl StreamDecoder for AnthropicStreamDecoder {
                     self.output_tokens = Some(n);
                 }
             }
-            "message_stop" => return Ok(true),
+            "message_stop" => {
+                self.stopped = true;
+                return Ok(true);
+            }
             "error" => {
                 let kind = str_at(&v, "/error/type");
                 let message = str_at(&v, "/error/message").to_owned();
@@ -474,9 +486,19 @@ impl StreamDecoder for AnthropicStreamDecoder {
                 "the stream ended before `message_start`".into(),
             ));
         };
+        // A connection cut mid-answer must not pass for a finished answer.
+        if !self.stopped {
+            return Err(ModelError::Decode(
+                "the stream ended before `message_stop`".into(),
+            ));
+        }
+        // A block whose `content_block_stop` never came still gets its input.
         let blocks: Vec<Value> = std::mem::take(&mut self.blocks)
             .into_values()
-            .map(|(b, _)| b)
+            .map(|(mut b, json_text)| {
+                finish_block_input(&mut b, &json_text);
+                b
+            })
             .collect();
         message["content"] = Value::Array(blocks);
         if let Some(s) = self.stop_reason.take() {

@@ -45,6 +45,22 @@ pub(crate) fn blocks_text(content: &[ContentBlock]) -> String {
     parts.join("\n")
 }
 
+/// The text a model reads for a tool result in a text-only slot (Chat `role: "tool"`, Responses
+/// `function_call_output`), with a failure marked the same way for every OpenAI-shaped API.
+///
+/// Anthropic's `tool_result` has a real `is_error` flag; the OpenAI APIs have none, so a failed
+/// call's text is prefixed with `Error: ` (unless it already starts with `Error`). Without the
+/// mark a failure such as "no such file" reads like a successful result, and the model would
+/// act on it as data instead of correcting the call.
+pub(crate) fn result_text(content: &[ContentBlock], is_error: bool) -> String {
+    let text = blocks_text(content);
+    if is_error && !text.starts_with("Error") {
+        format!("Error: {text}")
+    } else {
+        text
+    }
+}
+
 /// A URL for a media source: the URL itself, or a `data:` URL for inline bytes.
 pub(crate) fn media_url(media_type: &str, source: &MediaSource) -> String {
     match source {
@@ -237,6 +253,15 @@ mod tests {
         assert_eq!(parse_args("{\"a\":"), json!("{\"a\":"));
         assert_eq!(args_to_string(&json!("{\"a\":")), "{\"a\":");
         assert_eq!(args_to_string(&json!({"a": 1})), "{\"a\":1}");
+    }
+
+    #[test]
+    fn failed_results_are_marked_once() {
+        let boom = [ContentBlock::text("no such file")];
+        assert_eq!(result_text(&boom, true), "Error: no such file");
+        assert_eq!(result_text(&boom, false), "no such file");
+        let already = [ContentBlock::text("Error: bad path")];
+        assert_eq!(result_text(&already, true), "Error: bad path");
     }
 
     #[test]

@@ -23,5 +23,7 @@ pub use error::ProviderError;
 pub use fallback::FallbackModel;
 pub use http::{ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, ProviderConfig};
 pub use openai_chat::OpenAiChatModel;
-pub use openai_responses::{OpenAiResponsesModel, RESPONSES_PROVIDER, provider_output_item};
+pub use openai_responses::{
+    ENCRYPTED_REASONING_INCLUDE, OpenAiResponsesModel, RESPONSES_PROVIDER, provider_output_item,
+};
 pub use spec::model_from_spec;

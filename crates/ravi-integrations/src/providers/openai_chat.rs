@@ -13,7 +13,7 @@ use ravi_kernel::{
 use serde_json::{Map, Value, json};
 
 use super::common::{
-    StreamDecoder, args_to_string, blocks_text, decode_stream, event_json, media_url, parse_args,
+    StreamDecoder, args_to_string, decode_stream, event_json, media_url, parse_args, result_text,
     str_at, strict_schema, u64_at,
 };
 use super::error::ProviderError;
@@ -193,10 +193,7 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
                         content,
                         is_error,
                     } => {
-                        let mut text = blocks_text(content);
-                        if *is_error && !text.starts_with("Error") {
-                            text = format!("Error: {text}");
-                        }
+                        let text = result_text(content, *is_error);
                         out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}));
                     }
                     MessagePart::Text { text } => parts.push(json!({"type": "text", "text": text})),

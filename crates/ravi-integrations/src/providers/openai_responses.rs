@@ -6,9 +6,28 @@
 //! `apply_patch_call`, `computer_call` …) is surfaced as a `ToolUse` naming the
 //! `ProviderDefinedTool` whose `call_types` lists it, with the whole item as arguments, so a
 //! loop can hand it to `handle_call`; its result goes back as the matching `*_output` item.
-//! Requests are sent with `store: false`, so nothing is kept server-side between turns.
+//!
+//! Requests are sent with `store: false`, so nothing is kept server-side between turns and the
+//! whole conversation goes out every time. Two consequences shape the encoding:
+//!
+//! - **No item ids.** With nothing stored, an echoed item that carries its `id` makes the API
+//!   look it up and fail with 404 "Item with id 'rs_…' not found. Items are not persisted when
+//!   `store` is set to false". Every echoed item therefore goes back without its `id` (the
+//!   `call_id` pairs calls with outputs), as OpenAI's own Codex client does.
+//! - **Encrypted reasoning.** A reasoning model's reasoning items can only be replayed through
+//!   their `encrypted_content`, which the API returns only when asked with
+//!   `include: ["reasoning.encrypted_content"]`. The client asks for it for reasoning models
+//!   (`o1`/`o3`/`o4`, `gpt-5*` except `gpt-5-chat*`, `codex*`; override with
+//!   [`OpenAiResponsesModel::with_encrypted_reasoning`]); a model that refuses it ("Encrypted
+//!   content is not supported with this model") is asked again without, once, and not asked
+//!   again. A reasoning item without `encrypted_content` cannot be replayed and is left out.
+//!
+//! `function_call_output` has no error flag: a failed call's output is prefixed `Error: `, as
+//! in Chat Completions, so a failure never reads like data (Anthropic sends `is_error`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::stream::BoxStream;
 use ravi_kernel::{
@@ -19,7 +38,7 @@ use serde_json::{Map, Value, json};
 
 use super::common::{
     StreamDecoder, args_to_string, blocks_text, decode_stream, event_json, media_url, parse_args,
-    str_at, strict_schema, u64_at,
+    result_text, str_at, strict_schema, u64_at,
 };
 use super::error::ProviderError;
 use super::http::{AuthStyle, HttpClient, ProviderConfig};
@@ -28,12 +47,18 @@ use super::sse::SseEvent;
 /// The `provider` tag of the [`MessagePart::ProviderItem`]s this client produces.
 pub const RESPONSES_PROVIDER: &str = "openai-responses";
 
+/// What requests ask for so reasoning items can be replayed without server-side storage.
+pub const ENCRYPTED_REASONING_INCLUDE: &str = "reasoning.encrypted_content";
+
 /// A Responses API client for one model.
 #[derive(Debug, Clone)]
 pub struct OpenAiResponsesModel {
     http: HttpClient,
     model: String,
     label: String,
+    /// Whether requests carry `include: ["reasoning.encrypted_content"]`. Shared by clones, so
+    /// once the model refuses it no clone asks again.
+    encrypted_reasoning: Arc<AtomicBool>,
 }
 
 impl OpenAiResponsesModel {
@@ -43,8 +68,28 @@ impl OpenAiResponsesModel {
         Ok(Self {
             http: HttpClient::new(config, AuthStyle::Bearer, &[])?,
             label: format!("openai:{model}"),
+            encrypted_reasoning: Arc::new(AtomicBool::new(is_reasoning_model(&model))),
             model,
         })
+    }
+
+    /// Whether to ask for `reasoning.encrypted_content` (default: by the model's name, see the
+    /// module docs). Turn it on for a reasoning model the name rule does not know, off for a
+    /// server that rejects the `include` parameter.
+    #[must_use]
+    pub fn with_encrypted_reasoning(mut self, on: bool) -> Self {
+        self.encrypted_reasoning = Arc::new(AtomicBool::new(on));
+        self
+    }
+
+    /// Whether requests currently ask for `reasoning.encrypted_content`.
+    pub fn asks_for_encrypted_reasoning(&self) -> bool {
+        self.encrypted_reasoning.load(Ordering::Relaxed)
+    }
+
+    /// The base URL requests go to.
+    pub fn base_url(&self) -> &str {
+        &self.http.config().base_url
     }
 
     /// A client configured from `OPENAI_API_KEY` and `OPENAI_BASE_URL`.
@@ -54,8 +99,40 @@ impl OpenAiResponsesModel {
 
     /// The exact JSON body sent for `request`.
     pub fn encode_request(&self, request: &ChatRequest, stream: bool) -> Value {
-        encode_request(&self.model, request, stream)
+        encode_request(
+            &self.model,
+            request,
+            stream,
+            self.asks_for_encrypted_reasoning(),
+        )
     }
+
+    /// Whether `err` is the API refusing `include: ["reasoning.encrypted_content"]` for this
+    /// model; if so, stops asking (for this client and its clones) and says to send again.
+    fn drop_include_after(&self, err: &ModelError, included: bool) -> bool {
+        let refused = included
+            && matches!(err, ModelError::BadRequest { message, .. }
+                if message.contains("Encrypted content is not supported"));
+        if refused {
+            tracing::debug!(model = %self.model, "model refuses encrypted reasoning; not asking again");
+            self.encrypted_reasoning.store(false, Ordering::Relaxed);
+        }
+        refused
+    }
+}
+
+/// Whether `model` names an OpenAI reasoning model, whose reasoning items need
+/// `encrypted_content` to be replayed. Fine-tune (`ft:o4-mini:…`) and gateway (`openai/gpt-5`)
+/// names are judged by their base model.
+fn is_reasoning_model(model: &str) -> bool {
+    let base = model.strip_prefix("ft:").unwrap_or(model);
+    let base = base.rsplit('/').next().unwrap_or(base).to_ascii_lowercase();
+    if base.starts_with("gpt-5") {
+        return !base.starts_with("gpt-5-chat");
+    }
+    ["o1", "o3", "o4", "codex"]
+        .iter()
+        .any(|p| base.starts_with(p))
 }
 
 #[async_trait::async_trait]
@@ -65,8 +142,15 @@ impl ChatModel for OpenAiResponsesModel {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let body = encode_request(&self.model, request, false);
-        let answer = self.http.post_json("responses", &body).await?;
+        let include = self.asks_for_encrypted_reasoning();
+        let body = encode_request(&self.model, request, false, include);
+        let answer = match self.http.post_json("responses", &body).await {
+            Err(e) if self.drop_include_after(&e, include) => {
+                let body = encode_request(&self.model, request, false, false);
+                self.http.post_json("responses", &body).await?
+            }
+            other => other?,
+        };
         decode_response(&answer, &request.tools)
     }
 
@@ -74,9 +158,18 @@ impl ChatModel for OpenAiResponsesModel {
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxStream<'a, Result<StreamEvent, ModelError>> {
-        let body = encode_request(&self.model, request, true);
         decode_stream(
-            async move { self.http.post_sse("responses", &body).await },
+            async move {
+                let include = self.asks_for_encrypted_reasoning();
+                let body = encode_request(&self.model, request, true, include);
+                match self.http.post_sse("responses", &body).await {
+                    Err(e) if self.drop_include_after(&e, include) => {
+                        let body = encode_request(&self.model, request, true, false);
+                        self.http.post_sse("responses", &body).await
+                    }
+                    other => other,
+                }
+            },
             ResponsesStreamDecoder {
                 call_types: call_type_map(&request.tools),
                 response: None,
@@ -98,7 +191,12 @@ fn call_type_map(tools: &[AnyTool]) -> HashMap<String, String> {
     map
 }
 
-pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -> Value {
+pub(crate) fn encode_request(
+    model: &str,
+    request: &ChatRequest,
+    stream: bool,
+    encrypted_reasoning: bool,
+) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     if let Some(system) = &request.system {
@@ -128,6 +226,9 @@ pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -
         body.insert("temperature".into(), json!(t));
     }
     body.insert("store".into(), json!(false));
+    if encrypted_reasoning {
+        body.insert("include".into(), json!([ENCRYPTED_REASONING_INCLUDE]));
+    }
     if stream {
         body.insert("stream".into(), json!(true));
     }
@@ -167,8 +268,8 @@ fn encode_input(request: &ChatRequest) -> Vec<Value> {
         .filter(|t| t.is_provider_defined())
         .map(|t| (t.name(), ()))
         .collect();
-    // call id → provider item type, so each result goes back as the matching `*_output`.
-    let mut call_kinds: HashMap<String, String> = HashMap::new();
+    // call id → the provider call item, so each result goes back as the matching `*_output`.
+    let mut call_items: HashMap<String, &Value> = HashMap::new();
     let mut out = Vec::new();
     for message in &request.messages {
         match message.role {
@@ -185,9 +286,9 @@ fn encode_input(request: &ChatRequest) -> Vec<Value> {
                         } => {
                             let item_type = arguments.get("type").and_then(Value::as_str);
                             match item_type {
-                                Some(ty) if provider_defined.contains_key(name.as_str()) => {
-                                    call_kinds.insert(id.clone(), ty.to_owned());
-                                    out.push(arguments.clone());
+                                Some(_) if provider_defined.contains_key(name.as_str()) => {
+                                    call_items.insert(id.clone(), arguments);
+                                    out.extend(echo_item(arguments));
                                 }
                                 _ => out.push(json!({"type": "function_call", "call_id": id,
                                     "name": name, "arguments": args_to_string(arguments)})),
@@ -196,7 +297,7 @@ fn encode_input(request: &ChatRequest) -> Vec<Value> {
                         MessagePart::ProviderItem { provider, value }
                             if provider == RESPONSES_PROVIDER =>
                         {
-                            out.push(value.clone())
+                            out.extend(echo_item(value))
                         }
                         _ => {}
                     }
@@ -222,7 +323,7 @@ fn encode_input(request: &ChatRequest) -> Vec<Value> {
                             content,
                             is_error,
                         } => out.push(encode_result(
-                            call_kinds.get(tool_use_id).map(String::as_str),
+                            call_items.get(tool_use_id).copied(),
                             tool_use_id,
                             content,
                             *is_error,
@@ -230,7 +331,7 @@ fn encode_input(request: &ChatRequest) -> Vec<Value> {
                         MessagePart::ProviderItem { provider, value }
                             if provider == RESPONSES_PROVIDER =>
                         {
-                            out.push(value.clone())
+                            out.extend(echo_item(value))
                         }
                         _ => {}
                     }
@@ -244,16 +345,41 @@ fn encode_input(request: &ChatRequest) -> Vec<Value> {
     out
 }
 
+/// An output item as it goes back in `input`: without its `id` (nothing is stored, so an id
+/// would be looked up and fail), and — for a reasoning item — only with its
+/// `encrypted_content`, the one form a stateless request can replay (`None` otherwise).
+fn echo_item(item: &Value) -> Option<Value> {
+    let Value::Object(map) = item else {
+        return Some(item.clone());
+    };
+    let mut map = map.clone();
+    map.remove("id");
+    if map.get("type").and_then(Value::as_str) == Some("reasoning") {
+        let replayable = map
+            .get("encrypted_content")
+            .and_then(Value::as_str)
+            .is_some_and(|c| !c.is_empty());
+        if !replayable {
+            return None;
+        }
+        map.entry("summary").or_insert_with(|| json!([]));
+    }
+    Some(Value::Object(map))
+}
+
+/// The output item answering a call: `function_call_output` for a function (a failure marked
+/// with `Error: `, see [`result_text`]), else the `*_output` of the provider call `item`.
 fn encode_result(
-    call_kind: Option<&str>,
+    item: Option<&Value>,
     call_id: &str,
     content: &[ravi_kernel::ContentBlock],
     is_error: bool,
 ) -> Value {
-    let text = blocks_text(content);
-    let Some(kind) = call_kind else {
-        return json!({"type": "function_call_output", "call_id": call_id, "output": text});
+    let Some(kind) = item.and_then(|i| i.get("type")).and_then(Value::as_str) else {
+        return json!({"type": "function_call_output", "call_id": call_id,
+            "output": result_text(content, is_error)});
     };
+    let text = blocks_text(content);
     let output_type = format!("{kind}_output");
     // A handler that already built the exact output item (as JSON text) gets it sent verbatim.
     if let Ok(Value::Object(mut item)) = serde_json::from_str::<Value>(&text)
@@ -265,11 +391,22 @@ fn encode_result(
     match kind {
         "apply_patch_call" => json!({"type": output_type, "call_id": call_id,
             "status": if is_error { "failed" } else { "completed" }, "output": text}),
-        "shell_call" => json!({"type": output_type, "call_id": call_id, "output": [{
-            "stdout": if is_error { "" } else { text.as_str() },
-            "stderr": if is_error { text.as_str() } else { "" },
-            "outcome": {"type": "exit", "exit_code": i32::from(is_error)}}]}),
-        _ => json!({"type": output_type, "call_id": call_id, "output": text}),
+        "shell_call" => {
+            let mut v = json!({"type": output_type, "call_id": call_id, "output": [{
+                "stdout": if is_error { "" } else { text.as_str() },
+                "stderr": if is_error { text.as_str() } else { "" },
+                "outcome": {"type": "exit", "exit_code": i32::from(is_error)}}]});
+            // The API wants the call's output limit echoed when the call set one.
+            if let Some(limit) = item
+                .and_then(|i| i.pointer("/action/max_output_length"))
+                .filter(|l| l.is_number())
+            {
+                v["max_output_length"] = limit.clone();
+            }
+            v
+        }
+        _ => json!({"type": output_type, "call_id": call_id,
+            "output": result_text(content, is_error)}),
     }
 }
 
@@ -281,7 +418,8 @@ pub fn provider_output_item(call_type: &str, call_id: &str, result: &ToolExecuti
         item.insert("call_id".into(), json!(call_id));
         return Value::Object(item);
     }
-    encode_result(Some(call_type), call_id, &result.content, result.is_error)
+    let item = json!({"type": call_type});
+    encode_result(Some(&item), call_id, &result.content, result.is_error)
 }
 
 fn usage(v: &Value) -> Usage {
@@ -466,6 +604,49 @@ mod tests {
             e,
             json!({"type": "function_call_output", "call_id": "c1", "output": "5"})
         );
+    }
+
+    #[test]
+    fn failed_function_outputs_say_so() {
+        let e = encode_result(None, "c1", &[ContentBlock::text("division by zero")], true);
+        assert_eq!(
+            e,
+            json!({"type": "function_call_output", "call_id": "c1", "output": "Error: division by zero"})
+        );
+    }
+
+    #[test]
+    fn echoed_items_lose_their_id_and_unreplayable_reasoning_is_dropped() {
+        let r = json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAA"});
+        assert_eq!(
+            echo_item(&r),
+            Some(json!({"type": "reasoning", "encrypted_content": "gAAA", "summary": []}))
+        );
+        let bare = json!({"type": "reasoning", "id": "rs_2", "summary": []});
+        assert_eq!(echo_item(&bare), None);
+        let ws = json!({"type": "web_search_call", "id": "ws_1", "status": "completed"});
+        assert_eq!(
+            echo_item(&ws),
+            Some(json!({"type": "web_search_call", "status": "completed"}))
+        );
+    }
+
+    #[test]
+    fn reasoning_models_are_recognised_by_name() {
+        for m in [
+            "o3",
+            "o4-mini",
+            "gpt-5",
+            "gpt-5.1-codex",
+            "openai/gpt-5-mini",
+            "ft:o4-mini-2025-04-16:acme::x",
+            "codex-mini-latest",
+        ] {
+            assert!(is_reasoning_model(m), "{m}");
+        }
+        for m in ["gpt-4.1", "gpt-4o-mini", "gpt-5-chat-latest", "qwen3"] {
+            assert!(!is_reasoning_model(m), "{m}");
+        }
     }
 
     #[test]

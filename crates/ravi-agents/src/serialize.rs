@@ -81,6 +81,7 @@ pub fn plain_text(text: &str) -> String {
 
 /// [`plain_text`] for an owned string: a text within the limit is returned as is, without
 /// scanning or copying it (the invoker's hot path).
+#[inline]
 pub fn plain_text_owned(text: String) -> String {
     // A string of at most N bytes has at most N characters.
     if text.len() <= TEXT_LIMIT_CHARS {

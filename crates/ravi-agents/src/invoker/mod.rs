@@ -292,6 +292,7 @@ impl ToolInvoker {
             },
             stage: Stage::Running,
             end: None,
+            exec_ctx: None,
         };
         if !inner.hooks.is_empty() {
             inner
@@ -310,6 +311,7 @@ impl ToolInvoker {
             ctx,
             started,
             &mut flight.outcome,
+            &mut flight.exec_ctx,
         ))
         .catch_unwind()
         .await
@@ -328,7 +330,12 @@ impl ToolInvoker {
                 )
             }
         };
-        flight.finish(&result).await;
+        // Step 12: the record, then `ToolEnd`.
+        flight.record_result(&result);
+        if let Some(end) = &flight.end {
+            inner.hooks.dispatch(end).await;
+        }
+        flight.stage = Stage::Done;
         result
     }
 
@@ -341,6 +348,7 @@ impl ToolInvoker {
         ctx: &ToolContext,
         started: Instant,
         outcome: &mut Outcome,
+        exec_ctx: &mut Option<ToolContext>,
     ) -> InvocationResult {
         let inner = &*self.inner;
         let policy = &inner.policy;
@@ -537,21 +545,26 @@ impl ToolInvoker {
         // gates and the approval wait are part of the call's time, and reusing `started` saves
         // a clock read on the hot path) and the caller's own deadline, panics caught.
         let exec_started = sink.map(|_| Instant::now());
-        let call_ctx = ToolContext {
-            call_id: call.id.clone(),
+        // The call id moves into the tool's context and back out after execution, saving a
+        // copy per call; the context lives in the call's `InFlight`, so a drop midway still
+        // finds the id there.
+        let call_ctx = exec_ctx.insert(ToolContext {
+            call_id: std::mem::take(&mut call.id),
             cancellation: ctx.cancellation.clone(),
             deadline: Some(limit.deadline),
             progress: sink.cloned(),
             artifacts: session.artifact_access(),
-        };
+        });
         outcome.executed = true;
         let finished = exec::run(
-            tool.execute(&call_ctx, args),
+            tool.execute(call_ctx, args),
             limit.deadline,
             &ctx.cancellation,
         )
         .await;
-        drop(call_ctx);
+        if let Some(c) = exec_ctx.take() {
+            call.id = c.call_id;
+        }
         let (result, status) = match finished {
             Finished::Done(Ok(r)) => {
                 let status = if r.is_error {
@@ -884,6 +897,7 @@ struct Limit {
 }
 
 impl Limit {
+    #[inline]
     fn new(started: Instant, call_timeout: Duration, caller: Option<Instant>) -> Self {
         let own = started + call_timeout;
         let (deadline, caller_bound) = match caller {
@@ -955,9 +969,12 @@ struct InFlight<'a> {
     stage: Stage,
     /// The `ToolEnd` being delivered (stage `Recorded`).
     end: Option<HookEvent>,
+    /// The tool's context while it runs; it holds the call id meanwhile.
+    exec_ctx: Option<ToolContext>,
 }
 
 impl InFlight<'_> {
+    #[inline]
     fn duration_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -971,6 +988,7 @@ impl InFlight<'_> {
         }
     }
 
+    #[inline]
     fn record(&mut self, duration_ms: u64, summary: String, artifact_ref: Option<ArtifactRef>) {
         self.session.record(session::Record {
             call_id: std::mem::take(&mut self.call.id),
@@ -984,28 +1002,31 @@ impl InFlight<'_> {
         });
     }
 
-    /// Step 12 on the normal path: the record, then `ToolEnd`.
-    async fn finish(&mut self, result: &InvocationResult) {
+    /// Step 12's record on the normal path; the caller then delivers `self.end`, if any.
+    #[inline]
+    fn record_result(&mut self, result: &InvocationResult) {
         let duration_ms = self.duration_ms();
-        self.end = (!self.inner.hooks.is_empty()).then(|| self.end_event(duration_ms));
+        if !self.inner.hooks.is_empty() {
+            self.end = Some(self.end_event(duration_ms));
+        }
         self.record(
             duration_ms,
             summary(&result.text),
             result.artifact_ref.clone(),
         );
         self.stage = Stage::Recorded;
-        if let Some(end) = &self.end {
-            self.inner.hooks.dispatch(end).await;
-        }
-        self.stage = Stage::Done;
     }
-}
 
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
+    /// The drop of a call that did not finish step 12.
+    #[cold]
+    #[inline(never)]
+    fn abandon(&mut self) {
         let end = match self.stage {
             Stage::Done => return,
             Stage::Running => {
+                if let Some(c) = self.exec_ctx.take() {
+                    self.call.id = c.call_id;
+                }
                 let duration_ms = self.duration_ms();
                 self.outcome.status = CallStatus::Error;
                 let end = (!self.inner.hooks.is_empty()).then(|| self.end_event(duration_ms));
@@ -1030,6 +1051,15 @@ impl Drop for InFlight<'_> {
                 handle.spawn(async move { hooks.dispatch(&end).await });
             }
             Err(_) => futures::executor::block_on(hooks.dispatch(&end)),
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.stage != Stage::Done {
+            self.abandon();
         }
     }
 }

@@ -199,6 +199,9 @@ impl ToolInvokerBuilder {
 struct Outcome {
     status: CallStatus,
     executed: bool,
+    /// The tool's context while it runs; it holds the call id meanwhile, where a drop of the
+    /// call midway still finds it.
+    exec_ctx: Option<ToolContext>,
 }
 
 impl ToolInvoker {
@@ -289,10 +292,10 @@ impl ToolInvoker {
             outcome: Outcome {
                 status: CallStatus::Error,
                 executed: false,
+                exec_ctx: None,
             },
             stage: Stage::Running,
             end: None,
-            exec_ctx: None,
         };
         if !inner.hooks.is_empty() {
             inner
@@ -311,7 +314,6 @@ impl ToolInvoker {
             ctx,
             started,
             &mut flight.outcome,
-            &mut flight.exec_ctx,
         ))
         .catch_unwind()
         .await
@@ -348,7 +350,6 @@ impl ToolInvoker {
         ctx: &ToolContext,
         started: Instant,
         outcome: &mut Outcome,
-        exec_ctx: &mut Option<ToolContext>,
     ) -> InvocationResult {
         let inner = &*self.inner;
         let policy = &inner.policy;
@@ -548,7 +549,7 @@ impl ToolInvoker {
         // The call id moves into the tool's context and back out after execution, saving a
         // copy per call; the context lives in the call's `InFlight`, so a drop midway still
         // finds the id there.
-        let call_ctx = exec_ctx.insert(ToolContext {
+        let call_ctx = outcome.exec_ctx.insert(ToolContext {
             call_id: std::mem::take(&mut call.id),
             cancellation: ctx.cancellation.clone(),
             deadline: Some(limit.deadline),
@@ -562,7 +563,7 @@ impl ToolInvoker {
             &ctx.cancellation,
         )
         .await;
-        if let Some(c) = exec_ctx.take() {
+        if let Some(c) = outcome.exec_ctx.take() {
             call.id = c.call_id;
         }
         let (result, status) = match finished {
@@ -969,8 +970,6 @@ struct InFlight<'a> {
     stage: Stage,
     /// The `ToolEnd` being delivered (stage `Recorded`).
     end: Option<HookEvent>,
-    /// The tool's context while it runs; it holds the call id meanwhile.
-    exec_ctx: Option<ToolContext>,
 }
 
 impl InFlight<'_> {
@@ -1024,7 +1023,7 @@ impl InFlight<'_> {
         let end = match self.stage {
             Stage::Done => return,
             Stage::Running => {
-                if let Some(c) = self.exec_ctx.take() {
+                if let Some(c) = self.outcome.exec_ctx.take() {
                     self.call.id = c.call_id;
                 }
                 let duration_ms = self.duration_ms();

@@ -16,8 +16,8 @@ use ravi_agents::hooks::HookRegistry;
 use ravi_agents::kernel::{
     AnyTool, ApprovalDecision, CallStatus, CancellationToken, ChainPolicy, ChatModel, ChatRequest,
     ChatResponse, ContentBlock, HookEvent, HostedTool, Message, MessagePart, ModelError, Provider,
-    ProviderDefinedTool, ProviderSpec, Role, Skill, StopReason, Tool, ToolCall, ToolContext,
-    ToolError, ToolExecutionResult, ToolRisk, Usage,
+    ProviderDefinedTool, ProviderSpec, Role, Skill, StopReason, Tool, ToolCall, ToolChoice,
+    ToolContext, ToolError, ToolExecutionResult, ToolRisk, Usage,
 };
 use ravi_agents::react::{AgentEvent, ReActAgent, RunState, RunStop};
 use ravi_agents::validate::ArgumentValidator;
@@ -945,4 +945,122 @@ async fn a_shared_toolbox_works_like_a_list() {
     let b = ReActAgent::new("b", Scripted::new(vec![answer("hi")]), shared);
     assert_eq!(a.run("x").await.final_text, "2");
     assert_eq!(b.run("y").await.final_text, "hi");
+}
+
+/// Searches; `limit` and `lang` are optional and do not accept `null`.
+struct Search(Arc<Mutex<Vec<Value>>>);
+#[async_trait::async_trait]
+impl Tool for Search {
+    fn name(&self) -> &str {
+        "search"
+    }
+    fn description(&self) -> &str {
+        "Search the notes."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {
+            "q": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1},
+            "filter": {"type": "object", "properties": {"lang": {"type": "string"}}}},
+            "required": ["q"], "additionalProperties": false})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        self.0.lock().unwrap().push(args);
+        Ok(ToolExecutionResult::text("3 notes"))
+    }
+}
+
+#[tokio::test]
+async fn tool_choice_parallel_and_strict_reach_the_model_and_forcing_stops_after_a_call() {
+    let model = Scripted::new(vec![
+        calls(&[("c1", "add", json!({"a": 1, "b": 2}))]),
+        answer("3"),
+    ]);
+    let agent = ReActAgent::new("calc", model.clone(), vec![tool(Add)])
+        .with_tool_choice(ToolChoice::Required)
+        .with_parallel_tool_calls(false)
+        .with_strict_tools(true);
+    let run = agent.run("1 + 2?").await;
+    assert_eq!(run.stop, RunStop::FinalAnswer);
+    let reqs = model.requests();
+    assert_eq!(reqs[0].tool_choice, ToolChoice::Required);
+    // Once the model has called a tool, forcing another would never let it answer.
+    assert_eq!(reqs[1].tool_choice, ToolChoice::Auto);
+    for r in &reqs {
+        assert_eq!(r.parallel_tool_calls, Some(false));
+        assert!(r.strict_tools);
+    }
+
+    // The defaults leave the provider to decide.
+    let model = Scripted::new(vec![answer("hi")]);
+    ReActAgent::new("d", model.clone(), vec![tool(Add)])
+        .run("x")
+        .await;
+    let r = &model.requests()[0];
+    assert_eq!(
+        (&r.tool_choice, r.parallel_tool_calls, r.strict_tools),
+        (&ToolChoice::Auto, None, false)
+    );
+
+    // `None` holds for the whole run; a named tool the model cannot see is refused up front.
+    let model = Scripted::new(vec![answer("no tools")]);
+    ReActAgent::new("n", model.clone(), vec![tool(Add)])
+        .with_tool_choice(ToolChoice::None)
+        .run("x")
+        .await;
+    assert_eq!(model.requests()[0].tool_choice, ToolChoice::None);
+    let model = Scripted::new(vec![answer("never asked")]);
+    let run = ReActAgent::new("t", model.clone(), vec![tool(Add)])
+        .with_tool_choice(ToolChoice::Tool { name: "mul".into() })
+        .run("x")
+        .await;
+    assert!(
+        matches!(&run.stop, RunStop::ModelError { retryable: false, message }
+            if message.contains("`mul`") && message.contains("add")),
+        "{:?}",
+        run.stop
+    );
+    assert!(model.requests().is_empty());
+}
+
+/// Under strict schemas a model writes `null` for an optional property it leaves out; the
+/// tool's own schema does not accept `null` there, so without the loop dropping those nulls
+/// the call fails validation.
+#[tokio::test]
+async fn strict_mode_nulls_for_omitted_optionals_pass_validation() {
+    let sent = json!({"q": "rust", "limit": null, "filter": {"lang": null}});
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let script = || {
+        Scripted::new(vec![
+            calls(&[("c1", "search", sent.clone())]),
+            answer("done"),
+        ])
+    };
+    let run = ReActAgent::new("s", script(), vec![tool(Search(seen.clone()))])
+        .with_strict_tools(true)
+        .run("find rust")
+        .await;
+    assert_eq!(
+        results(run.messages()),
+        vec![("c1".into(), "3 notes".into(), false)]
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![json!({"q": "rust", "filter": {}})]
+    );
+    // The transcript keeps what the model sent.
+    assert_eq!(run.messages()[1].tool_uses()[0].2, &sent);
+
+    // Not in strict mode a null is a value, and `limit` rejects it.
+    let run = ReActAgent::new("s", script(), vec![tool(Search(seen.clone()))])
+        .run("find rust")
+        .await;
+    let (_, text, is_error) = &results(run.messages())[0];
+    assert!(is_error, "{text}");
+    assert!(text.contains("limit"), "{text}");
+    assert_eq!(seen.lock().unwrap().len(), 1);
 }

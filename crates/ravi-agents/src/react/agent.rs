@@ -9,11 +9,12 @@ use ravi_kernel::{
     AnyTool, ApprovalDecision, ApprovalHandler, BlobStore, CancellationToken, ChainPolicy,
     ChatModel, ChatRequest, ChatResponse, ContentBlock, FailureReason, HitlMode, InvocationResult,
     InvocationStatus, Message, MessagePart, ModelError, Role, Skill, StopReason, StreamEvent, Tool,
-    ToolCall, ToolContext, ToolRegistry, ToolRisk, args_digest,
+    ToolCall, ToolChoice, ToolContext, ToolRegistry, ToolRisk, args_digest,
 };
 
 use super::dispatch::{DecisionBook, InvokerView};
 use super::state::{PendingApproval, RunResult, RunState, RunStop};
+use super::strict::strip_strict_nulls;
 use crate::hooks::HookRegistry;
 use crate::invoker::{InvokerSession, ToolInvoker};
 use crate::toolbox::Toolbox;
@@ -172,6 +173,9 @@ pub struct ReActAgent {
     blob_store: Option<Arc<dyn BlobStore>>,
     observer: Option<Arc<dyn AgentObserver>>,
     max_tokens: Option<u32>,
+    tool_choice: ToolChoice,
+    parallel_tool_calls: Option<bool>,
+    strict_tools: bool,
     /// The tools as every run's invoker sees them, and the schemas compiled for them: kept
     /// across runs and resumes so each schema is compiled once.
     view: Arc<InvokerView>,
@@ -219,6 +223,9 @@ impl ReActAgent {
             blob_store: None,
             observer: None,
             max_tokens: None,
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: None,
+            strict_tools: false,
         }
     }
 
@@ -312,6 +319,37 @@ impl ReActAgent {
     #[must_use]
     pub fn with_max_tokens(mut self, n: u32) -> Self {
         self.max_tokens = Some(n);
+        self
+    }
+
+    /// Which tools the model may or must call. `Required` and `Tool` hold until the model
+    /// has called a tool in the conversation; later turns use `Auto`, so a forced call cannot
+    /// repeat until the turn limit (the model could otherwise never give its answer). `None`
+    /// holds for the whole run. A `Tool` that names no tool the model sees stops the run
+    /// with a model error saying so, before any model call.
+    #[must_use]
+    pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
+    }
+
+    /// Whether the model may ask for several calls in one turn (default: the provider's
+    /// default, which is yes for OpenAI and Anthropic).
+    #[must_use]
+    pub fn with_parallel_tool_calls(mut self, parallel: bool) -> Self {
+        self.parallel_tool_calls = Some(parallel);
+        self
+    }
+
+    /// Ask for the provider's strict schema mode (OpenAI `strict: true`), where the model's
+    /// arguments always match the declared schema. Strict mode sends optional properties as
+    /// required-and-nullable, so the model writes `null` for one it leaves out; the loop drops
+    /// those nulls (where the tool's own schema does not accept `null`) before validation,
+    /// so the tool sees the arguments its schema describes. Providers without a strict mode
+    /// ignore it.
+    #[must_use]
+    pub fn with_strict_tools(mut self, strict: bool) -> Self {
+        self.strict_tools = strict;
         self
     }
 
@@ -442,6 +480,21 @@ impl ReActAgent {
     ) -> RunStop {
         let system = self.system();
         let tools = self.visible_tools();
+        if let ToolChoice::Tool { name } = &self.tool_choice
+            && !tools.iter().any(|t| t.name() == name)
+        {
+            return RunStop::ModelError {
+                retryable: false,
+                message: format!(
+                    "tool_choice names `{name}`, which is not among the tools the model sees ({})",
+                    tools
+                        .iter()
+                        .map(AnyTool::name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+        }
         loop {
             if last_tool_uses(state).is_some() {
                 match self
@@ -467,6 +520,9 @@ impl ReActAgent {
                 system: system.clone(),
                 messages: state.messages.clone(),
                 tools: tools.clone(),
+                tool_choice: self.tool_choice_for(state),
+                parallel_tool_calls: self.parallel_tool_calls,
+                strict_tools: self.strict_tools,
                 max_tokens: self.max_tokens,
                 ..ChatRequest::default()
             };
@@ -496,6 +552,41 @@ impl ReActAgent {
         }
     }
 
+    /// The tool choice of the next turn: a forced call (`Required`, `Tool`) only until the
+    /// model has made one.
+    fn tool_choice_for(&self, state: &RunState) -> ToolChoice {
+        let forced = matches!(
+            self.tool_choice,
+            ToolChoice::Required | ToolChoice::Tool { .. }
+        );
+        let called = state
+            .messages
+            .iter()
+            .any(|m| m.role == Role::Assistant && !m.tool_uses().is_empty());
+        if forced && called {
+            ToolChoice::Auto
+        } else {
+            self.tool_choice.clone()
+        }
+    }
+
+    /// The calls of the last assistant turn as the invoker gets them: under strict schemas,
+    /// without the `null`s that stand for omitted optional properties.
+    fn pending_calls(&self, state: &RunState) -> Vec<ToolCall> {
+        let mut calls = last_tool_uses(state).unwrap_or_default();
+        if self.strict_tools {
+            for call in &mut calls {
+                if let Some(AnyTool::Function(tool)) = self.tools.get(&call.name)
+                    && call.arguments.is_object()
+                {
+                    let args = std::mem::take(&mut call.arguments);
+                    call.arguments = strip_strict_nulls(&tool.spec().parameters, args);
+                }
+            }
+        }
+        calls
+    }
+
     async fn call_model(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         if self.observer.is_none() {
             return self.model.complete(request).await;
@@ -522,8 +613,8 @@ impl ReActAgent {
         state: &mut RunState,
         cancel: &CancellationToken,
     ) -> TurnOutcome {
-        let calls: Vec<ToolCall> = last_tool_uses(state)
-            .unwrap_or_default()
+        let calls: Vec<ToolCall> = self
+            .pending_calls(state)
             .into_iter()
             .filter(|c| !state.partial_results.contains_key(&c.id))
             .collect();

@@ -13,6 +13,7 @@
 mod agent;
 mod dispatch;
 mod state;
+mod strict;
 
 pub use agent::{
     AgentError, AgentEvent, AgentObserver, DEFAULT_MAX_PARALLEL, DEFAULT_MAX_TURNS, IntoAgentTools,

@@ -28,6 +28,35 @@ use super::server::{ClientPeer, ServedTool, ServerTools};
 /// guardrail, run after every other one, that only keeps a copy of the result the call
 /// passed with. Text larger than the policy's inline limit still comes back as the
 /// invoker's preview.
+///
+/// Approvals go to whatever handler the builder has: [`ElicitationApproval`] asks the MCP
+/// client's user, and a [`ChannelApprovalHandler`] hands each request to your own UI:
+///
+/// ```no_run
+/// # async fn demo(registry: std::sync::Arc<dyn ravi_kernel::ToolRegistry>)
+/// #     -> Result<(), ravi_integrations::mcp::McpError> {
+/// use std::sync::Arc;
+/// use ravi_agents::approval::{ApprovalMessage, ChannelApprovalHandler};
+/// use ravi_agents::invoker::ToolInvoker;
+/// use ravi_integrations::mcp::{HttpOptions, InvokerTools, McpServer};
+///
+/// let (approvals, mut inbox) = ChannelApprovalHandler::new(16);
+/// tokio::spawn(async move {
+///     while let Some(message) = inbox.recv().await {
+///         if let ApprovalMessage::Request(pending) = message {
+///             // Show pending.request (tool, risk, arguments, reason) in the UI, then:
+///             pending.approve(); // or pending.deny(); dropping it denies
+///         }
+///     }
+/// });
+/// let invoker = ToolInvoker::builder(registry).approval_handler(Arc::new(approvals));
+/// let server = McpServer::new(Arc::new(InvokerTools::new(invoker)));
+/// let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 8765));
+/// server.bind_http(addr, HttpOptions::default()).await?.wait().await
+/// # }
+/// ```
+///
+/// [`ChannelApprovalHandler`]: ravi_agents::approval::ChannelApprovalHandler
 #[derive(Clone)]
 pub struct InvokerTools {
     invoker: ToolInvoker,

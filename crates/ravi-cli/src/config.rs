@@ -1,4 +1,4 @@
-//! `ravi.toml`: the configuration `ravi serve` and `ravi run` read — which built-in tools, which
+//! `ravi.toml`: the configuration `ravi serve`, `ravi run` and `ravi agent` read — which built-in tools, which
 //! upstream MCP servers, risk overrides per tool, policy limits and the workspace root.
 //!
 //! ```toml

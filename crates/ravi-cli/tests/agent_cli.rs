@@ -200,3 +200,262 @@ async fn mcp_tools_from_an_attached_server_are_called() {
     let result = second["messages"][2]["content"].as_str().unwrap();
     assert!(result.contains("hello mcp"), "{result}");
 }
+
+/// A streamed Chat Completions answer asking for one tool call.
+fn call_sse(id: &str, name: &str, args: &serde_json::Value) -> String {
+    let chunk = serde_json::json!({"id": "c", "model": "m", "choices": [{"index": 0,
+        "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": id, "type": "function",
+            "function": {"name": name, "arguments": args.to_string()}}]},
+        "finish_reason": "tool_calls"}]});
+    format!("data: {chunk}\n\ndata: [DONE]\n\n")
+}
+
+fn body(req: &wiremock::Request) -> serde_json::Value {
+    serde_json::from_slice(&req.body).unwrap()
+}
+
+/// The `role: "tool"` messages of a Chat Completions request, in order.
+fn tool_messages(body: &serde_json::Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn tool_names(body: &serde_json::Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A result above the inline limit reaches the model as a preview and an artifact ref, and
+/// the model reads a part of it back with `read_result`.
+#[tokio::test]
+async fn large_results_are_offloaded_and_read_back_with_read_result() {
+    let workspace = tempfile::tempdir().unwrap();
+    let log: String = (1..=400)
+        .map(|i| format!("line {i:05} of the build log, nothing to see here\n"))
+        .collect();
+    std::fs::write(workspace.path().join("big.log"), &log).unwrap();
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(|req: &wiremock::Request| {
+            let results = tool_messages(&body(req));
+            match results.as_slice() {
+                [] => sse(call_sse(
+                    "call_read",
+                    "read_file",
+                    &serde_json::json!({"path": "big.log"}),
+                )),
+                [preview] => {
+                    let at = preview
+                        .find("art_")
+                        .expect("an artifact ref in the preview");
+                    let artifact: String = preview[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    sse(call_sse(
+                        "call_more",
+                        "read_result",
+                        &serde_json::json!({"ref": artifact, "lines": {"start": 300, "end": 300}}),
+                    ))
+                }
+                _ => sse(cassette("openai_chat/text_stream.sse")),
+            }
+        })
+        .mount(&server)
+        .await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let out = run(ravi(&[
+        "agent",
+        "--model",
+        &spec,
+        "--workspace",
+        workspace.path().to_str().unwrap(),
+        "--tools",
+        "builtin",
+        "--yes",
+        "What does line 300 of big.log say?",
+    ]))
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("✓ read_result ok"), "{stderr}");
+    let reqs = server.received_requests().await.unwrap();
+    assert_eq!(reqs.len(), 3, "{stderr}");
+    let results = tool_messages(&body(&reqs[2]));
+    assert!(results[0].contains("[preview only"), "{}", results[0]);
+    assert!(
+        results[0].len() < log.len() / 2,
+        "the whole log went inline ({} bytes)",
+        results[0].len()
+    );
+    assert!(
+        results[1].contains("line 00300 of the build log"),
+        "{}",
+        results[1]
+    );
+    assert!(!results[1].contains("line 00299"), "{}", results[1]);
+}
+
+/// `--tool-choice`, `--no-parallel` and `--strict` reach the request; a forced call applies
+/// until the model has made one.
+#[tokio::test]
+async fn tool_choice_parallel_and_strict_flags_reach_the_model() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse(call_sse(
+            "call_c",
+            "calculator",
+            &serde_json::json!({"expression": "2 + 3"}),
+        )))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cassette("openai_chat/text_stream.sse")))
+        .mount(&server)
+        .await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let out = run(ravi(&[
+        "agent",
+        "--model",
+        &spec,
+        "--tools",
+        "builtin",
+        "--tool-choice",
+        "calculator",
+        "--no-parallel",
+        "--strict",
+        "2 + 3?",
+    ]))
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("✓ calculator ok"), "{stderr}");
+    let reqs = server.received_requests().await.unwrap();
+    let first = body(&reqs[0]);
+    assert_eq!(
+        first["tool_choice"],
+        serde_json::json!({"type": "function", "function": {"name": "calculator"}})
+    );
+    assert_eq!(first["parallel_tool_calls"], false);
+    assert!(
+        first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["function"]["strict"] == true)
+    );
+    assert_eq!(body(&reqs[1])["tool_choice"], "auto");
+
+    let out = run(ravi(&[
+        "agent",
+        "--model",
+        &spec,
+        "--tool-choice",
+        "calculater",
+        "hi",
+    ]))
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--tool-choice \"calculater\"") && stderr.contains("calculator"),
+        "{stderr}"
+    );
+}
+
+/// MCP servers come from ravi.toml and the shared `--mcp`/`--mcp-url` flags, as in the other
+/// commands (here `ravi serve --stdio` itself is the attached server); without `--tools` the
+/// model gets the built-in tools and every attached server, and `--tools` picks among them.
+#[tokio::test]
+async fn attached_servers_follow_ravi_toml_and_tools_picks_sources() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cassette("openai_chat/text_stream.sse")))
+        .mount(&server)
+        .await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let conf_dir = tempfile::tempdir().unwrap();
+    let config = conf_dir.path().join("agent.toml");
+    let served = format!(
+        "name = \"r\"\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"serve\", \"--stdio\", \"--approve\", \"auto\"]\n",
+        env!("CARGO_BIN_EXE_ravi")
+    );
+    std::fs::write(&config, format!("[[mcp]]\n{served}")).unwrap();
+    let config = config.to_str().unwrap();
+    // The agent (and the server it starts) run where there is no ravi.toml.
+    let cwd = tempfile::tempdir().unwrap();
+    let agent = |extra: &[&str]| {
+        let mut args = vec!["agent", "--model", &spec, "--config", config];
+        args.extend_from_slice(extra);
+        args.push("hi");
+        let mut cmd = ravi(&args);
+        cmd.current_dir(cwd.path());
+        cmd
+    };
+
+    let mut sent = Vec::new();
+    for extra in [
+        &[][..],
+        &["--tools", "mcp:r"][..],
+        &["--tools", "builtin"][..],
+    ] {
+        let out = run(agent(extra)).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{extra:?}: {stderr}");
+        let reqs = server.received_requests().await.unwrap();
+        sent.push(tool_names(&body(reqs.last().unwrap())));
+    }
+    let has = |names: &[String], n: &str| names.iter().any(|x| x == n);
+    // Default: built-ins, the server's tools, read_result.
+    assert!(has(&sent[0], "calculator"), "{:?}", sent[0]);
+    assert!(has(&sent[0], "r__calculator"), "{:?}", sent[0]);
+    assert!(has(&sent[0], "read_result"), "{:?}", sent[0]);
+    // Only the server (and read_result, which large results need).
+    assert!(!has(&sent[1], "calculator"), "{:?}", sent[1]);
+    assert!(has(&sent[1], "r__calculator"), "{:?}", sent[1]);
+    assert!(has(&sent[1], "read_result"), "{:?}", sent[1]);
+    // Only the built-ins: the file's server is not even started.
+    assert!(has(&sent[2], "calculator"), "{:?}", sent[2]);
+    assert!(
+        !sent[2].iter().any(|n| n.starts_with("r__")),
+        "{:?}",
+        sent[2]
+    );
+
+    // Usage errors name what is wrong (exit 2), before any model call.
+    let before = server.received_requests().await.unwrap().len();
+    for (extra, expected) in [
+        (
+            vec!["--tools", "mcp:nope"],
+            "no MCP server `nope` is attached (attached: r)",
+        ),
+        (
+            vec!["--mcp", "x=true", "--tools", "builtin"],
+            "MCP server `x` is attached by flag but --tools does not include mcp:x",
+        ),
+        (
+            vec!["--mcp", "r=true"],
+            "MCP server name `r` is given by a flag and by",
+        ),
+        (vec!["--tools", "mcp"], "unknown tool source \"mcp\""),
+    ] {
+        let out = run(agent(&extra)).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+    }
+    assert_eq!(server.received_requests().await.unwrap().len(), before);
+}

@@ -3,6 +3,13 @@
 //! Each tool call is shown as it happens (tool, risk, status, time; a spinner while calls
 //! run), risky calls ask for approval on the terminal, the answer streams to stdout, and
 //! Ctrl-C cancels the run with a model-visible result for calls in flight.
+//!
+//! Tools come as in the other commands: the built-in tools (as `ravi.toml` selects them, in
+//! its workspace) and the MCP servers attached with `--mcp`/`--mcp-url` or `ravi.toml`'s
+//! `[[mcp]]`, whose tools appear as `NAME__tool`. Without `--tools` the model gets all of
+//! them; `--tools builtin,mcp:NAME` picks sources (a server named there must be attached, and a
+//! server attached by flag must be named there). `read_result` is always present: large
+//! results are kept in memory for the run and reach the model as a preview plus a ref.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -13,13 +20,17 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use ravi_agents::Toolbox;
+use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::react::{AgentEvent, AgentObserver, ReActAgent, RunStop};
-use ravi_integrations::mcp::{McpClient, McpServerSpec, McpTool};
+use ravi_capabilities::tools::ReadResult;
+use ravi_integrations::mcp::{McpClient, McpServerSpec};
 use ravi_integrations::providers::{ProviderError, model_from_spec};
-use ravi_kernel::{CancellationToken, ChainPolicy, Skill};
+use ravi_kernel::{AnyTool, CancellationToken, ChainPolicy, Skill, ToolChoice, ToolRegistry as _};
 
+use super::mcp_attach::{McpArgs, attach_specs};
 use crate::Exit;
 use crate::approval::CliApprovalHandler;
+use crate::config::RaviConfig;
 
 /// Arguments of `ravi agent`.
 #[derive(Debug, Args)]
@@ -28,16 +39,22 @@ pub struct AgentArgs {
     /// `openai-compatible:URL#MODEL`, or several joined by `,` (tried in order).
     #[arg(long)]
     pub model: String,
-    /// Tool sources, comma-separated: `builtin`, `mcp:NAME` (a server attached with `--mcp`
-    /// or `--mcp-url`).
-    #[arg(long, value_delimiter = ',')]
-    pub tools: Vec<String>,
-    /// Attach a stdio MCP server: `NAME=COMMAND ARGS…`; may be repeated.
-    #[arg(long = "mcp", value_name = "NAME=COMMAND")]
-    pub mcp: Vec<String>,
-    /// Attach a streamable-HTTP MCP server: `NAME=URL`; may be repeated.
-    #[arg(long = "mcp-url", value_name = "NAME=URL")]
-    pub mcp_url: Vec<String>,
+    /// Tool sources, comma-separated: `builtin` (the built-in tools) and `mcp:NAME` (a server
+    /// attached with `--mcp`, `--mcp-url` or ravi.toml). Default: the built-in tools and every
+    /// attached server. `read_result` is always included.
+    #[arg(long, value_delimiter = ',', value_name = "SOURCES")]
+    pub tools: Option<Vec<String>>,
+    /// MCP servers to attach (`--mcp NAME=COMMAND ARGS...`, `--mcp-url NAME=URL`).
+    #[command(flatten)]
+    pub mcp: McpArgs,
+    /// The configuration file (default: `ravi.toml` in the current directory, if present):
+    /// built-in tools, upstream MCP servers, risk overrides, policy limits, workspace.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The directory the file and shell tools work in (default: ravi.toml's `workspace`, else
+    /// the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
     /// A skill directory (holding `SKILL.md`); may be repeated.
     #[arg(long = "skill")]
     pub skills: Vec<PathBuf>,
@@ -47,6 +64,17 @@ pub struct AgentArgs {
     /// Most model turns.
     #[arg(long, default_value_t = 20)]
     pub max_turns: u32,
+    /// Which tools the model may call: `auto` (it decides), `required` (it must call one),
+    /// `none`, or a tool's name (it must call that one). A forced call applies until the
+    /// model has made one; then it decides.
+    #[arg(long, value_name = "auto|required|none|TOOL")]
+    pub tool_choice: Option<String>,
+    /// Ask for one tool call per model turn (providers allow several by default).
+    #[arg(long)]
+    pub no_parallel: bool,
+    /// Use the provider's strict schema mode (OpenAI): arguments always match the schemas.
+    #[arg(long)]
+    pub strict: bool,
     /// Approve every call without asking (for scripted use).
     #[arg(long)]
     pub yes: bool,
@@ -69,30 +97,72 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         }
         Err(e) => bail!("--model: {e}"),
     };
-    let mut servers = Vec::new();
-    for (text, http) in args
-        .mcp
-        .iter()
-        .map(|t| (t, false))
-        .chain(args.mcp_url.iter().map(|t| (t, true)))
-    {
-        let spec = McpServerSpec::parse_cli(text, http)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", if http { "--mcp-url" } else { "--mcp" }))?;
-        servers.push(spec);
-    }
+    let (config, config_path) = RaviConfig::discover(args.config.as_deref())?;
+    let flag_specs = args.mcp.specs()?;
+    let flag_names: Vec<String> = flag_specs.iter().map(|s| s.name.clone()).collect();
+    let attached = config.mcp_with_flags(config_path.as_deref(), flag_specs)?;
+    let sources = ToolSources::parse(args.tools.as_deref(), &attached, &flag_names)?;
+    let policy = match &config_path {
+        Some(path) => config.policy(path)?,
+        None => ChainPolicy::default(),
+    };
+    let root = args
+        .workspace
+        .clone()
+        .or_else(|| config.workspace.clone())
+        .unwrap_or_else(|| ".".into());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    let (toolbox, clients) = runtime.block_on(build_toolbox(&args.tools, servers))?;
-    let skills = args
+    let (toolbox, clients) = runtime.block_on(async {
+        let mut base = Vec::new();
+        if sources.builtin {
+            let builtins = ravi_capabilities::builtin_tools_in(
+                &root,
+                ravi_capabilities::HttpPolicy::default(),
+            )
+            .with_context(|| format!("opening the workspace {}", root.display()))?;
+            base = config.select_builtins(builtins);
+        }
+        let mut toolbox = Toolbox::try_from_tools(base)?;
+        let clients = attach_specs(sources.servers, &mut toolbox).await?;
+        let finished = (|| {
+            if !toolbox.contains(ReadResult::NAME) {
+                toolbox.try_add(AnyTool::Function(Arc::new(ReadResult)))?;
+            }
+            Toolbox::try_from_tools(config.apply_risk(toolbox.all()))
+        })();
+        match finished {
+            Ok(toolbox) => anyhow::Ok((toolbox, clients)),
+            Err(e) => {
+                close_all(&clients).await;
+                Err(e.into())
+            }
+        }
+    })?;
+    let tool_choice = match parse_tool_choice(args.tool_choice.as_deref(), &toolbox) {
+        Ok(c) => c,
+        Err(e) => {
+            runtime.block_on(close_all(&clients));
+            return Err(e);
+        }
+    };
+    let skills = match args
         .skills
         .iter()
         .map(|dir| load_skill(dir))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()
+    {
+        Ok(s) => s,
+        Err(e) => {
+            runtime.block_on(close_all(&clients));
+            return Err(e);
+        }
+    };
     for skill in &skills {
         for name in skill.allowed_tools.iter().flatten() {
-            if !ravi_kernel::ToolRegistry::contains(&toolbox, name) {
+            if !toolbox.contains(name) {
                 eprintln!(
                     "ravi: warning: skill `{}` allows `{name}`, which no tool source provides",
                     skill.name
@@ -103,13 +173,16 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
     let display = Arc::new(Display::new());
     let mut agent = ReActAgent::new("ravi", model, toolbox)
         .with_max_turns(args.max_turns)
-        .with_policy(
-            ChainPolicy::builder()
-                .approval_timeout(Duration::from_secs(55))
-                .build()?,
-        )
+        .with_policy(policy)
+        // Large results stay in memory for the run; the model reads them with read_result.
+        .with_blob_store(Arc::new(MemoryBlobStore::new()))
+        .with_tool_choice(tool_choice)
+        .with_strict_tools(args.strict)
         .with_observer(display.clone() as Arc<dyn AgentObserver>)
         .with_approval_handler(Arc::new(approval_handler(args.yes, &display)));
+    if args.no_parallel {
+        agent = agent.with_parallel_tool_calls(false);
+    }
     if let Some(system) = &args.system {
         agent = agent.with_system_prompt(system.clone());
     }
@@ -126,9 +199,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
             }
         });
         let result = agent.run_with_cancel(args.prompt.clone(), token).await;
-        for client in &clients {
-            client.close().await;
-        }
+        close_all(&clients).await;
         result
     });
     display.finish();
@@ -167,47 +238,94 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
     }
 }
 
-/// Builds the toolbox from `--tools`, connecting the MCP servers it names.
-async fn build_toolbox(
-    sources: &[String],
-    servers: Vec<McpServerSpec>,
-) -> anyhow::Result<(Toolbox, Vec<McpClient>)> {
-    let mut toolbox = Toolbox::new();
-    let mut clients = Vec::new();
-    for source in sources.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        if source == "builtin" {
-            for tool in ravi_capabilities::builtin_tools() {
-                toolbox
-                    .add(tool)
-                    .map_err(|e| anyhow::anyhow!("--tools builtin: {e}"))?;
-            }
-        } else if let Some(name) = source.strip_prefix("mcp:") {
-            let Some(spec) = servers.iter().find(|s| s.name == name) else {
-                let attached: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
-                bail!(
-                    "--tools {source}: no MCP server `{name}` is attached (attached: {}); add \
-                     --mcp '{name}=COMMAND ARGS' or --mcp-url {name}=URL",
-                    if attached.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        attached.join(", ")
-                    }
-                );
-            };
-            let client = McpClient::connect(spec.clone())
-                .await
-                .map_err(|e| anyhow::anyhow!("--tools {source}: {e}"))?;
-            for tool in McpTool::from_client(&client) {
-                toolbox
-                    .add(tool)
-                    .map_err(|e| anyhow::anyhow!("--tools {source}: {e}"))?;
-            }
-            clients.push(client);
-        } else {
-            bail!("--tools: unknown tool source {source:?}; expected `builtin` or `mcp:NAME`");
-        }
+async fn close_all(clients: &[McpClient]) {
+    for client in clients {
+        client.close().await;
     }
-    Ok((toolbox, clients))
+}
+
+/// What `--tools` selects.
+#[derive(Debug)]
+struct ToolSources {
+    /// Include the built-in tools.
+    builtin: bool,
+    /// The attached servers to connect, in attachment order.
+    servers: Vec<McpServerSpec>,
+}
+
+impl ToolSources {
+    /// `--tools` against the attached servers (ravi.toml's and the flags'). Without it:
+    /// everything. With it: exactly the named sources; naming a server that is not attached
+    /// is an error, and so is attaching one by flag without naming it (the flag would do
+    /// nothing). Servers from ravi.toml that `--tools` leaves out are not connected.
+    fn parse(
+        tools: Option<&[String]>,
+        attached: &[McpServerSpec],
+        flag_names: &[String],
+    ) -> anyhow::Result<Self> {
+        let Some(list) = tools else {
+            return Ok(Self {
+                builtin: true,
+                servers: attached.to_vec(),
+            });
+        };
+        let mut builtin = false;
+        let mut named: Vec<&str> = Vec::new();
+        for source in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            if source == "builtin" {
+                builtin = true;
+            } else if let Some(name) = source.strip_prefix("mcp:") {
+                if !attached.iter().any(|s| s.name == name) {
+                    let names: Vec<&str> = attached.iter().map(|s| s.name.as_str()).collect();
+                    bail!(
+                        "--tools {source}: no MCP server `{name}` is attached (attached: {}); \
+                         attach it with --mcp '{name}=COMMAND ARGS', --mcp-url {name}=URL or an \
+                         [[mcp]] entry in ravi.toml",
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    );
+                }
+                named.push(name);
+            } else {
+                bail!("--tools: unknown tool source {source:?}; expected `builtin` or `mcp:NAME`");
+            }
+        }
+        if let Some(unused) = flag_names.iter().find(|n| !named.contains(&n.as_str())) {
+            bail!(
+                "MCP server `{unused}` is attached by flag but --tools does not include \
+                 mcp:{unused}; add it to --tools, or leave --tools out to use every attached \
+                 server"
+            );
+        }
+        Ok(Self {
+            builtin,
+            servers: attached
+                .iter()
+                .filter(|s| named.contains(&s.name.as_str()))
+                .cloned()
+                .collect(),
+        })
+    }
+}
+
+/// `--tool-choice`: `auto`, `required`, `none`, or the name of a tool in `toolbox`.
+fn parse_tool_choice(text: Option<&str>, toolbox: &Toolbox) -> anyhow::Result<ToolChoice> {
+    Ok(match text.map(str::trim) {
+        None | Some("auto") => ToolChoice::Auto,
+        Some("required") => ToolChoice::Required,
+        Some("none") => ToolChoice::None,
+        Some(name) if toolbox.contains(name) => ToolChoice::Tool {
+            name: name.to_owned(),
+        },
+        Some(name) => bail!(
+            "--tool-choice {name:?}: expected auto, required, none or the name of a tool the \
+             agent has (it has: {})",
+            toolbox.names().join(", ")
+        ),
+    })
 }
 
 /// Reads `DIR/SKILL.md`: YAML front matter (`name`, `description`, `allowed-tools`,
@@ -426,25 +544,71 @@ mod tests {
         assert!(err.to_string().contains("x/SKILL.md"));
     }
 
+    fn spec(name: &str) -> McpServerSpec {
+        McpServerSpec::parse_cli(&format!("{name}=true"), false).unwrap()
+    }
+
     #[test]
-    fn unknown_tool_sources_are_named() {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let err = rt
-            .block_on(build_toolbox(&["bogus".into()], vec![]))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("\"bogus\""), "{err}");
-        let err = rt
-            .block_on(build_toolbox(&["mcp:fs".into()], vec![]))
-            .unwrap_err()
-            .to_string();
+    fn tool_sources_default_to_everything_and_name_what_is_wrong() {
+        let attached = [spec("fs"), spec("git")];
+        let all = ToolSources::parse(None, &attached, &[]).unwrap();
+        assert!(all.builtin);
+        assert_eq!(all.servers.len(), 2);
+
+        let some = ToolSources::parse(Some(&["mcp:git".into()]), &attached, &[]).unwrap();
+        assert!(!some.builtin);
+        assert_eq!(some.servers[0].name, "git");
+
+        let err = |tools: &[&str], flags: &[&str]| {
+            let tools: Vec<String> = tools.iter().map(|s| (*s).to_owned()).collect();
+            let flags: Vec<String> = flags.iter().map(|s| (*s).to_owned()).collect();
+            ToolSources::parse(Some(&tools), &attached, &flags)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err(&["bogus"], &[]);
+        assert!(e.contains("\"bogus\""), "{e}");
+        let e = err(&["mcp:web"], &[]);
         assert!(
-            err.contains("no MCP server `fs` is attached (attached: none)"),
-            "{err}"
+            e.contains("no MCP server `web` is attached (attached: fs, git)"),
+            "{e}"
         );
+        let e = err(&["builtin"], &["fs"]);
         assert!(
-            rt.block_on(build_toolbox(&["builtin".into()], vec![]))
-                .is_ok()
+            e.contains("`fs` is attached by flag but --tools does not include mcp:fs"),
+            "{e}"
+        );
+        let e = ToolSources::parse(Some(&["mcp:fs".into()]), &[], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(attached: none)"), "{e}");
+    }
+
+    #[test]
+    fn tool_choice_parses_and_names_unknown_tools() {
+        let toolbox =
+            Toolbox::try_from_tools(vec![AnyTool::Function(Arc::new(ReadResult))]).unwrap();
+        assert_eq!(parse_tool_choice(None, &toolbox).unwrap(), ToolChoice::Auto);
+        assert_eq!(
+            parse_tool_choice(Some("required"), &toolbox).unwrap(),
+            ToolChoice::Required
+        );
+        assert_eq!(
+            parse_tool_choice(Some("none"), &toolbox).unwrap(),
+            ToolChoice::None
+        );
+        assert_eq!(
+            parse_tool_choice(Some("read_result"), &toolbox).unwrap(),
+            ToolChoice::Tool {
+                name: "read_result".into()
+            }
+        );
+        let e = parse_tool_choice(Some("nope"), &toolbox)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"nope\"") && e.contains("it has: read_result"),
+            "{e}"
         );
     }
 }

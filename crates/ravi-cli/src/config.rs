@@ -1,5 +1,6 @@
-//! `ravi.toml`: the configuration `ravi serve`, `ravi run` and `ravi agent` read — which built-in tools, which
-//! upstream MCP servers, risk overrides per tool, policy limits and the workspace root.
+//! `ravi.toml`: the configuration `ravi serve`, `ravi run` and `ravi agent` read — which
+//! built-in tools, which upstream MCP servers, risk overrides per tool, policy limits and the
+//! workspace root.
 //!
 //! ```toml
 //! workspace = "data"                  # relative to the file's directory

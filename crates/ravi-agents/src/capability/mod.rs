@@ -3,7 +3,8 @@
 //! An agent with hundreds of tools cannot be shown all of them; it browses a category tree or
 //! searches in words, and loads only what it needs. [`CapabilityRegistry::search`] ranks by
 //! BM25 over name, tags, aliases, category and description, plus exact-name, alias, tag and
-//! category boosts.
+//! category boosts, fused with semantic similarity from static token vectors (feature
+//! `semantic-search`), so a query can find a tool it shares no word with.
 //!
 //! ```
 //! use ravi_agents::capability::CapabilityRegistry;
@@ -174,6 +175,11 @@ const SEMANTIC_WEIGHT: f64 = 0.5;
 /// vectors score 0.2–0.3 against the catalog, related ones 0.35 and up.
 const MIN_COSINE: f32 = 0.3;
 
+/// The cosine that counts as no semantic evidence (unrelated texts sit around it) …
+const COSINE_FLOOR: f32 = 0.2;
+/// … and the one that counts as full evidence (a query and the tool it means rarely exceed it).
+const COSINE_CEILING: f32 = 0.7;
+
 impl Default for CapabilityRegistry {
     fn default() -> Self {
         Self::new()
@@ -324,19 +330,20 @@ impl CapabilityRegistry {
                 .flat_map(search::tokenize)
                 .collect(),
         });
-        self.vectors.push_row(semantic::TokenTable::get().and_then(|t| {
-            let mut text = format!(
-                "{}: {} tags: {}",
-                entry.name.replace(['_', '-'], " "),
-                entry.description,
-                entry.tags.join(", ")
-            );
-            if !entry.aliases.is_empty() {
-                text.push_str(" aliases: ");
-                text.push_str(&entry.aliases.join(", "));
-            }
-            t.embed(&text)
-        }));
+        self.vectors
+            .push_row(semantic::TokenTable::get().and_then(|t| {
+                let mut text = format!(
+                    "{}: {} tags: {}",
+                    entry.name.replace(['_', '-'], " "),
+                    entry.description,
+                    entry.tags.join(", ")
+                );
+                if !entry.aliases.is_empty() {
+                    text.push_str(" aliases: ");
+                    text.push_str(&entry.aliases.join(", "));
+                }
+                t.embed(&text)
+            }));
         self.names.insert(name, id);
         for a in &entry.aliases {
             self.aliases.insert(a.clone(), id);
@@ -404,19 +411,13 @@ impl CapabilityRegistry {
         self.entries.iter().map(|e| e.tool.clone()).collect()
     }
 
-    /// Lexical and semantic evidence in one score: each signal is scaled to `0..=1` within
-    /// the query (lexical by its best score, the cosine min-max over every entry) and the two
-    /// are averaged, so neither signal's units dominate. An entry qualifies when a query word
-    /// matched it or its cosine reaches [`MIN_COSINE`]; below that, texts share no meaning.
+    /// Lexical and semantic evidence in one score. Lexical scores are scaled by the query's
+    /// best one; the cosine is mapped linearly from [`COSINE_FLOOR`]..[`COSINE_CEILING`] onto
+    /// `0..=1` (a fixed scale, so a registry of two tools ranks like one of three hundred);
+    /// the two are averaged. An entry qualifies when a query word matched it or its cosine
+    /// reaches [`MIN_COSINE`]; below that, texts share no meaning.
     fn fuse(&self, lexical: &HashMap<usize, f64>, query: &[f32]) -> Vec<(usize, f64)> {
         let cosines = self.vectors.cosines(query);
-        let (lo, hi) = cosines
-            .iter()
-            .flatten()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &c| {
-                (lo.min(c), hi.max(c))
-            });
-        let spread = f64::from((hi - lo).max(1e-6));
         let best_lexical = lexical.values().copied().fold(0.0, f64::max);
         (0..self.entries.len())
             .filter_map(|i| {
@@ -426,7 +427,10 @@ impl CapabilityRegistry {
                     return None;
                 }
                 let lex_n = lex.map_or(0.0, |s| s / best_lexical);
-                let cos_n = cos.map_or(0.0, |c| f64::from(c - lo) / spread);
+                let cos_n = cos.map_or(0.0, |c| {
+                    (f64::from(c - COSINE_FLOOR) / f64::from(COSINE_CEILING - COSINE_FLOOR))
+                        .clamp(0.0, 1.0)
+                });
                 Some((i, (1.0 - SEMANTIC_WEIGHT) * lex_n + SEMANTIC_WEIGHT * cos_n))
             })
             .collect()
@@ -483,12 +487,11 @@ impl CapabilityRegistry {
                 *score += 1.5 * covered as f64 / tok.name.len() as f64;
             }
         }
-        let mut ranked: Vec<(usize, f64)> = match semantic::TokenTable::get()
-            .and_then(|t| t.embed(query))
-        {
-            Some(q) => self.fuse(&scores, &q),
-            None => scores.into_iter().filter(|(_, s)| *s > 0.0).collect(),
-        };
+        let mut ranked: Vec<(usize, f64)> =
+            match semantic::TokenTable::get().and_then(|t| t.embed(query)) {
+                Some(q) => self.fuse(&scores, &q),
+                None => scores.into_iter().filter(|(_, s)| *s > 0.0).collect(),
+            };
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked
             .into_iter()
@@ -571,7 +574,10 @@ mod tests {
     #[test]
     fn entries_report_their_kind() {
         let r = reg();
-        assert_eq!(r.entry("read_file").map(CapabilityEntry::kind), Some("function"));
+        assert_eq!(
+            r.entry("read_file").map(CapabilityEntry::kind),
+            Some("function")
+        );
     }
 
     #[test]

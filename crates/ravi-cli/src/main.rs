@@ -22,7 +22,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the version of ravi and of its crates.
+    /// Print the version of ravi and of its crates (one workspace version for all of them).
     Version,
     /// Inspect the tools Ravi knows.
     #[command(subcommand)]
@@ -57,7 +57,13 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Version => {
-            println!("ravi {}", env!("CARGO_PKG_VERSION"));
+            // Every Ravi crate takes `version.workspace`, so the CLI's version is theirs too.
+            let v = env!("CARGO_PKG_VERSION");
+            println!("ravi {v}");
+            println!(
+                "crates: ravi-kernel {v}, ravi-macros {v}, ravi-agents {v}, ravi-capabilities {v}, \
+                 ravi-integrations {v}"
+            );
             Ok(Exit::Ok)
         }
         Command::Tools(cmd) => commands::tools::run(cmd),

@@ -19,9 +19,13 @@ fn help_and_version_work() {
     assert!(text.contains("tools"), "{text}");
     let version = ravi(&["version"]);
     assert!(version.status.success());
+    let v = env!("CARGO_PKG_VERSION");
     assert_eq!(
         String::from_utf8_lossy(&version.stdout),
-        format!("ravi {}\n", env!("CARGO_PKG_VERSION"))
+        format!(
+            "ravi {v}\ncrates: ravi-kernel {v}, ravi-macros {v}, ravi-agents {v}, \
+             ravi-capabilities {v}, ravi-integrations {v}\n"
+        )
     );
 }
 

@@ -1,6 +1,6 @@
 //! `ravi tools …`: list the tools Ravi knows and call one through the ToolInvoker.
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -10,8 +10,7 @@ use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::{Catalog, CatalogEntry, HttpPolicy};
 use ravi_kernel::{
-    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, InvocationStatus, ToolCall,
-    ToolContext, ToolRegistry as _,
+    AnyTool, ApprovalHandler, InvocationStatus, ToolCall, ToolContext, ToolRegistry as _,
 };
 use serde_json::json;
 
@@ -185,40 +184,6 @@ fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
     print!("{table}");
 }
 
-/// Asks on the terminal: prints the request to stderr, reads y/N from stdin.
-struct PromptApprovalHandler;
-
-#[ravi_kernel::async_trait]
-impl ApprovalHandler for PromptApprovalHandler {
-    async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        if !std::io::stdin().is_terminal() {
-            eprintln!(
-                "ravi: `{}` ({} risk) needs approval and stdin is not a terminal: denied (use --approve all to allow)",
-                request.tool, request.risk
-            );
-            return ApprovalDecision::Denied;
-        }
-        let prompt = format!(
-            "`{}` ({} risk) wants to run with {}\n{}\nApprove? [y/N] ",
-            request.tool, request.risk, request.arguments, request.reason
-        );
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut err = std::io::stderr();
-            let _ = err.write_all(prompt.as_bytes());
-            let _ = err.flush();
-            let mut line = String::new();
-            std::io::stdin().lock().read_line(&mut line).map(|_| line)
-        })
-        .await;
-        match answer {
-            Ok(Ok(line)) if matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
-                ApprovalDecision::Approved
-            }
-            _ => ApprovalDecision::Denied,
-        }
-    }
-}
-
 async fn call(
     name: &str,
     args: &str,
@@ -250,7 +215,17 @@ async fn call(
         }
     };
     let handler: Arc<dyn ApprovalHandler> = match approve {
-        ApproveMode::Ask => Arc::new(PromptApprovalHandler),
+        // The same prompt as `ravi run` and `ravi agent` (tool, risk, pretty-printed
+        // arguments; y / n / always). Without a terminal nobody can answer: deny, saying how
+        // to approve instead.
+        ApproveMode::Ask if std::io::stdin().is_terminal() => {
+            Arc::new(crate::approval::CliApprovalHandler::terminal())
+        }
+        ApproveMode::Ask => Arc::new(
+            crate::approval::CliApprovalHandler::terminal().deny_without_asking(
+                "stdin is not a terminal, denied (use --approve all to allow)",
+            ),
+        ),
         ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
         ApproveMode::None => Arc::new(DenyAllApprovalHandler),
     };

@@ -217,32 +217,43 @@ fn lint() -> anyhow::Result<()> {
 /// Whether `test` must run the MCP interop tests and the conformance suite: yes unless
 /// `RAVI_REQUIRE_MCP_HARNESS=0` (a local opt-out for machines without npm or python3;
 /// `.ci/run` forces it on, so CI cannot go green without the MCP checks).
-fn mcp_harness_required() -> bool {
-    std::env::var("RAVI_REQUIRE_MCP_HARNESS").map_or(true, |v| v.trim() != "0")
+fn mcp_harness_required(var: Option<&str>) -> bool {
+    var.is_none_or(|v| v.trim() != "0")
+}
+
+/// What `test` does about the MCP harness after `mcp-setup`: `Ok(None)` runs everything,
+/// `Ok(Some(why))` skips the MCP checks (only when not required), `Err` stops the run.
+fn mcp_harness_outcome(
+    required: bool,
+    setup: anyhow::Result<Option<String>>,
+) -> anyhow::Result<Option<String>> {
+    let problem = match setup {
+        Ok(None) => return Ok(None),
+        Ok(Some(reason)) => reason,
+        Err(e) if !required => format!("{e:#}"),
+        Err(e) => return Err(e),
+    };
+    if required {
+        bail!(
+            "the MCP harness cannot be installed here ({problem}), so the MCP interop tests and \
+             the conformance suite cannot run; install npm and python3, or set \
+             RAVI_REQUIRE_MCP_HARNESS=0 to skip them (local use only: CI requires them)"
+        );
+    }
+    Ok(Some(problem))
 }
 
 fn test() -> anyhow::Result<()> {
     lint()?;
     // The MCP scenario tests drive real third-party peers (npm servers, the Python SDK) and
     // the conformance suite; they are part of the test run unless explicitly opted out.
-    let required = mcp_harness_required();
+    let required = mcp_harness_required(std::env::var("RAVI_REQUIRE_MCP_HARNESS").ok().as_deref());
     let mut mcp_skip: Option<String> = None;
     util::step("mcp-setup", || {
-        let outcome = match conformance::setup() {
-            Ok(None) => return Ok(()),
-            Ok(Some(reason)) => reason,
-            Err(e) if !required => format!("{e:#}"),
-            Err(e) => return Err(e),
-        };
-        if required {
-            bail!(
-                "the MCP harness cannot be installed here ({outcome}), so the MCP interop tests \
-                 and the conformance suite cannot run; install npm and python3, or set \
-                 RAVI_REQUIRE_MCP_HARNESS=0 to skip them (local use only: CI requires them)"
-            );
+        mcp_skip = mcp_harness_outcome(required, conformance::setup())?;
+        if let Some(why) = &mcp_skip {
+            println!("SKIP MCP interop tests and conformance (RAVI_REQUIRE_MCP_HARNESS=0): {why}");
         }
-        println!("SKIP MCP interop tests and conformance (RAVI_REQUIRE_MCP_HARNESS=0): {outcome}");
-        mcp_skip = Some(outcome);
         Ok(())
     })?;
     let harness = mcp_skip.is_none();
@@ -272,4 +283,41 @@ fn test() -> anyhow::Result<()> {
         ),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mcp_harness_is_required_unless_opted_out_with_zero() {
+        assert!(mcp_harness_required(None));
+        assert!(mcp_harness_required(Some("1")));
+        assert!(mcp_harness_required(Some("")));
+        assert!(!mcp_harness_required(Some("0")));
+        assert!(!mcp_harness_required(Some(" 0 ")));
+    }
+
+    #[test]
+    fn a_missing_harness_fails_the_run_when_required_and_skips_only_when_opted_out() {
+        let missing = || Ok(Some("npm is not installed".to_owned()));
+        let err = mcp_harness_outcome(true, missing())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("npm is not installed") && err.contains("RAVI_REQUIRE_MCP_HARNESS=0"),
+            "{err}"
+        );
+        assert_eq!(
+            mcp_harness_outcome(false, missing()).unwrap().as_deref(),
+            Some("npm is not installed")
+        );
+        assert!(mcp_harness_outcome(true, Err(anyhow::anyhow!("npm install failed"))).is_err());
+        assert!(
+            mcp_harness_outcome(false, Err(anyhow::anyhow!("npm install failed")))
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(mcp_harness_outcome(true, Ok(None)).unwrap(), None);
+    }
 }

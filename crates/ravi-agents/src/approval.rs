@@ -8,7 +8,8 @@
 //!
 //! Every decision is bound to one exact call: the request carries the tool name and the
 //! argument digest, and a reply through the channel handler that names another request or
-//! another digest is treated as a denial. The invoker bounds every wait and fails closed.
+//! another digest counts as no answer (`Unanswered`, a denial that is not reported as a
+//! human's). The invoker bounds every wait and fails closed.
 //!
 //! ```
 //! use ravi_agents::approval::{ApprovalMessage, ChannelApprovalHandler};
@@ -204,9 +205,9 @@ impl ApprovalHandler for ChannelApprovalHandler {
                     tool = %request.tool,
                     "approval channel is full (nobody is answering); denying"
                 );
-                return ApprovalDecision::Denied;
+                return ApprovalDecision::Unanswered;
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => return ApprovalDecision::Denied,
+            Err(mpsc::error::TrySendError::Closed(_)) => return ApprovalDecision::Unanswered,
         }
         match reply_rx.await {
             Ok(reply)
@@ -220,9 +221,9 @@ impl ApprovalHandler for ChannelApprovalHandler {
                     replied_to = %reply.request_id,
                     "approval reply does not match the request's id and argument digest; denying"
                 );
-                ApprovalDecision::Denied
+                ApprovalDecision::Unanswered
             }
-            Err(_) => ApprovalDecision::Denied,
+            Err(_) => ApprovalDecision::Unanswered,
         }
     }
 
@@ -283,7 +284,7 @@ mod tests {
                 p.respond(reply);
             }
         });
-        assert_eq!(h.request(&request()).await, ApprovalDecision::Denied);
+        assert_eq!(h.request(&request()).await, ApprovalDecision::Unanswered);
     }
 
     #[tokio::test]
@@ -292,10 +293,10 @@ mod tests {
         tokio::spawn(async move {
             let _ = rx.recv().await; // dropped unanswered
         });
-        assert_eq!(h.request(&request()).await, ApprovalDecision::Denied);
+        assert_eq!(h.request(&request()).await, ApprovalDecision::Unanswered);
         let (h, rx) = ChannelApprovalHandler::new(1);
         drop(rx);
-        assert_eq!(h.request(&request()).await, ApprovalDecision::Denied);
+        assert_eq!(h.request(&request()).await, ApprovalDecision::Unanswered);
     }
 
     #[tokio::test]
@@ -312,7 +313,7 @@ mod tests {
         let answer = tokio::time::timeout(Duration::from_secs(2), h.request(&request())).await;
         assert_eq!(
             answer,
-            Ok(ApprovalDecision::Denied),
+            Ok(ApprovalDecision::Unanswered),
             "blocked on a full channel"
         );
         // Notices never block either.
@@ -320,7 +321,7 @@ mod tests {
             .await
             .unwrap();
         drop(rx);
-        assert_eq!(first.await.unwrap(), ApprovalDecision::Denied);
+        assert_eq!(first.await.unwrap(), ApprovalDecision::Unanswered);
     }
 
     #[tokio::test]

@@ -324,7 +324,8 @@ async fn channel_handler_decisions_are_bound_to_the_arguments_shown() {
     assert_eq!(r.status, InvocationStatus::Denied);
     assert_eq!(
         r.text,
-        "a human denied the call to `send_email`; do not retry it with the same arguments"
+        "approval for `send_email` got no valid answer (nobody answered the request for these \
+         arguments), so the call was denied"
     );
 }
 

@@ -79,6 +79,10 @@ pub enum ApprovalDecision {
     Denied,
     /// The human chose not to decide; treated as denied.
     Skipped,
+    /// No valid answer reached the handler: nobody was listening, the channel was full or
+    /// closed, or the reply named another request or other arguments. Treated as denied, and
+    /// reported as such rather than as a human's refusal.
+    Unanswered,
     /// A decision this version does not understand; treated as denied (fail closed).
     #[serde(other)]
     Unknown,
@@ -117,6 +121,7 @@ mod tests {
         assert_eq!(d, ApprovalDecision::Unknown);
         assert!(!d.is_approved());
         assert!(!ApprovalDecision::Skipped.is_approved());
+        assert!(!ApprovalDecision::Unanswered.is_approved());
         assert!(ApprovalDecision::Approved.is_approved());
     }
 }

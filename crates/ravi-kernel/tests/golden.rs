@@ -143,6 +143,7 @@ fn approvals() {
             ApprovalDecision::Approved,
             ApprovalDecision::Denied,
             ApprovalDecision::Skipped,
+            ApprovalDecision::Unanswered,
             ApprovalDecision::Unknown,
         ],
     );

@@ -769,6 +769,15 @@ impl ToolInvoker {
                     call.name
                 )),
             ),
+            Answer::Decided(ApprovalDecision::Unanswered) => (
+                false,
+                "unanswered",
+                Some(format!(
+                    "approval for `{}` got no valid answer (nobody answered the request for these \
+                     arguments), so the call was denied",
+                    call.name
+                )),
+            ),
             Answer::Decided(other) => {
                 let why = if other == ApprovalDecision::Skipped {
                     "skipped"

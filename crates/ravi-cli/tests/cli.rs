@@ -144,3 +144,36 @@ fn skills_list_reads_a_directory_and_names_bad_fields() {
         "{err}"
     );
 }
+
+#[test]
+fn run_refuses_a_server_named_by_both_the_config_and_a_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        "# servers\n\n[[mcp]]\nname = \"fs\"\ntransport = \"stdio\"\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    let script = dir.path().join("s.py");
+    std::fs::write(&script, "print(1)\n").unwrap();
+    let out = ravi(&[
+        "run",
+        script.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--workspace",
+        dir.path().to_str().unwrap(),
+        "--mcp",
+        "fs=true",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "MCP server name `fs` is given by a flag and by {}",
+            config.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("line 4"), "{stderr}");
+}

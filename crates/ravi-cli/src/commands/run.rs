@@ -201,8 +201,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let (toolbox, clients) = rt.block_on(async {
         let builtins = config.select_builtins(builtin_toolbox(backend));
         let mut toolbox = Toolbox::try_from_tools(builtins)?;
-        let mut clients = attach_specs(config.mcp.clone(), &mut toolbox).await?;
-        clients.extend(args.mcp.attach(&mut toolbox).await?);
+        // The file's servers and the flags' together: one name given by both is an error.
+        let specs = config.mcp_with_flags(config_path.as_deref(), args.mcp.specs()?)?;
+        let clients = attach_specs(specs, &mut toolbox).await?;
         let toolbox = Toolbox::try_from_tools(config.apply_risk(toolbox.all()))?;
         anyhow::Ok((toolbox, clients))
     })?;

@@ -1,5 +1,7 @@
 //! Provider benchmarks: SSE parsing (Ravi's incremental parser vs the hand-rolled
-//! "append, find `\n\n`, reallocate the rest" splitter many clients use) and request encoding.
+//! "append, find `\n\n`, reallocate the rest" splitter many clients use), request encoding, and
+//! the ReAct loop's own cost per turn (a scripted, instant model; against making the same
+//! model calls and tool calls directly through the invoker).
 //!
 //! `cargo bench -p ravi-integrations --bench providers -- --ravi-figures [--quick]` prints the
 //! headline figures as JSON lines; without the flag it runs the criterion benches.
@@ -16,11 +18,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
+use ravi_agents::Toolbox;
+use ravi_agents::invoker::ToolInvoker;
+use ravi_agents::react::{ReActAgent, RunStop};
 use ravi_integrations::providers::sse::SseParser;
 use ravi_integrations::providers::{OpenAiChatModel, ProviderConfig};
 use ravi_kernel::{
-    AnyTool, ChatRequest, Message, MessagePart, Role, Tool, ToolContext, ToolError,
-    ToolExecutionResult,
+    AnyTool, ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError, Role,
+    StopReason, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, Usage,
 };
 use serde_json::{Value, json};
 
@@ -121,6 +126,77 @@ fn chat_request() -> ChatRequest {
     }
 }
 
+/// Tool turns per loop run.
+const TURNS: usize = 10;
+
+/// A model that answers at once: a `get_weather` call until the conversation holds
+/// [`TURNS`] tool results, then the final answer.
+struct Instant10;
+
+#[async_trait::async_trait]
+impl ChatModel for Instant10 {
+    fn name(&self) -> String {
+        "instant".into()
+    }
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let done = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .count();
+        let content = if done < TURNS {
+            vec![MessagePart::ToolUse {
+                id: format!("call_{done}"),
+                name: "get_weather".into(),
+                arguments: json!({"city": "Lisbon", "unit": "c"}),
+            }]
+        } else {
+            vec![MessagePart::text("Sunny all week.")]
+        };
+        Ok(ChatResponse {
+            id: "r".into(),
+            model: "instant".into(),
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
+            stop_reason: if done < TURNS {
+                StopReason::ToolUse
+            } else {
+                StopReason::EndTurn
+            },
+            usage: Usage::default(),
+        })
+    }
+}
+
+/// One loop run: [`TURNS`] tool turns and the answer.
+async fn loop_run(agent: &ReActAgent) {
+    let run = agent.run("Weather in Lisbon, ten times.").await;
+    assert_eq!(run.stop, RunStop::FinalAnswer);
+    assert_eq!(run.trace().len(), TURNS);
+}
+
+/// The peer: the same model calls and tool calls, made directly (no transcript, no requests
+/// rebuilt, no result messages).
+async fn direct_run(model: &Instant10, invoker: &ToolInvoker, request: &ChatRequest) {
+    let session = invoker.open_session();
+    for i in 0..TURNS {
+        black_box(model.complete(request).await.unwrap());
+        let call = ToolCall::new(
+            format!("call_{i}"),
+            "get_weather",
+            json!({"city": "Lisbon", "unit": "c"}),
+        );
+        let r = invoker
+            .invoke(&session, call, &ToolContext::new(format!("call_{i}")))
+            .await;
+        black_box(r);
+    }
+    black_box(model.complete(request).await.unwrap());
+    session.close().await;
+}
+
 fn time_per_iter(budget: Duration, mut f: impl FnMut()) -> f64 {
     for _ in 0..3 {
         f();
@@ -175,6 +251,31 @@ fn figures(quick: bool) {
         json!({"bench": "providers/encode_chat_request", "value": enc.round(), "unit": "ns/request",
                "peer": null, "peer_value": null, "ratio": null})
     );
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tools = || vec![AnyTool::from(Arc::new(Weather))];
+    let agent = ReActAgent::new("bench", Arc::new(Instant10), tools());
+    let invoker = ToolInvoker::builder(Arc::new(Toolbox::try_from_tools(tools()).unwrap())).build();
+    let request = ChatRequest {
+        messages: vec![Message::user("Weather in Lisbon, ten times.")],
+        tools: tools(),
+        ..ChatRequest::default()
+    };
+    let turns = TURNS as f64 + 1.0;
+    let looped = time_per_iter(budget, || rt.block_on(loop_run(&agent))) / turns;
+    let direct = time_per_iter(budget, || {
+        rt.block_on(direct_run(&Instant10, &invoker, &request))
+    }) / turns;
+    println!(
+        "{}",
+        json!({"bench": "providers/react_loop_per_turn", "value": (looped / 100.0).round() / 10.0,
+               "unit": "µs/turn", "peer": "the same model and invoker calls made directly",
+               "peer_value": (direct / 100.0).round() / 10.0,
+               "ratio": ((direct / looped) * 100.0).round() / 100.0})
+    );
 }
 
 fn main() {
@@ -196,6 +297,18 @@ fn main() {
     let req = chat_request();
     c.bench_function("encode_chat_request", |b| {
         b.iter(|| serde_json::to_vec(&model.encode_request(black_box(&req), true)).unwrap())
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let agent = ReActAgent::new(
+        "bench",
+        Arc::new(Instant10),
+        vec![AnyTool::from(Arc::new(Weather))],
+    );
+    c.bench_function("react_loop_10_turns", |b| {
+        b.iter(|| rt.block_on(loop_run(&agent)))
     });
     c.final_summary();
 }

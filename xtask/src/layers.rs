@@ -21,6 +21,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("ravi-capabilities", 2),
     ("ravi-integrations", 3),
     ("ravi-cli", 4),
+    // Scenario tests spanning every layer (the top-level `tests/` package): dev, like xtask.
+    ("ravi-scenarios", 5),
     ("xtask", 5),
 ];
 

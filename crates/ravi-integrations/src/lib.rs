@@ -1,7 +1,10 @@
-//! # ravi-integrations — MCP, model providers, persistence (layer L3)
+//! # ravi-integrations — MCP and model providers (layer L3)
 //!
-//! The MCP client adapter and server (feature `mcp`, on by default), model provider clients
-//! and persistence backends.
+//! Where Ravi meets other systems over the network: the MCP client adapter and server
+//! (feature `mcp`, on by default) and the model provider clients for OpenAI Chat
+//! Completions, OpenAI Responses and Anthropic Messages (feature `providers`, on by default).
+//! Shared persistence (PostgreSQL, object stores) belongs here too when it lands; the local
+//! blob stores live in `ravi-agents`, which needs no network.
 //!
 //! ```
 //! let _ = ravi_integrations::LAYER;

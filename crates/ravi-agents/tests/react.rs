@@ -686,7 +686,8 @@ async fn approval_pause_serializes_and_resumes_in_a_fresh_agent() {
         r[1],
         (
             "mail".into(),
-            "a human denied the call to `send_email`; do not retry it with the same arguments"
+            "approval for `send_email` got no valid answer (nobody answered the request for \
+             these arguments), so the call was denied"
                 .into(),
             true
         )

@@ -143,10 +143,12 @@ impl ApprovalHandler for DecisionBook {
         };
         if let Some((digest, decision)) = recorded {
             // A decision binds to the exact arguments it was given for.
+            // Arguments that differ from the approved ones have no answer at all: the human
+            // was never asked about them.
             return if digest == request.args_digest {
                 decision
             } else {
-                ApprovalDecision::Denied
+                ApprovalDecision::Unanswered
             };
         }
         match &self.fallback {

@@ -386,7 +386,11 @@ mod tests {
         let names: HashMap<u32, &str> = t.vocab.iter().map(|(k, &v)| (v, k.as_str())).collect();
         t.token_ids(text)
             .into_iter()
-            .map(|id| id.and_then(|i| names.get(&i).copied()).unwrap_or("[UNK]").to_owned())
+            .map(|id| {
+                id.and_then(|i| names.get(&i).copied())
+                    .unwrap_or("[UNK]")
+                    .to_owned()
+            })
             .collect()
     }
 
@@ -401,7 +405,10 @@ mod tests {
     #[test]
     fn tokenizes_like_bert_uncased() {
         // Expected pieces as the reference tokenizer (check_table.py, HF BertTokenizer) gives them.
-        assert_eq!(pieces("Send_Email now!"), ["send", "_", "email", "now", "!"]);
+        assert_eq!(
+            pieces("Send_Email now!"),
+            ["send", "_", "email", "now", "!"]
+        );
         assert_eq!(pieces("Café résumé"), ["cafe", "resume"]);
         assert_eq!(pieces("unaffable"), ["una", "##ffa", "##ble"]);
         assert_eq!(pieces("don’t"), ["don", "’", "t"]);
@@ -428,7 +435,10 @@ mod tests {
         m.push_row(Some(vec![1.0, 0.0]));
         m.push_row(Some(vec![0.0, 1.0, 0.5]));
         m.push_row(Some(vec![0.0, 1.0]));
-        assert_eq!(m.cosines(&[0.0, 1.0]), vec![None, Some(0.0), None, Some(1.0)]);
+        assert_eq!(
+            m.cosines(&[0.0, 1.0]),
+            vec![None, Some(0.0), None, Some(1.0)]
+        );
         assert_eq!(m.cosines(&[1.0]), vec![None; 4]);
     }
 

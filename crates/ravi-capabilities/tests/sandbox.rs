@@ -288,6 +288,36 @@ async fn busy_loops_time_out() {
     assert_eq!(r.stdout, "start\n");
 }
 
+/// stdout is line-buffered and written straight to the descriptor (that is what keeps output
+/// across a timeout), yet it is still the text stream scripts expect.
+#[tokio::test]
+async fn stdout_is_still_an_ordinary_text_stream() {
+    let r = run(r#"
+import sys, io, contextlib
+o = sys.stdout
+print(type(o).__name__, o.encoding, o.isatty(), o.fileno(), o.line_buffering, o is sys.__stdout__)
+o.write("written\n")
+o.buffer.write("bytes ü\n".encode())
+o.writelines(["a\n", "b\n"])
+print("to stderr", file=sys.stderr)
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    print("captured")
+print(repr(buf.getvalue()))
+print("partial", end="")
+print(" line", flush=True)
+print("end", end="")
+"#)
+    .await;
+    assert_ok(&r);
+    assert_eq!(
+        r.stdout,
+        "TextIOWrapper utf-8 False 1 True True\nwritten\nbytes ü\na\nb\n'captured\\n'\n\
+         partial line\nend"
+    );
+    assert_eq!(r.stderr, "to stderr\n");
+}
+
 #[tokio::test]
 async fn slow_tools_time_out_too() {
     let started = Instant::now();

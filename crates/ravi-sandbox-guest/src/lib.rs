@@ -137,6 +137,8 @@ fn boot() -> State {
     settings.safe_path = true;
     settings.write_bytecode = false;
     settings.install_signal_handlers = false;
+    // Text straight to the file descriptor; the prelude makes it line-buffered.
+    settings.buffered_stdio = false;
     settings.argv = vec!["script".to_owned()];
     let builder = InterpreterBuilder::new().settings(settings).init_stdlib();
     let host_mod = _ravi_host::module_def(&builder.ctx);

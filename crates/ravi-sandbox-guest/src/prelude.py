@@ -7,10 +7,13 @@ import sys as _sys
 
 import _ravi_host
 
-# Line-buffered stdout: each printed line reaches the host when it ends, so what a script
-# printed survives a timeout, a cancellation or a memory trap (which stop the guest without
-# a final flush). Costs a host write per line, nothing per tool call or at start-up.
-_sys.stdout.reconfigure(line_buffering=True)
+# Line-buffered stdout and stderr: each printed line reaches the host when it ends, so what a
+# script printed survives a timeout, a cancellation or a memory trap (which stop the guest
+# without a final flush). The interpreter is booted with unbuffered stdio, so the text layer
+# writes straight to the file descriptor: a line costs one host write and no BufferedWriter
+# (whose per-line flush cost twice as much); nothing is paid per tool call or at start-up.
+_sys.stdout.reconfigure(line_buffering=True, write_through=False)
+_sys.stderr.reconfigure(line_buffering=True, write_through=False)
 
 __all__ = [
     "Artifact",

@@ -214,6 +214,38 @@ fn figures(quick: bool) {
         None,
     );
 
+    // Printing: 1,000 lines minus the same loop without printing. stdout is line-buffered, so
+    // each line reaches the host when it is printed and survives a timeout or a trap; the peer
+    // is the same loop block-buffered (Python's default for a pipe), to show what that costs.
+    let plain = |script: &str| -> f64 {
+        let mut v: Vec<f64> = (0..reps)
+            .map(|_| {
+                rt.block_on(async {
+                    let t = Instant::now();
+                    run_plain(&sb, script).await;
+                    t.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        percentile(&v, 0.5)
+    };
+    let quiet = plain("for i in range(1000):\n    s = str(i)\n");
+    let per_line_us = (plain("for i in range(1000):\n    print(i)\n") - quiet) / 1000.0 * 1e6;
+    let block_us = (plain(
+        "import sys\nsys.stdout.reconfigure(line_buffering=False)\n\
+         for i in range(1000):\n    print(i)\n",
+    ) - quiet)
+        / 1000.0
+        * 1e6;
+    figure(
+        "chain/print_line",
+        per_line_us,
+        "us/line",
+        Some(("the same print loop block-buffered", block_us)),
+        Some(block_us / per_line_us),
+    );
+
     // Memory per live instance: 100 runs parked inside a tool call at once.
     let live = 100;
     let (parked, park_bindings, release) = support::parking_runner(live);

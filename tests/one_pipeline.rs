@@ -227,62 +227,50 @@ async fn mcp_client(args: Value) -> Seen {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refusal_is_the_same_whichever_way_the_call_comes_in() {
-    let args = json!({"text": "hi"});
+/// Sends `args` to `post_note` through every entry point and checks each one reports what
+/// the direct call did (an MCP client sees the answer, not the server's trace); returns it.
+async fn same_everywhere(args: Value) -> Seen {
     let direct = direct(args.clone()).await;
     assert_eq!(
+        model_turn(args.clone()).await,
         direct,
+        "from a model's turn"
+    );
+    assert_eq!(
+        code_mode(args.clone()).await,
+        direct,
+        "from a code-mode script"
+    );
+    let mcp = mcp_client(args).await;
+    assert_eq!(
+        (mcp.failed, &mcp.text),
+        (direct.failed, &direct.text),
+        "from an MCP client"
+    );
+    assert!(POSTED.lock().unwrap().is_empty(), "post_note ran");
+    direct
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_the_same_whichever_way_the_call_comes_in() {
+    let seen = same_everywhere(json!({"text": "hi"})).await;
+    assert_eq!(
+        seen,
         Seen {
             failed: true,
             text: DENIAL.into(),
             trace: vec![CallStatus::Denied],
         }
     );
-    assert_eq!(
-        model_turn(args.clone()).await,
-        direct,
-        "from a model's turn"
-    );
-    assert_eq!(
-        code_mode(args.clone()).await,
-        direct,
-        "from a code-mode script"
-    );
-    let mcp = mcp_client(args).await;
-    assert_eq!(
-        (mcp.failed, mcp.text.as_str()),
-        (true, DENIAL),
-        "from an MCP client"
-    );
-    assert!(POSTED.lock().unwrap().is_empty(), "the refused tool ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_call_gets_the_same_answer_everywhere() {
     // `txt` instead of `text`: validation answers before approval is even asked.
-    let args = json!({"txt": "hi"});
-    let direct = direct(args.clone()).await;
-    assert!(direct.failed);
-    assert!(direct.text.contains("`text`"), "{}", direct.text);
-    assert_eq!(direct.trace, vec![CallStatus::Error]);
-    assert_eq!(
-        model_turn(args.clone()).await,
-        direct,
-        "from a model's turn"
-    );
-    assert_eq!(
-        code_mode(args.clone()).await,
-        direct,
-        "from a code-mode script"
-    );
-    let mcp = mcp_client(args).await;
-    assert_eq!(
-        (mcp.failed, mcp.text),
-        (true, direct.text),
-        "from an MCP client"
-    );
-    assert!(POSTED.lock().unwrap().is_empty(), "the malformed call ran");
+    let seen = same_everywhere(json!({"txt": "hi"})).await;
+    assert!(seen.failed);
+    assert!(seen.text.contains("`text`"), "{}", seen.text);
+    assert_eq!(seen.trace, vec![CallStatus::Error]);
 }
 
 #[tokio::test]

@@ -10,7 +10,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+mod provider_support;
+use provider_support::*;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,56 +25,13 @@ use ravi_kernel::{
 };
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, body_string_contains, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
-
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
-}
-
-fn cassette(rel: &str) -> String {
-    std::fs::read_to_string(dir().join("cassettes").join(rel)).unwrap()
-}
-
-fn golden(name: &str, actual: &Value) {
-    let file = dir().join("golden").join(format!("{name}.json"));
-    let text = serde_json::to_string_pretty(actual).unwrap() + "\n";
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&file, text).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&file).unwrap_or_else(|_| {
-        panic!(
-            "missing golden {}: run with UPDATE_GOLDEN=1",
-            file.display()
-        )
-    });
-    let expected: Value = serde_json::from_str(&expected).unwrap();
-    assert_eq!(&expected, actual, "request body differs from golden {name}");
-}
+use wiremock::{Mock, MockServer};
 
 fn config(server: &MockServer) -> ProviderConfig {
     ProviderConfig::new(format!("{}/v1", server.uri()))
         .with_api_key("test-key")
         .with_retries(0, Duration::ZERO)
         .with_timeout(Duration::from_secs(10))
-}
-
-fn json_body(raw: String) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_raw(raw, "application/json")
-}
-
-fn sse(raw: String) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_raw(raw, "text/event-stream")
-}
-
-async fn bodies(server: &MockServer) -> Vec<Value> {
-    server
-        .received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
 }
 
 /// OpenAI's local shell tool: the model proposes commands, this runs them (here: records them

@@ -6,7 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+mod provider_support;
+use provider_support::*;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,31 +25,6 @@ use ravi_kernel::{
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
-}
-
-fn cassette(rel: &str) -> String {
-    std::fs::read_to_string(dir().join("cassettes").join(rel)).unwrap()
-}
-
-fn golden(name: &str, actual: &Value) {
-    let file = dir().join("golden").join(format!("{name}.json"));
-    let text = serde_json::to_string_pretty(actual).unwrap() + "\n";
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&file, text).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&file).unwrap_or_else(|_| {
-        panic!(
-            "missing golden {}: run with UPDATE_GOLDEN=1",
-            file.display()
-        )
-    });
-    let expected: Value = serde_json::from_str(&expected).unwrap();
-    assert_eq!(&expected, actual, "request body differs from golden {name}");
-}
 
 struct Add;
 
@@ -205,12 +182,6 @@ async fn body_of(server: &MockServer, n: usize) -> Value {
 
 async fn collect(model: &dyn ChatModel, req: &ChatRequest) -> Vec<StreamEvent> {
     model.stream(req).map(|e| e.unwrap()).collect().await
-}
-
-fn sse(body: String) -> ResponseTemplate {
-    ResponseTemplate::new(200)
-        .insert_header("content-type", "text/event-stream")
-        .set_body_raw(body, "text/event-stream")
 }
 
 // ---------------------------------------------------------------- OpenAI Chat Completions

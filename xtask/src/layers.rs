@@ -195,6 +195,17 @@ mod tests {
         fs::write(dir.join("src/lib.rs"), "").unwrap();
     }
 
+    /// `cargo deny check bans` on the throwaway workspace at `ws`.
+    fn deny_bans(ws: &Path) -> std::process::Output {
+        Command::new("cargo")
+            .args(["deny", "--manifest-path"])
+            .arg(ws.join("Cargo.toml"))
+            .args(["check", "bans"])
+            .current_dir(ws)
+            .output()
+            .unwrap()
+    }
+
     /// A throwaway workspace whose kernel depends on the agents crate (an upward edge).
     fn upward_workspace() -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();
@@ -272,13 +283,7 @@ mod tests {
         let ws = upward_workspace();
         let root = crate::util::workspace_root().unwrap();
         fs::copy(root.join("deny.toml"), ws.path().join("deny.toml")).unwrap();
-        let out = Command::new("cargo")
-            .args(["deny", "--manifest-path"])
-            .arg(ws.path().join("Cargo.toml"))
-            .args(["check", "bans"])
-            .current_dir(ws.path())
-            .output()
-            .unwrap();
+        let out = deny_bans(ws.path());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             !out.status.success(),
@@ -293,13 +298,7 @@ mod tests {
             "ravi-agents",
             "ravi-kernel = { path = \"../ravi-kernel\", version = \"0.1.0\" }\n",
         );
-        let ok = Command::new("cargo")
-            .args(["deny", "--manifest-path"])
-            .arg(ws.path().join("Cargo.toml"))
-            .args(["check", "bans"])
-            .current_dir(ws.path())
-            .output()
-            .unwrap();
+        let ok = deny_bans(ws.path());
         assert!(
             ok.status.success(),
             "{}",
@@ -313,13 +312,7 @@ mod tests {
             "ravi-cli = { path = \"../ravi-cli\", version = \"0.1.0\" }\n",
         );
         write_crate(ws.path(), "ravi-cli", "");
-        let into_cli = Command::new("cargo")
-            .args(["deny", "--manifest-path"])
-            .arg(ws.path().join("Cargo.toml"))
-            .args(["check", "bans"])
-            .current_dir(ws.path())
-            .output()
-            .unwrap();
+        let into_cli = deny_bans(ws.path());
         let stderr = String::from_utf8_lossy(&into_cli.stderr);
         assert!(
             !into_cli.status.success(),

@@ -20,10 +20,10 @@ use pretty_assertions::assert_eq;
 use ravi_agents::react::{AgentEvent, ReActAgent, RunStop};
 use ravi_integrations::providers::{AnthropicModel, OpenAiResponsesModel, ProviderConfig};
 use ravi_kernel::{
-    AnyTool, ChatModel, Provider, ProviderDefinedTool, ProviderSpec, Tool, ToolCall, ToolContext,
+    AnyTool, ChatModel, Provider, ProviderDefinedTool, ProviderSpec, ToolCall, ToolContext,
     ToolError, ToolExecutionResult, ToolRisk,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use wiremock::matchers::{body_partial_json, body_string_contains, method, path};
 use wiremock::{Mock, MockServer};
 
@@ -155,30 +155,6 @@ async fn responses_shell_call_is_routed_to_handle_call() {
 #[tokio::test]
 async fn streamed_responses_shell_call_is_routed_to_handle_call() {
     shell_round(true).await;
-}
-
-struct Add;
-
-#[async_trait::async_trait]
-impl Tool for Add {
-    fn name(&self) -> &str {
-        "add"
-    }
-    fn description(&self) -> &str {
-        "Add two integers."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]})
-    }
-    async fn execute(
-        &self,
-        _: &ToolContext,
-        args: Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
-        Ok(ToolExecutionResult::json(json!(
-            args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)
-        )))
-    }
 }
 
 /// Anthropic streams a call whose input `max_tokens` cut off: the loop answers it with an

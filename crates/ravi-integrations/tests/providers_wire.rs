@@ -26,30 +26,6 @@ use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-struct Add;
-
-#[async_trait::async_trait]
-impl Tool for Add {
-    fn name(&self) -> &str {
-        "add"
-    }
-    fn description(&self) -> &str {
-        "Add two integers."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]})
-    }
-    async fn execute(
-        &self,
-        _: &ToolContext,
-        args: Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
-        Ok(ToolExecutionResult::json(json!(
-            args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)
-        )))
-    }
-}
-
 struct Catalog;
 
 #[async_trait::async_trait]

@@ -6,8 +6,34 @@
 use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
-use serde_json::Value;
+use ravi_kernel::{Tool, ToolContext, ToolError, ToolExecutionResult};
+use serde_json::{Value, json};
 use wiremock::{MockServer, ResponseTemplate};
+
+/// A plain function tool for the requests: adds two integers.
+pub struct Add;
+
+#[async_trait::async_trait]
+impl Tool for Add {
+    fn name(&self) -> &str {
+        "add"
+    }
+    fn description(&self) -> &str {
+        "Add two integers."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::json(json!(
+            args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)
+        )))
+    }
+}
 
 /// This crate's `tests/` directory.
 pub fn dir() -> PathBuf {

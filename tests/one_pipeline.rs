@@ -74,7 +74,7 @@ async fn direct(args: Value) -> Seen {
         .await;
     let seen = Seen {
         failed: r.status != InvocationStatus::Ok,
-        text: r.text,
+        text: r.text(),
         trace: session.trace().iter().map(|t| t.status).collect(),
     };
     session.close().await;
@@ -300,9 +300,9 @@ async fn the_reason_is_typed_not_parsed() {
         ]
     );
     assert!(
-        unknown.text.contains("did you mean `post_note`"),
+        unknown.text().contains("did you mean `post_note`"),
         "{}",
-        unknown.text
+        unknown.text()
     );
     session.close().await;
     // The tool itself is an ordinary kernel tool: the registry sees it like any other.

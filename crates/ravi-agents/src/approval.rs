@@ -105,6 +105,12 @@ impl ApprovalHandler for DenyAllApprovalHandler {
     async fn request(&self, _request: &ApprovalRequest) -> ApprovalDecision {
         ApprovalDecision::Denied
     }
+
+    /// Nobody stands behind it: its denials are the policy's, and a `FireAndContinue` call
+    /// is denied like any other instead of running on a notification nobody reads.
+    fn attended(&self, _request: &ApprovalRequest) -> bool {
+        false
+    }
 }
 
 /// A reply to one approval request, as a UI sends it back.

@@ -124,6 +124,7 @@ mod tests {
             tool: "t".into(),
             status: CallStatus::Ok,
             duration_ms: 0,
+            app_data: None,
         };
         futures::executor::block_on(hooks.dispatch(&event));
         assert_eq!(*seen.lock().unwrap(), 1);

@@ -62,9 +62,9 @@ async fn no_handler_denies_anything_that_needs_approval() {
     assert_eq!(r.status, InvocationStatus::Denied);
     assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
     assert_eq!(
-        r.text,
+        r.text(),
         "`send_email` needs approval (risk high) but no approval handler is configured, so the \
-         call was denied; do not retry it from here"
+         call was denied without asking anyone; do not retry it from here"
     );
     assert_eq!(
         (s.trace()[0].status, s.trace()[0].executed),
@@ -90,7 +90,10 @@ async fn approved_calls_run_and_the_request_carries_the_exact_call() {
             &ToolContext::default(),
         )
         .await;
-    assert_eq!((r.status, r.text.as_str()), (InvocationStatus::Ok, "sent"));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (InvocationStatus::Ok, "sent")
+    );
     let reqs = h.requests();
     assert_eq!(reqs.len(), 1);
     let req = &reqs[0];
@@ -130,7 +133,7 @@ async fn denied_skipped_and_unknown_decisions_deny() {
         assert_eq!(r.status, InvocationStatus::Denied);
         assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
         assert_eq!(s.trace()[0].executed, false);
-        r.text
+        r.text()
     };
     assert_eq!(
         s_text(ApprovalDecision::Denied).await,
@@ -138,11 +141,12 @@ async fn denied_skipped_and_unknown_decisions_deny() {
     );
     assert_eq!(
         s_text(ApprovalDecision::Skipped).await,
-        "approval for `send_email` was not granted (skipped), so the call was denied"
+        "approval for `send_email` was not granted (the human skipped it), so the call was denied"
     );
     assert_eq!(
         s_text(ApprovalDecision::Unknown).await,
-        "approval for `send_email` was not granted (unknown decision), so the call was denied"
+        "approval for `send_email` was not granted (the handler gave a decision this version \
+         does not know), so the call was denied"
     );
     let inv = with_handler(Arc::new(DenyAllApprovalHandler), fast_policy());
     let s = inv.open_session();
@@ -178,9 +182,9 @@ async fn approval_timeout_denies_well_before_the_call_timeout() {
     assert_eq!(r.status, InvocationStatus::Denied);
     assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
     assert_eq!(
-        r.text,
-        "approval for `send_email` timed out after 100 ms, so the call was denied; call the tool \
-         directly outside the chain if it is still needed"
+        r.text(),
+        "approval for `send_email` timed out after 100 ms with no answer, so the call was denied; \
+         call the tool directly outside the chain if it is still needed"
     );
     assert_eq!(s.trace()[0].status, CallStatus::Denied);
 }
@@ -198,7 +202,7 @@ async fn continue_on_timeout_approves_when_the_wait_expires_but_not_on_denial() 
         )
         .await;
     assert_eq!(
-        (r.status, r.text.as_str()),
+        (r.status, r.text().as_str()),
         (InvocationStatus::Ok, "posted")
     );
     let deny = AutoApprovalHandler::with_decision(ApprovalDecision::Denied);
@@ -227,7 +231,7 @@ async fn fire_and_continue_notifies_and_proceeds_but_critical_always_blocks() {
         )
         .await;
     assert_eq!(
-        (r.status, r.text.as_str()),
+        (r.status, r.text().as_str()),
         (InvocationStatus::Ok, "notified")
     );
     // The notice goes out in the background.
@@ -323,7 +327,7 @@ async fn channel_handler_decisions_are_bound_to_the_arguments_shown() {
         .await;
     assert_eq!(r.status, InvocationStatus::Denied);
     assert_eq!(
-        r.text,
+        r.text(),
         "approval for `send_email` got no valid answer (nobody answered the request for these \
          arguments), so the call was denied"
     );
@@ -374,7 +378,7 @@ async fn a_panicking_handler_denies_with_its_message() {
         )
         .await;
     assert_eq!(
-        (r.status, r.reason, r.text.as_str()),
+        (r.status, r.reason, r.text().as_str()),
         (
             InvocationStatus::Denied,
             Some(FailureReason::ApprovalDenied),
@@ -401,13 +405,66 @@ async fn fire_and_continue_without_a_handler_is_denied() {
         )
         .await;
     assert_eq!(
-        (r.status, r.reason, r.text.as_str()),
+        (r.status, r.reason, r.text().as_str()),
         (
             InvocationStatus::Denied,
             Some(FailureReason::ApprovalDenied),
             "`notify_team` needs approval (risk high) but no approval handler is configured, so \
-             the call was denied; do not retry it from here"
+             the call was denied without asking anyone; do not retry it from here"
         )
+    );
+    assert_eq!(s.trace()[0].executed, false);
+}
+
+/// A handler nobody attends (deny-all, `--approve none`) never lets a FireAndContinue call run
+/// on a notification nobody reads: the call is asked about, denied, and the denial says it was
+/// the policy, not a human.
+#[tokio::test]
+async fn fire_and_continue_under_a_deny_all_handler_is_denied_by_policy() {
+    let hooks_seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&hooks_seen);
+    let inv = ToolInvoker::builder(Arc::new(registry()))
+        .policy(fast_policy())
+        .approval_handler(Arc::new(ravi_agents::approval::DenyAllApprovalHandler))
+        .hooks(ravi_agents::hooks::HookRegistry::new().on(move |e| {
+            seen.lock().unwrap().push(e.clone());
+        }))
+        .build();
+    let s = inv.open_session();
+    for tool in ["notify_team", "send_email"] {
+        let r = inv
+            .invoke(&s, call("c1", tool, json!({})), &ToolContext::default())
+            .await;
+        assert_eq!(
+            (r.status, r.reason, r.text()),
+            (
+                InvocationStatus::Denied,
+                Some(FailureReason::ApprovalDenied),
+                format!(
+                    "`{tool}` needs approval (risk high) and this run's approval policy denies \
+                     every such call (no human was asked); do not retry it from here"
+                )
+            )
+        );
+    }
+    assert!(s.trace().iter().all(|r| !r.executed));
+    let resolutions: Vec<_> = hooks_seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            ravi_agents::kernel::HookEvent::ApprovalResolved { resolution, .. } => {
+                Some(*resolution)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        resolutions,
+        vec![
+            ravi_agents::kernel::ApprovalResolution::DeniedByPolicy,
+            ravi_agents::kernel::ApprovalResolution::DeniedByPolicy
+        ]
     );
 }
 
@@ -441,7 +498,7 @@ async fn fire_and_continue_neither_waits_for_nor_breaks_on_the_notifier() {
             "waited for the notifier"
         );
         assert_eq!(
-            (r.status, r.reason, r.text.as_str()),
+            (r.status, r.reason, r.text().as_str()),
             (InvocationStatus::Ok, None, "notified")
         );
     }
@@ -469,7 +526,7 @@ async fn cancelling_during_the_approval_wait_ends_the_call_at_once() {
         .await;
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(
-        (r.status, r.reason, r.text.as_str()),
+        (r.status, r.reason, r.text().as_str()),
         (
             InvocationStatus::Error,
             Some(FailureReason::Cancelled),
@@ -503,10 +560,10 @@ async fn a_caller_deadline_shortens_the_approval_wait() {
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
     assert!(
-        r.text
+        r.text()
             .starts_with("approval for `send_email` timed out after "),
         "{}",
-        r.text
+        r.text()
     );
     // The request told the human the real deadline.
     let req = &h.requests()[0];

@@ -161,7 +161,7 @@ async fn an_abandoned_running_call_is_recorded_and_its_tool_end_delivered() {
     let r = inv
         .invoke(&s, call("c2", "noop", json!({})), &ToolContext::default())
         .await;
-    assert_eq!(r.text, "ok");
+    assert_eq!(r.text(), "ok");
     assert_eq!(s.trace().len(), 2);
     assert_eq!(starts_and_ends(&events), (2, 2));
     s.close().await;

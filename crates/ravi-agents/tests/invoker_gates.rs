@@ -14,8 +14,8 @@ use ravi_agents::guardrail::{FnGuardrail, FnOutputGuardrail, GuardrailVerdict};
 use ravi_agents::hooks::HookRegistry;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_agents::kernel::{
-    CallStatus, ChainPolicy, FailureReason, HookEvent, InvocationResult, InvocationStatus,
-    ProgressEvent, ProgressKind, Skill, ToolContext,
+    ApprovalResolution, CallStatus, ChainPolicy, FailureReason, HookEvent, InvocationResult,
+    InvocationStatus, ProgressEvent, ProgressKind, Skill, ToolContext,
 };
 use serde_json::json;
 
@@ -23,8 +23,21 @@ fn invoker() -> ToolInvoker {
     ToolInvoker::builder(Arc::new(registry())).build()
 }
 
+/// What a model reads for `r` (the model renderer, text-only).
+fn seen(r: &InvocationResult) -> String {
+    ravi_agents::render::model_text(r, &ravi_agents::render::ModelRender::default())
+}
+fn art(r: &InvocationResult) -> Option<ravi_agents::kernel::ArtifactRef> {
+    r.artifact.as_ref().map(|a| a.artifact_ref.clone())
+}
+fn art_size(r: &InvocationResult) -> Option<u64> {
+    r.artifact.as_ref().map(|a| a.size)
+}
+fn art_media(r: &InvocationResult) -> Option<&str> {
+    r.artifact.as_ref().map(|a| a.media_type.as_str())
+}
 fn assert_result(r: &InvocationResult, status: InvocationStatus, text: &str) {
-    assert_eq!((r.status, r.text.as_str()), (status, text));
+    assert_eq!((r.status, seen(r).as_str()), (status, text));
     if status == InvocationStatus::Ok {
         assert_eq!(r.reason, None, "a successful call has no failure reason");
     }
@@ -33,7 +46,7 @@ fn assert_result(r: &InvocationResult, status: InvocationStatus, text: &str) {
 /// A failure with its exact status (implied by the reason), reason and message.
 fn assert_failed(r: &InvocationResult, reason: FailureReason, text: &str) {
     assert_eq!(
-        (r.status, r.reason, r.text.as_str()),
+        (r.status, r.reason, r.text().as_str()),
         (reason.status(), Some(reason), text)
     );
 }
@@ -110,11 +123,11 @@ async fn unknown_tool_names_close_matches() {
         (InvocationStatus::Error, Some(FailureReason::UnknownTool))
     );
     assert!(
-        r.text.starts_with(
+        r.text().starts_with(
             "unknown tool `ech`; did you mean `echo`? Available tools: echo, noop, fail"
         ),
         "{}",
-        r.text
+        r.text()
     );
     assert_eq!(s.trace()[0].executed, false);
 }
@@ -230,7 +243,8 @@ async fn invalid_arguments_name_each_field_and_never_execute() {
             Some(FailureReason::InvalidArguments)
         )
     );
-    let mut lines: Vec<&str> = r.text.lines().collect();
+    let text = r.text();
+    let mut lines: Vec<&str> = text.lines().collect();
     lines[1..3].sort_unstable();
     assert_eq!(
         lines,
@@ -484,8 +498,14 @@ async fn hooks_fire_in_pairs_on_every_outcome() {
             CallStatus::Denied
         ]
     );
-    assert!(events.iter().any(|e| matches!(e,
-        HookEvent::ApprovalResolved { approved: false, reason, .. } if reason == "no handler")));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        HookEvent::ApprovalResolved {
+            approved: false,
+            resolution: ApprovalResolution::NoHandler,
+            ..
+        }
+    )));
 }
 
 #[tokio::test]
@@ -505,18 +525,23 @@ async fn large_results_are_offloaded_with_a_preview_and_unpinned_on_close() {
         .invoke(&s, call("c1", "big", json!({"bytes": 1000})), &ctx)
         .await;
     assert_eq!(r.status, InvocationStatus::Ok);
-    let art = r.artifact_ref.clone().expect("offloaded");
-    assert_eq!(r.artifact_size, Some(1000));
+    let art = art(&r).expect("offloaded");
+    assert_eq!(art_size(&r), Some(1000));
+    assert_eq!(art_media(&r), Some("text/plain; charset=utf-8"));
+    // The outcome holds no text: the artifact stands for it, with a preview of half the
+    // inline budget, cut on a character boundary (é is two bytes).
+    assert!(r.content.is_empty());
+    assert_eq!(r.text(), "é".repeat(25));
+    // The model reads the preview and exactly one note naming the artifact.
     assert_eq!(
-        r.artifact_media_type.as_deref(),
-        Some("text/plain; charset=utf-8")
+        seen(&r),
+        format!(
+            "{}\n… [the full result (1000 bytes, text/plain; charset=utf-8) is stored as \
+             artifact {art}; only part of it is shown above. Pass {{\"$artifact\": \
+             \"{art}\"}} as an argument to another tool to use it whole]",
+            "é".repeat(25)
+        )
     );
-    // Preview: half the inline budget, cut on a character boundary (é is two bytes).
-    assert!(r.text.starts_with(&"é".repeat(25)));
-    assert!(r.text.contains(&format!(
-        "\n… [result truncated: showing the first 50 of 1000 bytes; the full result is stored as \
-         artifact {art}. Pass {{\"$artifact\": \"{art}\"}} as an argument to another tool to use it]"
-    )));
     assert_eq!(s.trace()[0].artifact_ref.as_ref(), Some(&art));
     assert_eq!(s.pinned(), vec![art.clone()]);
     assert_eq!(store.total_pins(), 1);
@@ -534,11 +559,7 @@ async fn large_results_are_offloaded_with_a_preview_and_unpinned_on_close() {
     let r3 = inv
         .invoke(
             &s,
-            call(
-                "c3",
-                "read_result",
-                json!({"ref": r.artifact_ref.clone().unwrap()}),
-            ),
+            call("c3", "read_result", json!({"ref": art.clone()})),
             &ctx,
         )
         .await;
@@ -566,14 +587,19 @@ async fn without_a_store_everything_is_inline() {
         )
         .await;
     assert_eq!(
-        (r.status, r.text.len(), r.artifact_ref.is_none()),
+        (r.status, r.text().len(), r.artifact.is_none()),
         (InvocationStatus::Ok, 100, true)
     );
     let r = inv
         .invoke(&s, call("c2", "shot", json!({})), &ToolContext::default())
         .await;
-    assert_eq!(r.text, "screenshot taken\n[image: image/png, 7 bytes]");
+    // The image stays in the outcome with its bytes; with no store there is no file.
+    assert!(r.content.iter().any(|b| b.is_media()));
     assert!(r.files.is_empty());
+    assert_eq!(
+        seen(&r),
+        "screenshot taken\n[image: image/png, 7 bytes, not shown]"
+    );
 }
 
 #[tokio::test]
@@ -594,8 +620,21 @@ async fn media_becomes_workspace_files() {
     );
     assert_eq!(r2.files[0].path, "/workspace/media/shot_1.png");
     assert_eq!(
-        r1.text,
-        "screenshot taken\n[image saved as /workspace/media/shot_0.png (image/png, 7 bytes)]"
+        f.block,
+        Some(1),
+        "the file holds the bytes of the outcome's second block"
+    );
+    assert!(
+        r1.content[1].is_media(),
+        "the image block stays, with its bytes"
+    );
+    assert_eq!(
+        seen(&r1),
+        format!(
+            "screenshot taken\n[image /workspace/media/shot_0.png (image/png, 7 bytes) stored as \
+             artifact {r}; pass {{\"$artifact\": \"{r}\"}} to another tool to use its bytes]",
+            r = f.artifact_ref
+        )
     );
     let bytes = store.resolve(s.scope(), &f.artifact_ref).await.unwrap();
     assert_eq!(&bytes[..], &[137, 80, 78, 71, 1, 2, 3]);
@@ -623,11 +662,11 @@ async fn refs_from_another_session_are_rejected_but_a_child_reads_its_parent() {
     let r = inv
         .invoke(&a, call("c1", "big", json!({"bytes": 100})), &ctx)
         .await;
-    let art = r.artifact_ref.unwrap();
+    let stored = art(&r).unwrap();
     let foreign = inv
         .invoke(
             &b,
-            call("c2", "len", json!({"data": {"$artifact": art}})),
+            call("c2", "len", json!({"data": {"$artifact": stored}})),
             &ctx,
         )
         .await;
@@ -635,7 +674,7 @@ async fn refs_from_another_session_are_rejected_but_a_child_reads_its_parent() {
         &foreign,
         FailureReason::InvalidArtifactRef,
         &format!(
-            "argument `data`: artifact {art} belongs to another session and cannot be read from this one"
+            "argument `data`: artifact {stored} belongs to another session and cannot be read from this one"
         ),
     );
     assert_eq!(b.trace()[0].executed, false);
@@ -643,7 +682,7 @@ async fn refs_from_another_session_are_rejected_but_a_child_reads_its_parent() {
     let ok = inv
         .invoke(
             &child,
-            call("c3", "len", json!({"data": {"$artifact": art}})),
+            call("c3", "len", json!({"data": {"$artifact": stored}})),
             &ctx,
         )
         .await;
@@ -652,7 +691,7 @@ async fn refs_from_another_session_are_rejected_but_a_child_reads_its_parent() {
     let r = inv
         .invoke(&child, call("c4", "big", json!({"bytes": 100})), &ctx)
         .await;
-    let child_art = r.artifact_ref.unwrap();
+    let child_art = art(&r).unwrap();
     let up = inv
         .invoke(
             &a,
@@ -718,13 +757,13 @@ async fn resolved_refs_are_validated_against_the_schema() {
         )
     );
     assert!(
-        r.text
+        r.text()
             .contains("`text`: expected a string, got an array of 2 items"),
         "{}",
-        r.text
+        r.text()
     );
     assert!(
-        r.text
+        r.text()
             .ends_with("(The values checked are the ones the artifact refs resolved to.)")
     );
 }
@@ -750,7 +789,7 @@ fn a_session_dropped_outside_any_runtime_still_unpins() {
         call("c1", "big", json!({"bytes": 100})),
         &ToolContext::default(),
     ));
-    assert!(r.artifact_ref.is_some());
+    assert!(r.artifact.is_some());
     drop(rt);
     assert_eq!(store.total_pins(), 1);
     drop(s); // no runtime here: the drop unpins inline
@@ -843,7 +882,8 @@ async fn without_a_store_long_text_is_cut_at_twelve_thousand_characters_with_a_m
             "x".repeat(12_000)
         ),
     );
-    assert_eq!(r.artifact_ref, None);
+    assert_eq!(r.artifact, None);
+    assert_eq!(r.text().len(), 20_000, "the outcome keeps the text whole");
     // Exactly at the limit nothing is cut.
     let r = inv
         .invoke(
@@ -852,7 +892,7 @@ async fn without_a_store_long_text_is_cut_at_twelve_thousand_characters_with_a_m
             &ToolContext::default(),
         )
         .await;
-    assert_eq!(r.text, "x".repeat(12_000));
+    assert_eq!(seen(&r), "x".repeat(12_000));
 }
 
 #[tokio::test]
@@ -885,7 +925,7 @@ async fn structured_lists_show_their_first_five_hundred_entries_and_a_marker() {
             Some(600),
             "{tool}: the structured output is data for programs and stays whole"
         );
-        assert_eq!(r.artifact_ref, None);
+        assert_eq!(r.artifact, None);
     }
     // With a store, the list fits the inline budget but the rule cuts it: the model reads
     // the same cut list, and the whole list is stored where the note says.
@@ -900,21 +940,18 @@ async fn structured_lists_show_their_first_five_hundred_entries_and_a_marker() {
                 &ToolContext::default(),
             )
             .await;
-        let art = r.artifact_ref.clone().expect("stored whole");
+        let art = art(&r).expect("stored whole");
         assert_result(
             &r,
             InvocationStatus::Ok,
             &format!(
-                "{}\n… [the full result (2291 bytes) is stored as artifact {art}. Pass \
-                 {{\"$artifact\": \"{art}\"}} as an argument to another tool to use it]",
+                "{}\n… [the full result (2291 bytes, application/json) is stored as artifact \
+                 {art}; only part of it is shown above. Pass {{\"$artifact\": \"{art}\"}} as an \
+                 argument to another tool to use it whole]",
                 want(600)
             ),
         );
-        assert_eq!(
-            r.artifact_media_type.as_deref(),
-            Some("application/json"),
-            "{tool}"
-        );
+        assert_eq!(art_media(&r), Some("application/json"), "{tool}");
     }
     s.close().await;
     assert_eq!(store.total_pins(), 0);
@@ -929,7 +966,7 @@ async fn structured_lists_show_their_first_five_hundred_entries_and_a_marker() {
         )
         .await;
     assert_eq!(
-        r.text,
+        seen(&r),
         serde_json::to_string(&(0..500).collect::<Vec<u32>>()).unwrap()
     );
 }
@@ -975,21 +1012,21 @@ async fn with_a_store_what_the_rules_would_cut_is_offloaded_whole() {
         ("blob", json!({"chars": 60_000}), 60_011, "application/json"),
     ] {
         let r = inv.invoke(&s, call("c1", tool, args), &ctx).await;
-        let art = r
-            .artifact_ref
-            .clone()
-            .unwrap_or_else(|| panic!("{tool} was not offloaded"));
+        let art = art(&r).unwrap_or_else(|| panic!("{tool} was not offloaded"));
         assert_eq!(
-            (r.artifact_size, r.artifact_media_type.as_deref()),
+            (art_size(&r), art_media(&r)),
             (Some(size), Some(media)),
             "{tool}"
         );
         let stored = store.resolve(s.scope(), &art).await.unwrap();
         assert_eq!(stored.len() as u64, size, "{tool}: stored whole");
-        assert!(
-            r.text.contains(&format!("is stored as artifact {art}")),
+        let text = seen(&r);
+        assert_eq!(
+            text.matches(&format!("is stored as artifact {art}"))
+                .count(),
+            1,
             "{tool}: {}",
-            &r.text[r.text.len() - 200..]
+            &text[text.len() - 200..]
         );
     }
     s.close().await;
@@ -1040,11 +1077,11 @@ async fn time_spent_waiting_for_approval_comes_out_of_the_call_timeout_and_the_m
         (r.status, r.reason),
         (InvocationStatus::Error, Some(FailureReason::Timeout))
     );
-    let (ran, waited) = ran_and_waited(&r.text);
-    assert!((150..400).contains(&waited), "{}", r.text);
-    assert!((399..=400).contains(&(ran + waited)), "{}", r.text);
+    let (ran, waited) = ran_and_waited(&r.text());
+    assert!((150..400).contains(&waited), "{}", r.text());
+    assert!((399..=400).contains(&(ran + waited)), "{}", r.text());
     assert_eq!(
-        r.text,
+        r.text(),
         format!(
             "tool `hang_risky` timed out after {ran} ms of running: its 400 ms call timeout \
              counts from when the call arrived, and {waited} ms of it went to waiting for \
@@ -1074,13 +1111,13 @@ async fn an_earlier_caller_deadline_ends_the_call_and_the_message_says_whose_lim
     .expect("the caller's deadline was not enforced");
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(r.reason, Some(FailureReason::Timeout));
-    let ran: u128 = r.text["tool `hang` timed out after ".len()..]
+    let ran: u128 = r.text()["tool `hang` timed out after ".len()..]
         .split(' ')
         .next()
         .unwrap()
         .parse()
         .unwrap();
-    assert!((95..=100).contains(&ran), "{}", r.text);
+    assert!((95..=100).contains(&ran), "{}", r.text());
     assert_failed(
         &r,
         FailureReason::Timeout,

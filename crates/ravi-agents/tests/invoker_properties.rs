@@ -113,7 +113,7 @@ proptest! {
                     CallStatus::Denied => InvocationStatus::Denied,
                     _ => InvocationStatus::Error,
                 };
-                assert_eq!(r.status, want, "call {i} ({kind:?}): {}", r.text);
+                assert_eq!(r.status, want, "call {i} ({kind:?}): {}", r.text());
                 expected.push((format!("c{i}"), status, executed));
             }
             let trace = s.trace();
@@ -263,7 +263,7 @@ fn fs_store_pins_return_to_zero_and_survive_a_restart() {
         let big = inv
             .invoke(&kept, call("k1", "big", json!({"bytes": 400})), &ctx)
             .await;
-        let art = big.artifact_ref.clone().unwrap();
+        let art = big.artifact.clone().unwrap().artifact_ref;
         for n in 0..300 {
             let s = inv.open_session();
             for (i, kind) in [Kind::Offloaded, Kind::Media, Kind::Ok, Kind::Panic]

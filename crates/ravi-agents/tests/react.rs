@@ -864,11 +864,18 @@ async fn large_results_reach_the_model_as_preview_and_ref() {
     let (_, text, is_error) = results(run.messages()).remove(0);
     assert!(!is_error);
     assert!(text.len() < 2000, "the full 9500 bytes were inlined");
+    let art = run.trace()[0].artifact_ref.clone().expect("offloaded");
+    // Exactly one note names the artifact; it offers `read_result` only to a model that has
+    // that tool (this one does not).
+    assert_eq!(text.matches("is stored as artifact").count(), 1, "{text}");
     assert!(
-        text.contains("read_result") && text.contains("9500 bytes"),
+        text.contains(&format!("{{\"$artifact\": \"{art}\"}}")),
         "{text}"
     );
-    assert!(run.trace()[0].artifact_ref.is_some());
+    assert!(
+        text.contains("9500 bytes") && !text.contains("read_result"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -301,22 +301,26 @@ async fn a_large_body_is_offloaded_by_the_invoker() {
             &ctx,
         )
         .await;
-    assert_eq!(out.status, InvocationStatus::Ok, "{}", out.text);
-    let artifact = out.artifact_ref.clone().expect("a 40 KB body is offloaded");
+    assert_eq!(out.status, InvocationStatus::Ok, "{}", out.text());
+    let artifact = out
+        .artifact
+        .clone()
+        .expect("a 40 KB body is offloaded")
+        .artifact_ref;
     assert!(
-        out.text.len() <= 4096,
+        out.text().len() <= 4096,
         "the preview is {} bytes",
-        out.text.len()
+        out.text().len()
     );
     assert!(
-        out.text
+        out.text()
             .starts_with(&format!("HTTP 200 OK from http://127.0.0.1:{port}/large")),
         "{}",
-        out.text
+        out.text()
     );
-    assert!(out.text.contains("row 00001"), "{}", out.text);
+    assert!(out.text().contains("row 00001"), "{}", out.text());
     assert!(
-        !out.text.contains("row 04000"),
+        !out.text().contains("row 04000"),
         "the preview holds the whole body"
     );
     let found = invoker
@@ -330,8 +334,12 @@ async fn a_large_body_is_offloaded_by_the_invoker() {
             &ctx,
         )
         .await;
-    assert_eq!(found.status, InvocationStatus::Ok, "{}", found.text);
-    assert!(found.text.contains("1 matching line(s)"), "{}", found.text);
+    assert_eq!(found.status, InvocationStatus::Ok, "{}", found.text());
+    assert!(
+        found.text().contains("1 matching line(s)"),
+        "{}",
+        found.text()
+    );
     session.close().await;
 }
 

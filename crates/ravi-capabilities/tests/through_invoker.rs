@@ -37,12 +37,13 @@ async fn offloaded_shell_output_is_read_back_with_read_result() {
             &ctx,
         )
         .await;
-    assert_eq!(big.status, InvocationStatus::Ok, "{}", big.text);
+    assert_eq!(big.status, InvocationStatus::Ok, "{}", big.text());
     let artifact = big
-        .artifact_ref
+        .artifact
         .clone()
-        .expect("a 24 KB result is offloaded");
-    assert!(big.text.len() < 4096);
+        .expect("a 24 KB result is offloaded")
+        .artifact_ref;
+    assert!(big.text().len() < 4096);
     let found = invoker
         .invoke(
             &session,
@@ -54,9 +55,13 @@ async fn offloaded_shell_output_is_read_back_with_read_result() {
             &ctx,
         )
         .await;
-    assert_eq!(found.status, InvocationStatus::Ok, "{}", found.text);
-    assert!(found.text.contains("1 matching line(s)"), "{}", found.text);
-    assert!(found.text.contains(": 4999"), "{}", found.text);
+    assert_eq!(found.status, InvocationStatus::Ok, "{}", found.text());
+    assert!(
+        found.text().contains("1 matching line(s)"),
+        "{}",
+        found.text()
+    );
+    assert!(found.text().contains(": 4999"), "{}", found.text());
     session.close().await;
 }
 
@@ -80,7 +85,7 @@ async fn risky_tools_need_approval_and_bad_arguments_never_run() {
             &ctx,
         )
         .await;
-    assert_eq!(denied.status, InvocationStatus::Denied, "{}", denied.text);
+    assert_eq!(denied.status, InvocationStatus::Denied, "{}", denied.text());
     assert!(dir.path().join("keep.txt").exists());
     // A safe read runs without asking.
     let read = invoker
@@ -91,7 +96,7 @@ async fn risky_tools_need_approval_and_bad_arguments_never_run() {
         )
         .await;
     assert_eq!(
-        (read.status, read.text.as_str()),
+        (read.status, read.text().as_str()),
         (InvocationStatus::Ok, "x")
     );
     // The schema's additionalProperties: false stops a typo before the tool runs.
@@ -103,6 +108,6 @@ async fn risky_tools_need_approval_and_bad_arguments_never_run() {
         )
         .await;
     assert_eq!(bad.status, InvocationStatus::Error);
-    assert!(bad.text.contains("offest"), "{}", bad.text);
+    assert!(bad.text().contains("offest"), "{}", bad.text());
     session.close().await;
 }

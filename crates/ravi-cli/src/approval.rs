@@ -295,6 +295,12 @@ impl ApprovalHandler for CliApprovalHandler {
             request.tool, request.risk, request.arguments
         ));
     }
+
+    /// Nobody is at a terminal that denies without asking: its denials are the policy's,
+    /// and a `FireAndContinue` call is denied rather than run on an unread notice.
+    fn attended(&self, _request: &ApprovalRequest) -> bool {
+        !matches!(self.unattended, Some(Unattended::Deny(_)))
+    }
 }
 
 #[cfg(test)]

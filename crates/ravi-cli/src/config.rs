@@ -15,6 +15,9 @@
 //! [risk]                              # overrides by tool name (built-in or `server__tool`)
 //! list_files = "safe"
 //!
+//! [hitl]                              # how to wait for approval, by tool name
+//! write_file = "fire_and_continue"    # blocking | continue_on_timeout | fire_and_continue
+//!
 //! [[mcp]]
 //! name = "fs"
 //! transport = "stdio"                 # or "http" with url = "...", bearer, headers
@@ -32,11 +35,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use async_trait::async_trait;
+use ravi_agents::overrides::{ToolOverride, apply_overrides};
 use ravi_integrations::mcp::McpServerSpec;
-use ravi_kernel::{
-    AnyTool, ChainPolicy, HitlMode, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk,
-};
+use ravi_kernel::{AnyTool, ChainPolicy, HitlMode, ToolRisk};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -54,6 +55,8 @@ pub struct RaviConfig {
     pub policy: PolicyConfig,
     /// Risk overrides by tool name.
     pub risk: BTreeMap<String, ToolRisk>,
+    /// Approval-mode overrides by tool name.
+    pub hitl: BTreeMap<String, HitlMode>,
     /// Upstream MCP servers: `name`, `transport = "stdio"` with `command`/`args`/`env`, or
     /// `transport = "http"` with `url`/`bearer`/`headers`; optional `risk` and `timeout_ms`.
     pub mcp: Vec<McpServerSpec>,
@@ -100,6 +103,8 @@ struct FileConfig {
     policy: FilePolicy,
     #[serde(default)]
     risk: BTreeMap<String, ToolRisk>,
+    #[serde(default)]
+    hitl: BTreeMap<String, HitlMode>,
     #[serde(default)]
     mcp: Vec<FileMcp>,
 }
@@ -354,6 +359,7 @@ impl RaviConfig {
             builtin,
             policy,
             risk: file.risk,
+            hitl: file.hitl,
             mcp,
             lines: Lines {
                 call_timeout_secs: lines_policy.0,
@@ -455,82 +461,38 @@ impl RaviConfig {
         }
     }
 
-    /// Applies the `[risk]` overrides to the tools they name.
+    /// The `[risk]` and `[hitl]` overrides by tool name.
+    fn overrides(&self) -> BTreeMap<String, ToolOverride> {
+        let mut map: BTreeMap<String, ToolOverride> = BTreeMap::new();
+        for (name, risk) in &self.risk {
+            map.entry(name.clone()).or_default().risk = Some(*risk);
+        }
+        for (name, mode) in &self.hitl {
+            map.entry(name.clone()).or_default().hitl = Some(*mode);
+        }
+        map
+    }
+
+    /// Applies the `[risk]` and `[hitl]` overrides to the tools they name.
     pub fn apply_risk(&self, tools: Vec<AnyTool>) -> Vec<AnyTool> {
-        apply_risk_map(&self.risk, tools)
+        apply_overrides(&self.overrides(), tools)
     }
 
-    /// The `[risk]` overrides as a function over a tool list, for views that rebuild their
-    /// tool list later (an attached server's tools follow its `tools/list_changed`).
+    /// The `[risk]` and `[hitl]` overrides as a function over a tool list, for views that
+    /// rebuild their tool list later (an attached server's tools follow its
+    /// `tools/list_changed`).
     pub fn risk_overrides(&self) -> Arc<dyn Fn(Vec<AnyTool>) -> Vec<AnyTool> + Send + Sync> {
-        let risk = self.risk.clone();
-        Arc::new(move |tools| apply_risk_map(&risk, tools))
+        let map = self.overrides();
+        Arc::new(move |tools| apply_overrides(&map, tools))
     }
 
-    /// Names in `[risk]` that match none of `names` (a typo the operator should hear about).
+    /// Names in `[risk]` or `[hitl]` that match none of `names` (a typo the operator should
+    /// hear about).
     pub fn unknown_risk_names(&self, names: &[String]) -> Vec<String> {
-        self.risk
-            .keys()
+        self.overrides()
+            .into_keys()
             .filter(|k| !names.contains(k))
-            .cloned()
             .collect()
-    }
-}
-
-fn apply_risk_map(risk: &BTreeMap<String, ToolRisk>, tools: Vec<AnyTool>) -> Vec<AnyTool> {
-    if risk.is_empty() {
-        return tools;
-    }
-    tools
-        .into_iter()
-        .map(|t| match (&t, risk.get(t.name())) {
-            (AnyTool::Function(inner), Some(risk)) => AnyTool::Function(Arc::new(RiskOverride {
-                inner: Arc::clone(inner),
-                risk: *risk,
-            })),
-            _ => t,
-        })
-        .collect()
-}
-
-/// A tool whose risk the operator set in `ravi.toml`; everything else is the tool's own.
-struct RiskOverride {
-    inner: Arc<dyn Tool>,
-    risk: ToolRisk,
-}
-
-#[async_trait]
-impl Tool for RiskOverride {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn description(&self) -> &str {
-        self.inner.description()
-    }
-    fn input_schema(&self) -> serde_json::Value {
-        self.inner.input_schema()
-    }
-    fn output_schema(&self) -> Option<serde_json::Value> {
-        self.inner.output_schema()
-    }
-    fn risk(&self) -> ToolRisk {
-        self.risk
-    }
-    fn hitl_mode(&self) -> HitlMode {
-        self.inner.hitl_mode()
-    }
-    fn lazy_schema(&self) -> bool {
-        self.inner.lazy_schema()
-    }
-    fn input_examples(&self) -> Vec<serde_json::Value> {
-        self.inner.input_examples()
-    }
-    async fn execute(
-        &self,
-        ctx: &ToolContext,
-        args: serde_json::Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
-        self.inner.execute(ctx, args).await
     }
 }
 

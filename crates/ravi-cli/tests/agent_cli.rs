@@ -294,7 +294,13 @@ async fn large_results_are_offloaded_and_read_back_with_read_result() {
     let reqs = server.received_requests().await.unwrap();
     assert_eq!(reqs.len(), 3, "{stderr}");
     let results = tool_messages(&body(&reqs[2]));
-    assert!(results[0].contains("[preview only"), "{}", results[0]);
+    assert_eq!(
+        results[0].matches("is stored as artifact").count(),
+        1,
+        "one note per artifact: {}",
+        results[0]
+    );
+    assert!(results[0].contains("call `read_result`"), "{}", results[0]);
     assert!(
         results[0].len() < log.len() / 2,
         "the whole log went inline ({} bytes)",

@@ -76,10 +76,15 @@ fn call_safe_tool_prints_the_result() {
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"], "error");
+    assert_eq!(v["reason"], "tool_error");
     assert!(
-        v["text"].as_str().unwrap().contains("division by zero"),
+        v["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("division by zero"),
         "{v}"
     );
+    assert_eq!(v["error"]["kind"], "invalid_arguments", "{v}");
 }
 
 #[test]

@@ -162,12 +162,12 @@ async fn list_changes_reach_the_toolbox_and_the_invoker() {
     let invoker = ToolInvoker::builder(live.clone())
         .approval_handler(Arc::new(AutoApprovalHandler::approving()))
         .build();
-    assert_eq!(invoke(&invoker, "chg__a").await.text, "called a");
+    assert_eq!(invoke(&invoker, "chg__a").await.text(), "called a");
 
     let mut changes = client.watch_tools();
     let before = *changes.borrow_and_update();
     let r = invoke(&invoker, "chg__switch").await;
-    assert_eq!(r.text, "switched", "{r:?}");
+    assert_eq!(r.text(), "switched", "{r:?}");
     tokio::time::timeout(Duration::from_secs(5), changes.changed())
         .await
         .expect("the client did not re-list after list_changed")
@@ -176,12 +176,12 @@ async fn list_changes_reach_the_toolbox_and_the_invoker() {
     assert_eq!(live.names(), ["chg__switch", "chg__b"]);
     let r = invoke(&invoker, "chg__b").await;
     assert_eq!(
-        (r.status, r.text.as_str()),
+        (r.status, r.text().as_str()),
         (InvocationStatus::Ok, "called b")
     );
     let r = invoke(&invoker, "chg__a").await;
     assert_ne!(r.status, InvocationStatus::Ok, "{r:?}");
-    assert!(r.text.contains("chg__a"), "{r:?}");
+    assert!(r.text().contains("chg__a"), "{r:?}");
 
     // The server changes while the connection is down: the reconnect re-lists.
     client.close().await;
@@ -190,7 +190,7 @@ async fn list_changes_reach_the_toolbox_and_the_invoker() {
     assert_ne!(r.status, InvocationStatus::Ok, "{r:?}");
     assert_eq!(client.connect_count(), 2);
     assert_eq!(live.names(), ["chg__switch", "chg__c"]);
-    assert_eq!(invoke(&invoker, "chg__c").await.text, "called c");
+    assert_eq!(invoke(&invoker, "chg__c").await.text(), "called c");
     client.close().await;
     stop.cancel();
 }

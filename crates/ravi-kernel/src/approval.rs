@@ -108,6 +108,83 @@ pub trait ApprovalHandler: Send + Sync {
     async fn notify(&self, request: &ApprovalRequest) {
         let _ = request;
     }
+
+    /// Whether a person stands behind this handler's answer to `request`. `false` for a
+    /// handler that answers by a fixed rule with nobody to tell (one that denies everything):
+    /// the invoker then never lets a `FireAndContinue` call run on a notification nobody reads
+    /// — it asks [`request`](Self::request) instead and runs the call only on an explicit
+    /// approval — and it reports a denial as the policy's, not a human's.
+    fn attended(&self, request: &ApprovalRequest) -> bool {
+        let _ = request;
+        true
+    }
+}
+
+/// How an approval question ended: who decided, or why nobody did. Carried by the
+/// `ApprovalResolved` hook event and behind every approval denial's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ApprovalResolution {
+    /// A person (or a handler standing in for one) approved.
+    Approved,
+    /// Nobody answered in time and the tool's mode (`ContinueOnTimeout`) lets it run.
+    ApprovedOnTimeout,
+    /// `FireAndContinue`: the person was told and the call went ahead without waiting.
+    Notified,
+    /// A person denied the call.
+    Denied,
+    /// A standing rule denied it (an unattended handler, e.g. `--approve none`); no person was
+    /// asked.
+    DeniedByPolicy,
+    /// No approval handler is configured, so nobody could be asked.
+    NoHandler,
+    /// Nobody answered within the approval timeout.
+    TimedOut,
+    /// No valid answer arrived (a full or closed channel, a reply for other arguments).
+    Unanswered,
+    /// The person chose not to decide.
+    Skipped,
+    /// The handler answered with a decision this version does not know (treated as no).
+    Unrecognized,
+    /// The handler failed (panicked) while asking.
+    HandlerFailed,
+    /// The caller cancelled the call while it waited.
+    Cancelled,
+}
+
+impl ApprovalResolution {
+    /// Whether the call may run.
+    pub fn is_approved(self) -> bool {
+        matches!(
+            self,
+            Self::Approved | Self::ApprovedOnTimeout | Self::Notified
+        )
+    }
+
+    /// The wire name, e.g. `denied_by_policy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::ApprovedOnTimeout => "approved_on_timeout",
+            Self::Notified => "notified",
+            Self::Denied => "denied",
+            Self::DeniedByPolicy => "denied_by_policy",
+            Self::NoHandler => "no_handler",
+            Self::TimedOut => "timed_out",
+            Self::Unanswered => "unanswered",
+            Self::Skipped => "skipped",
+            Self::Unrecognized => "unrecognized",
+            Self::HandlerFailed => "handler_failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for ApprovalResolution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[cfg(test)]

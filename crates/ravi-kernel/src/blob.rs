@@ -5,11 +5,73 @@
 //! content hash, so knowing the data does not let anyone name it) and scoped: a session may
 //! resolve only refs that it, or a scope it descends from, created.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 
 use crate::KernelError;
+
+/// A value's bytes as a stream of chunks: what [`BlobStore::put_stream`] takes and
+/// [`BlobStore::open`] gives, so a large value moves through without being held whole.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, BlobError>> + Send>>;
+
+/// A [`ByteStream`] of one buffer (the default [`BlobStore::open`]).
+pub fn byte_stream_once(bytes: Bytes) -> ByteStream {
+    struct Once(Option<Bytes>);
+    impl Stream for Once {
+        type Item = Result<Bytes, BlobError>;
+        fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+            Poll::Ready(self.0.take().map(Ok))
+        }
+    }
+    Box::pin(Once(Some(bytes)))
+}
+
+/// The next chunk of `stream` (a `StreamExt::next` the kernel can use without a runtime
+/// crate).
+pub async fn next_chunk(stream: &mut ByteStream) -> Option<Result<Bytes, BlobError>> {
+    std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await
+}
+
+/// A value kept in a blob store in place of inline data: what a reader needs to see it (a
+/// preview) and what a program needs to pass it on (the ref).
+///
+/// `#[non_exhaustive]`: built with [`StoredArtifact::new`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StoredArtifact {
+    /// The stored value.
+    pub artifact_ref: ArtifactRef,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its IANA media type (`text/plain; charset=utf-8`, `application/json`, …).
+    pub media_type: String,
+    /// What a reader sees in place of the whole: the head of a text, the cut form of a JSON
+    /// value, a one-line label for binary data. Never part of the stored bytes.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub preview: String,
+}
+
+impl StoredArtifact {
+    /// The artifact `artifact_ref` of `size` bytes and `media_type`, shown as `preview`.
+    pub fn new(
+        artifact_ref: ArtifactRef,
+        size: u64,
+        media_type: impl Into<String>,
+        preview: impl Into<String>,
+    ) -> Self {
+        Self {
+            artifact_ref,
+            size,
+            media_type: media_type.into(),
+            preview: preview.into(),
+        }
+    }
+}
 
 /// An opaque, unguessable handle to a stored value: `art_` followed by 26 to 64 lowercase
 /// letters and digits.
@@ -135,6 +197,12 @@ pub enum BlobError {
     /// The stored data failed an integrity check.
     #[error("artifact {0} is corrupt: {1}")]
     Corrupt(ArtifactRef, String),
+    /// A value was larger than the limit it was stored or read under.
+    #[error("the value is larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: u64,
+    },
 }
 
 /// Stores large values out of band.
@@ -162,6 +230,39 @@ pub trait BlobStore: Send + Sync {
 
     /// Removes a pin. Unpinning below zero is a no-op.
     async fn unpin(&self, artifact: &ArtifactRef) -> Result<(), BlobError>;
+
+    /// Stores the bytes `data` yields for `scope`, pinned once like [`put`](Self::put), failing
+    /// with [`BlobError::TooLarge`] (and storing nothing) once more than `max_bytes` arrive.
+    ///
+    /// The default collects the chunks and calls `put`; a store that can write as the chunks
+    /// arrive (the file-system store) overrides it so a large value is never held whole.
+    async fn put_stream(
+        &self,
+        scope: &BlobScope,
+        mut data: ByteStream,
+        media_type: &str,
+        max_bytes: u64,
+    ) -> Result<BlobInfo, BlobError> {
+        let mut buf = bytes::BytesMut::new();
+        while let Some(chunk) = next_chunk(&mut data).await {
+            let chunk = chunk?;
+            if (buf.len() + chunk.len()) as u64 > max_bytes {
+                return Err(BlobError::TooLarge { limit: max_bytes });
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        self.put(scope, buf.freeze(), media_type).await
+    }
+
+    /// The bytes of `artifact` as a stream of chunks, if `scope` may read it. The default
+    /// resolves the whole value and yields it as one chunk.
+    async fn open(
+        &self,
+        scope: &BlobScope,
+        artifact: &ArtifactRef,
+    ) -> Result<ByteStream, BlobError> {
+        Ok(byte_stream_once(self.resolve(scope, artifact).await?))
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::KernelError;
-use crate::blob::ArtifactRef;
+use crate::blob::{ArtifactRef, StoredArtifact};
+use crate::content::ContentBlock;
+use crate::result::ToolError;
 use crate::risk::ToolRisk;
 
 /// The limits every call of a chain is held to.
@@ -307,6 +309,10 @@ pub struct ChainFile {
     pub size: u64,
     /// The stored bytes.
     pub artifact_ref: ArtifactRef,
+    /// The position in [`InvocationResult::content`] of the media block whose bytes these
+    /// are, when the file came from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<usize>,
 }
 
 impl ChainFile {
@@ -322,77 +328,153 @@ impl ChainFile {
             media_type: media_type.into(),
             size,
             artifact_ref,
+            block: None,
         }
+    }
+
+    /// The same file, recorded as holding the bytes of `content[block]`.
+    #[must_use]
+    pub fn for_block(mut self, block: usize) -> Self {
+        self.block = Some(block);
+        self
     }
 }
 
-/// What the invoker returns for one call: shaped for a script or loop to consume.
+/// What the invoker returns for one call: the outcome, unshaped.
+///
+/// Every consumer renders it for its own reader — a model (the seed-002 cuts, one note per
+/// artifact, images as image content), a script (Artifact and ChainFile objects), an MCP
+/// client (content blocks, `structuredContent`, `_meta`), a person — and none reads another's
+/// rendering. The invoker only decides what is kept where: a large text or JSON result is
+/// stored whole in the blob store and stands here as [`artifact`](Self::artifact); media are
+/// stored too and listed in [`files`](Self::files), their blocks staying in
+/// [`content`](Self::content).
 ///
 /// `#[non_exhaustive]`: built with [`InvocationResult::ok`], [`InvocationResult::failed`] and
-/// friends, so fields can be added without breaking callers.
+/// [`InvocationResult::from_blocks`], so fields can be added without breaking callers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct InvocationResult {
     /// The outcome.
     pub status: InvocationStatus,
-    /// Why the call did not succeed; `None` for a successful call (and for failures built
-    /// with the untyped [`InvocationResult::error`] / [`InvocationResult::denied`]).
+    /// Why the call did not succeed; `None` for a successful call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<FailureReason>,
-    /// The text (the full text when inline, a preview when offloaded, the reason when failed).
-    pub text: String,
-    /// The tool's structured output, when inline.
+    /// What the call produced: the tool's blocks as it returned them (text uncut, JSON, media
+    /// with their bytes, links), except the text and JSON blocks of a result that was stored
+    /// whole (then [`artifact`](Self::artifact) stands for them). For a call the invoker
+    /// stopped, one text block saying why, written for the model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ContentBlock>,
+    /// The tool's structured output (absent when the result was stored whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<serde_json::Value>,
-    /// The stored full result when it was too large to inline.
+    /// Data for the application (hooks, UIs, MCP `_meta`), never for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact_ref: Option<ArtifactRef>,
-    /// Size in bytes of the offloaded result.
+    pub app_data: Option<serde_json::Value>,
+    /// The tool's typed failure (kind, retry hint, operator detail), when it returned one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact_size: Option<u64>,
-    /// Media type of the offloaded result.
+    pub error: Option<ToolError>,
+    /// The result stored whole in the blob store, with the preview readers see instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact_media_type: Option<String>,
+    pub artifact: Option<StoredArtifact>,
     /// Media blocks stored as files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<ChainFile>,
 }
 
 impl InvocationResult {
-    /// A call that did not succeed for `reason`; the status follows from the reason
-    /// ([`FailureReason::status`]).
-    pub fn failed(reason: FailureReason, text: impl Into<String>) -> Self {
-        let mut r = Self::with_status(reason.status(), text);
+    /// A call that did not succeed for `reason`, explained to the model by `message`; the
+    /// status follows from the reason ([`FailureReason::status`]).
+    pub fn failed(reason: FailureReason, message: impl Into<String>) -> Self {
+        let mut r = Self::from_blocks(reason.status(), vec![ContentBlock::text(message)]);
         r.reason = Some(reason);
         r
     }
 
-    /// A failed call with the given message.
-    pub fn error(text: impl Into<String>) -> Self {
-        Self::with_status(InvocationStatus::Error, text)
-    }
-
-    /// A refused call with the given reason.
-    pub fn denied(text: impl Into<String>) -> Self {
-        Self::with_status(InvocationStatus::Denied, text)
-    }
-
-    /// A successful inline result.
+    /// A successful result holding one text block (none for empty text).
     pub fn ok(text: impl Into<String>) -> Self {
-        Self::with_status(InvocationStatus::Ok, text)
+        let text = text.into();
+        let content = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![ContentBlock::text(text)]
+        };
+        Self::from_blocks(InvocationStatus::Ok, content)
     }
 
-    fn with_status(status: InvocationStatus, text: impl Into<String>) -> Self {
+    /// A result with `status` made of `content` and nothing else.
+    pub fn from_blocks(status: InvocationStatus, content: Vec<ContentBlock>) -> Self {
         Self {
             status,
             reason: None,
-            text: text.into(),
+            content,
             structured: None,
-            artifact_ref: None,
-            artifact_size: None,
-            artifact_media_type: None,
+            app_data: None,
+            error: None,
+            artifact: None,
             files: Vec::new(),
         }
+    }
+
+    /// The outcome of a tool's own result, unshaped: `ok`, or `error` with reason
+    /// [`FailureReason::ToolError`] when the tool reported a failure.
+    pub fn from_tool_result(result: crate::ToolExecutionResult) -> Self {
+        let crate::ToolExecutionResult {
+            content,
+            is_error,
+            structured_content,
+            app_data,
+            error,
+            artifact,
+        } = result;
+        let status = if is_error {
+            InvocationStatus::Error
+        } else {
+            InvocationStatus::Ok
+        };
+        let mut r = Self::from_blocks(status, content);
+        if is_error {
+            r.reason = Some(FailureReason::ToolError);
+        }
+        r.structured = structured_content;
+        r.app_data = app_data;
+        r.error = error;
+        r.artifact = artifact;
+        r
+    }
+
+    /// The outcome's text, unrendered: the text and JSON blocks joined by newlines; with none,
+    /// the structured output as JSON; for a result stored whole, the artifact's preview. Media
+    /// and links are left out. For a convenience view (logs, tests, a CLI) — a model should
+    /// get a renderer's output, which applies the size limits and names the artifact.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for block in &self.content {
+            let piece = match block {
+                ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
+                ContentBlock::Json { value } => std::borrow::Cow::Owned(value.to_string()),
+                _ => continue,
+            };
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&piece);
+        }
+        if out.is_empty() {
+            if let Some(s) = &self.structured {
+                return s.to_string();
+            }
+            if let Some(a) = &self.artifact {
+                return a.preview.clone();
+            }
+        }
+        out
+    }
+
+    /// Whether the call succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.status == InvocationStatus::Ok
     }
 }
 
@@ -449,6 +531,10 @@ pub struct ChainCallRecord {
     /// The offloaded result, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact_ref: Option<ArtifactRef>,
+    /// The tool's application data, when the invoker was asked to record it
+    /// (`ToolInvokerBuilder::record_app_data`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_data: Option<serde_json::Value>,
 }
 
 impl ChainCallRecord {
@@ -472,6 +558,7 @@ impl ChainCallRecord {
             executed,
             summary: String::new(),
             artifact_ref: None,
+            app_data: None,
         }
     }
 }
@@ -607,7 +694,10 @@ mod tests {
         );
         let d = InvocationResult::failed(FailureReason::ApprovalDenied, "no");
         assert_eq!(d.status, InvocationStatus::Denied);
+        assert_eq!(d.text(), "no");
         assert_eq!(InvocationResult::ok("x").reason, None);
+        assert_eq!(InvocationResult::ok("x").text(), "x");
+        assert!(InvocationResult::ok("").content.is_empty());
         assert_eq!(
             serde_json::to_value(FailureReason::InvalidArtifactRef).ok(),
             Some(serde_json::json!(

@@ -232,26 +232,65 @@ where
     }
 }
 
-/// Read access to the blob store on behalf of the calling session, so a tool (such as
-/// `read_result`) can read an offloaded result without being able to read other sessions' data.
+/// Takes over the pin a store gave a value stored on a session's behalf, so the session
+/// releases it when it ends (implemented by the invoker's session).
+pub trait ArtifactPins: Send + Sync {
+    /// Keeps the pin on `artifact`; `false` when the holder can no longer keep pins (a closed
+    /// session), and the caller must release the pin itself.
+    fn adopt(&self, artifact: crate::ArtifactRef) -> bool;
+}
+
+/// The blob store on behalf of the calling session: a tool (such as `read_result`) can read
+/// an offloaded result without being able to read other sessions' data, and — when the
+/// invoker allows it — store a large value itself (such as `read_file` keeping a whole file),
+/// the pin going to the session.
 ///
-/// The store itself is not exposed: a tool can only `resolve` and `stat` through the session's
+/// The store itself is not exposed: a tool can only read, stat and store through the session's
 /// scope, never read another scope's refs, pin or unpin.
 #[derive(Clone)]
 pub struct ArtifactAccess {
     store: Arc<dyn crate::BlobStore>,
     scope: crate::BlobScope,
+    pins: Option<Arc<dyn ArtifactPins>>,
+    max_bytes: u64,
 }
 
+/// The default largest value a tool may store through [`ArtifactAccess::put_stream`] (512 MiB).
+pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 512 << 20;
+
 impl ArtifactAccess {
-    /// Access to `store` limited to what `scope` may read.
+    /// Read access to `store` limited to what `scope` may read.
     pub fn new(store: Arc<dyn crate::BlobStore>, scope: crate::BlobScope) -> Self {
-        Self { store, scope }
+        Self {
+            store,
+            scope,
+            pins: None,
+            max_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
+        }
+    }
+
+    /// Also allows storing: the pin of each stored value goes to `pins`, and no value may be
+    /// larger than `max_bytes`.
+    #[must_use]
+    pub fn with_pins(mut self, pins: Arc<dyn ArtifactPins>, max_bytes: u64) -> Self {
+        self.pins = Some(pins);
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// The calling session's scope.
     pub fn scope(&self) -> &crate::BlobScope {
         &self.scope
+    }
+
+    /// Whether [`put_stream`](Self::put_stream) may be used.
+    pub fn can_store(&self) -> bool {
+        self.pins.is_some()
+    }
+
+    /// The largest value [`put_stream`](Self::put_stream) accepts, in bytes.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
     }
 
     /// The bytes of `artifact`, if the session may read it.
@@ -262,6 +301,21 @@ impl ArtifactAccess {
         self.store.resolve(&self.scope, artifact).await
     }
 
+    /// The bytes of `artifact` as a stream of chunks, if the session may read it.
+    pub async fn open(
+        &self,
+        artifact: &crate::ArtifactRef,
+    ) -> Result<crate::ByteStream, crate::BlobError> {
+        self.store.open(&self.scope, artifact).await
+    }
+
+    /// Hands the session a pin the caller holds on `artifact` (e.g. the pins of a nested
+    /// run's results), so the session releases it when it ends. `false` when no session
+    /// takes pins here: the caller must release the pin itself.
+    pub fn adopt_pin(&self, artifact: crate::ArtifactRef) -> bool {
+        self.pins.as_ref().is_some_and(|p| p.adopt(artifact))
+    }
+
     /// What the store knows about `artifact`, if the session may read it.
     pub async fn stat(
         &self,
@@ -269,12 +323,42 @@ impl ArtifactAccess {
     ) -> Result<crate::BlobInfo, crate::BlobError> {
         self.store.stat(&self.scope, artifact).await
     }
+
+    /// Stores the bytes `data` yields for the session (at most [`max_bytes`](Self::max_bytes);
+    /// beyond that nothing is stored and the error is [`BlobError::TooLarge`]). The session
+    /// holds the pin and releases it when it ends.
+    ///
+    /// [`BlobError::TooLarge`]: crate::BlobError::TooLarge
+    pub async fn put_stream(
+        &self,
+        data: crate::ByteStream,
+        media_type: &str,
+    ) -> Result<crate::BlobInfo, crate::BlobError> {
+        let Some(pins) = &self.pins else {
+            return Err(crate::BlobError::Io(
+                "this call may read artifacts but not store them (no session holds the pins)"
+                    .into(),
+            ));
+        };
+        let info = self
+            .store
+            .put_stream(&self.scope, data, media_type, self.max_bytes)
+            .await?;
+        if pins.adopt(info.artifact_ref.clone()) {
+            return Ok(info);
+        }
+        let _ = self.store.unpin(&info.artifact_ref).await;
+        Err(crate::BlobError::Io(
+            "the session ended while the value was being stored".into(),
+        ))
+    }
 }
 
 impl std::fmt::Debug for ArtifactAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArtifactAccess")
             .field("scope", &self.scope)
+            .field("can_store", &self.can_store())
             .finish_non_exhaustive()
     }
 }

@@ -355,11 +355,44 @@ impl ModelError {
     }
 }
 
+/// Which media a model's API takes inside a tool result, and up to what size; what the loop
+/// renders a tool's images as (real image content, or a note naming the stored file).
+///
+/// `#[non_exhaustive]`: built with [`MediaSupport::text_only`] and
+/// [`MediaSupport::images`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct MediaSupport {
+    /// The largest image (decoded bytes) sent as image content; `None` when tool results
+    /// carry no images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_max_bytes: Option<u64>,
+}
+
+impl MediaSupport {
+    /// Text only: every image becomes a note naming where it was stored.
+    pub fn text_only() -> Self {
+        Self::default()
+    }
+
+    /// Images up to `max_bytes` each.
+    pub fn images(max_bytes: u64) -> Self {
+        Self {
+            image_max_bytes: Some(max_bytes),
+        }
+    }
+}
+
 /// A chat model: one provider client, or a combinator such as a fallback chain.
 #[async_trait]
 pub trait ChatModel: Send + Sync {
     /// A short name for logs and traces (`openai:gpt-4.1`).
     fn name(&self) -> String;
+
+    /// Which media the model's API takes in tool results (default: text only).
+    fn media_support(&self) -> MediaSupport {
+        MediaSupport::text_only()
+    }
 
     /// Sends the request and waits for the whole answer.
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError>;

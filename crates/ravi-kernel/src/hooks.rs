@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::approval::ApprovalResolution;
 use crate::chain::CallStatus;
 use crate::risk::ToolRisk;
 
@@ -32,6 +33,9 @@ pub enum HookEvent {
         status: CallStatus,
         /// Wall time in the invoker.
         duration_ms: u64,
+        /// The tool's application data (never sent to the model), when it returned any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        app_data: Option<serde_json::Value>,
     },
     /// A call is waiting for a human.
     ApprovalRequested {
@@ -42,7 +46,7 @@ pub enum HookEvent {
         /// The tool's risk.
         risk: ToolRisk,
     },
-    /// A human (or a timeout) decided.
+    /// The approval question ended: a human, a rule or a timeout decided.
     ApprovalResolved {
         /// The call's id.
         call_id: String,
@@ -50,7 +54,7 @@ pub enum HookEvent {
         tool: String,
         /// Whether the call may run.
         approved: bool,
-        /// Why, in a few words (`approved`, `denied`, `timeout`, `no handler` …).
-        reason: String,
+        /// Who decided, or why nobody did.
+        resolution: ApprovalResolution,
     },
 }

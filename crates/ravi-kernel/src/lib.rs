@@ -56,20 +56,23 @@ mod risk;
 mod skill;
 mod tool;
 
-pub use approval::{ApprovalDecision, ApprovalHandler, ApprovalRequest};
-pub use blob::{ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore};
+pub use approval::{ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution};
+pub use blob::{
+    ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore, ByteStream, StoredArtifact,
+    byte_stream_once, next_chunk,
+};
 pub use chain::{
     CallStatus, ChainCallRecord, ChainError, ChainFile, ChainPolicy, ChainPolicyBuilder,
     ChainRunResult, ChainStatus, FailureReason, InvocationResult, InvocationStatus,
 };
 pub use content::{ContentBlock, MediaSource};
 pub use context::{
-    ArtifactAccess, CancellationToken, Cancelled, CancelledError, ProgressEvent, ProgressKind,
-    ProgressSink, ToolContext,
+    ArtifactAccess, ArtifactPins, CancellationToken, Cancelled, CancelledError,
+    DEFAULT_MAX_ARTIFACT_BYTES, ProgressEvent, ProgressKind, ProgressSink, ToolContext,
 };
 pub use conversation::{
-    ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError, Role, StopReason,
-    StreamEvent, ToolChoice, Usage,
+    ChatModel, ChatRequest, ChatResponse, MediaSupport, Message, MessagePart, ModelError, Role,
+    StopReason, StreamEvent, ToolChoice, Usage,
 };
 pub use digest::{args_digest, canonical_json};
 pub use error::KernelError;

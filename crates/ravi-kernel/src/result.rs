@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::blob::StoredArtifact;
 use crate::content::ContentBlock;
 
 /// The result of one tool execution.
@@ -24,6 +25,16 @@ pub struct ToolExecutionResult {
     /// Data for the application (UI cards, audit records) that is never sent to the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_data: Option<serde_json::Value>,
+    /// The typed failure, when the tool returned a [`ToolError`] (its kind, retry hint and
+    /// operator detail travel beside the message, never inside the text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+    /// A value the tool stored in the blob store itself (through
+    /// [`ArtifactAccess`](crate::ArtifactAccess)), which this result stands for: e.g. the whole
+    /// of a large file `read_file` streamed into the store. Readers get its preview; programs
+    /// pass its ref on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<StoredArtifact>,
 }
 
 impl ToolExecutionResult {
@@ -63,6 +74,15 @@ impl ToolExecutionResult {
         }
     }
 
+    /// A successful result that stands for a value the tool stored (see
+    /// [`ToolExecutionResult::artifact`]).
+    pub fn stored(artifact: StoredArtifact) -> Self {
+        Self {
+            artifact: Some(artifact),
+            ..Self::default()
+        }
+    }
+
     /// Attaches application data (never shown to the model).
     #[must_use]
     pub fn with_app_data(mut self, app_data: serde_json::Value) -> Self {
@@ -84,12 +104,12 @@ impl ToolExecutionResult {
 }
 
 impl From<ToolError> for ToolExecutionResult {
+    /// An error result whose text is the error's message and whose `error` keeps the kind,
+    /// retry hint and detail.
     fn from(err: ToolError) -> Self {
-        Self::error(err.message.clone()).with_app_data(serde_json::json!({
-            "error_kind": err.kind,
-            "retryable": err.retryable,
-            "detail": err.detail,
-        }))
+        let mut out = Self::error(err.message.clone());
+        out.error = Some(err);
+        out
     }
 }
 
@@ -114,6 +134,22 @@ pub enum ToolErrorKind {
     Cancelled,
     /// Anything else.
     Internal,
+}
+
+impl ToolErrorKind {
+    /// The wire name, e.g. `invalid_arguments`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidArguments => "invalid_arguments",
+            Self::NotFound => "not_found",
+            Self::PermissionDenied => "permission_denied",
+            Self::Timeout => "timeout",
+            Self::LimitExceeded => "limit_exceeded",
+            Self::Unavailable => "unavailable",
+            Self::Cancelled => "cancelled",
+            Self::Internal => "internal",
+        }
+    }
 }
 
 /// A tool failure with a model-facing message and an operator-facing detail.
@@ -199,15 +235,17 @@ mod tests {
     }
 
     #[test]
-    fn tool_error_becomes_error_result_with_app_data() {
+    fn tool_error_becomes_error_result_with_the_typed_error() {
         let r: ToolExecutionResult = ToolError::not_found("no file a.txt")
             .with_detail("ENOENT")
             .into();
         assert!(r.is_error);
         assert_eq!(r.text_content(), "no file a.txt");
-        let app = r.app_data.unwrap_or_default();
-        assert_eq!(app["error_kind"], "not_found");
-        assert_eq!(app["detail"], "ENOENT");
+        assert_eq!(r.app_data, None, "app data is the tool's, not the error's");
+        let err = r.error.unwrap_or_else(|| ToolError::internal("missing"));
+        assert_eq!(err.kind, ToolErrorKind::NotFound);
+        assert_eq!(err.detail.as_deref(), Some("ENOENT"));
+        assert_eq!(ToolErrorKind::NotFound.as_str(), "not_found");
     }
 
     #[test]

@@ -175,6 +175,15 @@ pub trait Tool: Send + Sync {
         Vec::new()
     }
 
+    /// Whether the tool reads `{"$artifact": ref}` arguments itself, streaming the stored
+    /// value through [`ToolContext::artifacts`], instead of having the invoker substitute the
+    /// value (which holds it whole in memory, as a JSON string — base64 for binary data).
+    /// The invoker still checks, before the call runs, that every ref resolves in the
+    /// caller's scope. `write_file` does this, so a copy of a large or binary file is exact.
+    fn streams_artifacts(&self) -> bool {
+        false
+    }
+
     /// Runs the tool.
     async fn execute(
         &self,

@@ -147,29 +147,58 @@ fn approvals() {
             ApprovalDecision::Unknown,
         ],
     );
+    let resolutions = vec![
+        ApprovalResolution::Approved,
+        ApprovalResolution::ApprovedOnTimeout,
+        ApprovalResolution::Notified,
+        ApprovalResolution::Denied,
+        ApprovalResolution::DeniedByPolicy,
+        ApprovalResolution::NoHandler,
+        ApprovalResolution::TimedOut,
+        ApprovalResolution::Unanswered,
+        ApprovalResolution::Skipped,
+        ApprovalResolution::Unrecognized,
+        ApprovalResolution::HandlerFailed,
+        ApprovalResolution::Cancelled,
+    ];
+    for r in &resolutions {
+        assert_eq!(serde_json::to_value(r).unwrap(), json!(r.as_str()));
+    }
+    golden("approval_resolutions", &resolutions);
 }
 
 #[test]
 fn chain_types() {
     golden("chain_policy_default", &ChainPolicy::default());
-    let mut offloaded = InvocationResult::ok("first 4096 bytes of the result…");
-    offloaded.artifact_ref = Some(art(0));
-    offloaded.artifact_size = Some(1_048_576);
-    offloaded.artifact_media_type = Some("text/plain".into());
-    offloaded.files.push(ChainFile::new(
-        "/workspace/media/screenshot_0.png",
-        "image/png",
-        2048,
-        art(1),
+    let mut offloaded = InvocationResult::ok("");
+    offloaded.artifact = Some(StoredArtifact::new(
+        art(0),
+        1_048_576,
+        "text/plain",
+        "first 2048 bytes of the result…",
     ));
+    offloaded.content.push(ContentBlock::image_bytes(
+        "image/png",
+        &[0x89, b'P', b'N', b'G'],
+    ));
+    offloaded.files.push(
+        ChainFile::new("/workspace/media/screenshot_0.png", "image/png", 4, art(1)).for_block(0),
+    );
+    offloaded.app_data = Some(json!({"card": "screenshot"}));
     golden("invocation_result_offloaded", &offloaded);
     let mut structured = InvocationResult::ok("{\"sum\":5}");
     structured.structured = Some(json!({"sum": 5}));
     golden("invocation_result_structured", &structured);
     golden(
         "invocation_result_denied",
-        &InvocationResult::denied("approval timed out after 55 s"),
+        &InvocationResult::failed(
+            FailureReason::ApprovalDenied,
+            "approval timed out after 55 s",
+        ),
     );
+    let mut tool_error = InvocationResult::failed(FailureReason::ToolError, "no file a.txt");
+    tool_error.error = Some(ToolError::not_found("no file a.txt").with_detail("ENOENT"));
+    golden("invocation_result_tool_error", &tool_error);
     let mut read = ChainCallRecord::new(
         0,
         "c0",
@@ -298,6 +327,14 @@ fn blobs_hooks_skills_progress() {
                 tool: "read_file".into(),
                 status: CallStatus::Denied,
                 duration_ms: 1,
+                app_data: None,
+            },
+            HookEvent::ToolEnd {
+                call_id: "c2".into(),
+                tool: "render_chart".into(),
+                status: CallStatus::Ok,
+                duration_ms: 4,
+                app_data: Some(json!({"card": "chart"})),
             },
             HookEvent::ApprovalRequested {
                 call_id: "c1".into(),
@@ -308,7 +345,7 @@ fn blobs_hooks_skills_progress() {
                 call_id: "c1".into(),
                 tool: "shell".into(),
                 approved: false,
-                reason: "timeout".into(),
+                resolution: ApprovalResolution::TimedOut,
             },
         ],
     );

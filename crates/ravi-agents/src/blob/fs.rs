@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ravi_kernel::{ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore};
+use ravi_kernel::{ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore, ByteStream, next_chunk};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
@@ -270,13 +270,7 @@ impl Shared {
             if self.is_durable() {
                 f.sync_data().map_err(|e| io("could not sync", &tmp, e))?;
             }
-            let hash = hasher.finalize();
-            let mut hex = String::with_capacity(64);
-            for b in hash {
-                hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-                hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
-            }
-            Ok::<_, BlobError>(hex)
+            Ok::<_, BlobError>(hex(&hasher.finalize()))
         })();
         let hash = match written {
             Ok(h) => h,
@@ -285,18 +279,40 @@ impl Shared {
                 return Err(e);
             }
         };
+        self.publish(tmp, hash, data.len() as u64, owner, media_type)
+    }
+
+    /// Moves a complete temp file holding `size` bytes hashing to `hash` into place (or drops
+    /// it when the same content is already stored) and creates a ref to it, pinned once.
+    fn publish(
+        &self,
+        tmp: PathBuf,
+        hash: String,
+        size: u64,
+        owner: String,
+        media_type: String,
+    ) -> Result<BlobInfo, BlobError> {
         let dest = self.blob_path(&hash);
-        if let Some(dir) = dest.parent()
-            && !dir.is_dir()
-        {
-            fs::create_dir_all(dir).map_err(|e| io("could not create", dir, e))?;
-            // The new prefix directory's own entry must survive a power loss too.
-            self.sync_parent(dir)?;
-        }
-        let r = new_artifact_ref()?;
+        let prepared = (|| {
+            if let Some(dir) = dest.parent()
+                && !dir.is_dir()
+            {
+                fs::create_dir_all(dir).map_err(|e| io("could not create", dir, e))?;
+                // The new prefix directory's own entry must survive a power loss too.
+                self.sync_parent(dir)?;
+            }
+            new_artifact_ref()
+        })();
+        let r = match prepared {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
         let meta = Meta {
             content: hash,
-            size: data.len() as u64,
+            size,
             media_type,
             owner,
             pins: 1,
@@ -313,7 +329,7 @@ impl Shared {
             }
         };
         let existing = fs::metadata(&dest).map(|m| m.len()).ok();
-        if existing == Some(data.len() as u64) {
+        if existing == Some(size) {
             // Same content already stored: keep one copy.
             let _ = fs::remove_file(&tmp);
         } else if let Err(e) = fs::rename(&tmp, &dest) {
@@ -326,6 +342,12 @@ impl Shared {
         let info = to_info(&r, &meta);
         index.insert(r, meta);
         Ok(info)
+    }
+
+    /// The data file of a ref `scope` may read, with its size.
+    fn data_file(&self, scope: &BlobScope, r: &ArtifactRef) -> Result<(PathBuf, u64), BlobError> {
+        let meta = self.readable(scope, r)?;
+        Ok((self.blob_path(&meta.content), meta.size))
     }
 
     fn persist(&self, r: &ArtifactRef, meta: &Meta) -> Result<(), BlobError> {
@@ -454,6 +476,16 @@ fn sync_dir(dir: &Path) -> Result<(), BlobError> {
     }
 }
 
+/// Lowercase hex of a digest.
+fn hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    hex
+}
+
 fn to_info(r: &ArtifactRef, m: &Meta) -> BlobInfo {
     BlobInfo {
         artifact_ref: r.clone(),
@@ -500,6 +532,118 @@ impl BlobStore for FsBlobStore {
         let shared = self.shared();
         let artifact = artifact.clone();
         blocking(move || shared.adjust_pins(&artifact, -1)).await
+    }
+
+    /// Writes the chunks to a temp file as they arrive (hashing them on the way), so a value
+    /// of any size is never held whole; over `max_bytes` the temp file is removed and nothing
+    /// is stored.
+    async fn put_stream(
+        &self,
+        scope: &BlobScope,
+        mut data: ByteStream,
+        media_type: &str,
+        max_bytes: u64,
+    ) -> Result<BlobInfo, BlobError> {
+        use tokio::io::AsyncWriteExt as _;
+        let shared = self.shared();
+        let tmp = shared.temp_path();
+        let written = async {
+            let mut f = tokio::fs::File::create(&tmp)
+                .await
+                .map_err(|e| io("could not create", &tmp, e))?;
+            let mut hasher = Sha256::new();
+            let mut size = 0u64;
+            while let Some(chunk) = next_chunk(&mut data).await {
+                let chunk = chunk?;
+                size += chunk.len() as u64;
+                if size > max_bytes {
+                    return Err(BlobError::TooLarge { limit: max_bytes });
+                }
+                hasher.update(&chunk);
+                f.write_all(&chunk)
+                    .await
+                    .map_err(|e| io("could not write", &tmp, e))?;
+            }
+            f.flush()
+                .await
+                .map_err(|e| io("could not write", &tmp, e))?;
+            if shared.is_durable() {
+                f.sync_data()
+                    .await
+                    .map_err(|e| io("could not sync", &tmp, e))?;
+            }
+            Ok::<_, BlobError>((hex(&hasher.finalize()), size))
+        }
+        .await;
+        let (hash, size) = match written {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&tmp).await;
+                return Err(e);
+            }
+        };
+        let owner = scope.id.clone();
+        let media_type = media_type.to_owned();
+        blocking(move || shared.publish(tmp, hash, size, owner, media_type)).await
+    }
+
+    /// Reads the data file in chunks of 1 MiB as the stream is polled.
+    async fn open(
+        &self,
+        scope: &BlobScope,
+        artifact: &ArtifactRef,
+    ) -> Result<ByteStream, BlobError> {
+        use tokio::io::AsyncReadExt as _;
+        let (path, size) = self.shared.data_file(scope, artifact)?;
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    BlobError::Corrupt(artifact.clone(), "its data file is missing".into())
+                }
+                _ => io("could not open", &path, e),
+            })?;
+        let artifact = artifact.clone();
+        let stream = futures::stream::unfold(
+            (file, 0u64, path, false),
+            move |(mut file, read, path, done)| {
+                let artifact = artifact.clone();
+                async move {
+                    if done {
+                        return None;
+                    }
+                    let mut buf = bytes::BytesMut::with_capacity(CHUNK);
+                    match file.read_buf(&mut buf).await {
+                        Ok(0) if read == size => None,
+                        Ok(0) => Some((
+                            Err(BlobError::Corrupt(
+                                artifact,
+                                format!("expected {size} bytes, found {read}"),
+                            )),
+                            (file, read, path, true),
+                        )),
+                        Ok(n) => {
+                            let read = read + n as u64;
+                            if read > size {
+                                return Some((
+                                    Err(BlobError::Corrupt(
+                                        artifact,
+                                        format!("expected {size} bytes, found more"),
+                                    )),
+                                    (file, read, path, true),
+                                ));
+                            }
+                            Some((Ok(buf.freeze()), (file, read, path, false)))
+                        }
+                        Err(e) => Some((
+                            Err(io("could not read", &path, e)),
+                            (file, read, path, true),
+                        )),
+                    }
+                }
+            },
+        );
+        Ok(Box::pin(stream))
     }
 }
 

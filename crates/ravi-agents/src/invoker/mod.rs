@@ -37,10 +37,10 @@
 //! let session = invoker.open_session();
 //! let ctx = ToolContext::default();
 //! let ok = invoker.invoke(&session, ToolCall::new("c1", "echo", json!({"text": "hi"})), &ctx).await;
-//! assert_eq!((ok.status, ok.text.as_str()), (InvocationStatus::Ok, "hi"));
+//! assert_eq!((ok.status, ok.text().as_str()), (InvocationStatus::Ok, "hi"));
 //! let bad = invoker.invoke(&session, ToolCall::new("c2", "echo", json!({})), &ctx).await;
 //! assert_eq!(bad.status, InvocationStatus::Error);
-//! assert!(bad.text.contains("`text`: missing required field"));
+//! assert!(bad.text().contains("`text`: missing required field"));
 //! assert_eq!(session.trace().len(), 2);
 //! session.close().await;
 //! # });
@@ -59,10 +59,11 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use ravi_kernel::{
-    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, ArtifactRef, BlobStore,
-    CallStatus, ChainPolicy, FailureReason, HitlMode, HookEvent, InvocationResult,
-    InvocationStatus, ProgressEvent, ProgressKind, ProgressSink, Tool, ToolCall, ToolContext,
-    ToolExecutionResult, ToolRegistry, ToolRisk,
+    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution, ArtifactRef,
+    BlobScope, BlobStore, CallStatus, ChainPolicy, ContentBlock, DEFAULT_MAX_ARTIFACT_BYTES,
+    FailureReason, HitlMode, HookEvent, InvocationResult, InvocationStatus, ProgressEvent,
+    ProgressKind, ProgressSink, Tool, ToolCall, ToolContext, ToolExecutionResult, ToolRegistry,
+    ToolRisk,
 };
 
 pub use refs::{ARTIFACT_KEY, contains_artifact_ref, is_artifact_ref};
@@ -101,6 +102,10 @@ struct Inner {
     /// Whether calls come straight from a model turn or an MCP client rather than from a
     /// chain script: then `tool_chain` is an ordinary tool.
     top_level: bool,
+    /// Whether trace records keep each call's `app_data`.
+    record_app_data: bool,
+    /// The largest value a tool may store through its context.
+    max_artifact_bytes: u64,
 }
 
 impl std::fmt::Debug for ToolInvoker {
@@ -187,6 +192,21 @@ impl ToolInvokerBuilder {
         self.inner.validator = validator;
         self
     }
+    /// Keep each call's `app_data` in its trace record (off by default: application data can
+    /// be large, and hooks already receive it with `ToolEnd`).
+    #[must_use]
+    pub fn record_app_data(mut self, record: bool) -> Self {
+        self.inner.record_app_data = record;
+        self
+    }
+    /// The largest value a tool may store in the blob store through its context (e.g.
+    /// `read_file` keeping a whole large file; default 512 MiB). A tool that would store more
+    /// fails with an error naming the limit.
+    #[must_use]
+    pub fn max_artifact_bytes(mut self, bytes: u64) -> Self {
+        self.inner.max_artifact_bytes = bytes;
+        self
+    }
     /// The invoker.
     pub fn build(self) -> ToolInvoker {
         ToolInvoker {
@@ -219,6 +239,8 @@ impl ToolInvoker {
                 progress: None,
                 validator: Arc::new(ArgumentValidator::new()),
                 top_level: false,
+                record_app_data: false,
+                max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
             },
         }
     }
@@ -240,9 +262,17 @@ impl ToolInvoker {
 
     /// A fresh session with its own budget, trace, pins and a new root blob scope.
     pub fn open_session(&self) -> InvokerSession {
-        InvokerSession::new(
+        self.open_session_in(BlobScope::root(new_scope_id()))
+    }
+
+    /// A fresh session (its own budget, trace and pins) whose artifacts live in `scope`: for a
+    /// conversation that continues in a new session and must still resolve the refs it handed
+    /// out (an agent resumed after a pause, stateless MCP requests sharing one scope).
+    pub fn open_session_in(&self, scope: BlobScope) -> InvokerSession {
+        InvokerSession::with_limit(
             self.inner.store.clone(),
-            ravi_kernel::BlobScope::root(new_scope_id()),
+            scope,
+            self.inner.max_artifact_bytes,
         )
     }
 
@@ -250,6 +280,12 @@ impl ToolInvoker {
     /// holding it fails or is cancelled.
     pub fn session_guard(&self) -> SessionGuard {
         SessionGuard::new(self.open_session())
+    }
+
+    /// [`session_guard`](Self::session_guard) for a session in `scope` (see
+    /// [`open_session_in`](Self::open_session_in)).
+    pub fn session_guard_in(&self, scope: BlobScope) -> SessionGuard {
+        SessionGuard::new(self.open_session_in(scope))
     }
 
     /// Runs `body` with a fresh session and closes the session afterwards, whether `body`
@@ -484,8 +520,19 @@ impl ToolInvoker {
         };
         let mut args = std::mem::take(&mut call.arguments);
 
-        // 7. Inbound refs.
-        if refs::contains_artifact_ref(&args) {
+        // 7. Inbound refs: substituted by their stored values, or — for a tool that streams
+        // them itself — only checked to resolve in this session's scope.
+        if refs::contains_artifact_ref(&args) && tool.streams_artifacts() {
+            if let Err(message) = Box::pin(refs::check_refs(
+                &args,
+                inner.store.as_deref(),
+                session.scope(),
+            ))
+            .await
+            {
+                return InvocationResult::failed(FailureReason::InvalidArtifactRef, message);
+            }
+        } else if refs::contains_artifact_ref(&args) {
             match Box::pin(refs::resolve_refs(
                 &mut args,
                 inner.store.as_deref(),
@@ -684,7 +731,9 @@ impl ToolInvoker {
 
     /// Step 6: asks the handler within the approval timeout (and before the caller's
     /// deadline), watching the caller's cancellation. `Err` is the trace status and the
-    /// denial to return.
+    /// denial to return. Fails closed: no handler, a handler nobody attends, no answer in time
+    /// (unless the tool's mode continues on timeout), a failing handler — all deny, and the
+    /// denial says which it was.
     async fn approve(
         &self,
         call: &ToolCall,
@@ -695,21 +744,11 @@ impl ToolInvoker {
     ) -> Result<(), Box<(CallStatus, InvocationResult)>> {
         let inner = &*self.inner;
         let policy = &inner.policy;
-        // Boxed: a refusal is rare and large, and the happy path should not carry its size.
-        let denied = |text: String| {
-            Err(Box::new((
-                CallStatus::Denied,
-                InvocationResult::failed(FailureReason::ApprovalDenied, text),
-            )))
-        };
         let mode = tool.hitl_mode().effective(risk);
         let Some(handler) = &inner.approval else {
-            self.approval_resolved(call, false, "no handler").await;
-            return denied(format!(
-                "`{}` needs approval (risk {risk}) but no approval handler is configured, so \
-                 the call was denied; do not retry it from here",
-                call.name
-            ));
+            return self
+                .approval_refused(call, risk, ApprovalResolution::NoHandler, None)
+                .await;
         };
         let now = chrono::Utc::now();
         // A caller that must have an answer sooner than the policy's wait shortens it.
@@ -739,14 +778,17 @@ impl ToolInvoker {
                 })
                 .await;
         }
-        if mode == HitlMode::FireAndContinue {
+        let attended = handler.attended(&request);
+        if mode == HitlMode::FireAndContinue && attended {
             // Tell the human without waiting for the telling: a slow or failing notifier
             // neither delays nor breaks the call.
             notify_in_background(Arc::clone(handler), request, policy.approval_timeout());
-            self.approval_resolved(call, true, "fire and continue")
+            self.approval_resolved(call, ApprovalResolution::Notified)
                 .await;
             return Ok(());
         }
+        // An unattended handler answers by rule: a `FireAndContinue` call is asked about like
+        // a blocking one (a notification nobody reads must not let it through).
         let asked = Instant::now();
         let answer = tokio::select! {
             biased;
@@ -759,50 +801,18 @@ impl ToolInvoker {
                 }
             }
         };
-        let (approved, why, message) = match answer {
-            Answer::Decided(ApprovalDecision::Approved) => (true, "approved", None),
-            Answer::Decided(ApprovalDecision::Denied) => (
-                false,
-                "denied",
-                Some(format!(
-                    "a human denied the call to `{}`; do not retry it with the same arguments",
-                    call.name
-                )),
-            ),
-            Answer::Decided(ApprovalDecision::Unanswered) => (
-                false,
-                "unanswered",
-                Some(format!(
-                    "approval for `{}` got no valid answer (nobody answered the request for these \
-                     arguments), so the call was denied",
-                    call.name
-                )),
-            ),
-            Answer::Decided(other) => {
-                let why = if other == ApprovalDecision::Skipped {
-                    "skipped"
-                } else {
-                    "unknown decision"
-                };
-                (
-                    false,
-                    why,
-                    Some(format!(
-                        "approval for `{}` was not granted ({why}), so the call was denied",
-                        call.name
-                    )),
-                )
-            }
-            Answer::Failed => (
-                false,
-                "handler failed",
-                Some(format!(
-                    "the approval handler failed while asking about `{}`, so the call was denied",
-                    call.name
-                )),
-            ),
+        let resolution = match answer {
+            Answer::Decided(ApprovalDecision::Approved) => ApprovalResolution::Approved,
+            Answer::Decided(ApprovalDecision::Denied) if attended => ApprovalResolution::Denied,
+            Answer::Decided(ApprovalDecision::Denied) => ApprovalResolution::DeniedByPolicy,
+            Answer::Decided(ApprovalDecision::Unanswered) => ApprovalResolution::Unanswered,
+            Answer::Decided(ApprovalDecision::Skipped) => ApprovalResolution::Skipped,
+            // A decision this version does not know is no approval.
+            Answer::Decided(_) => ApprovalResolution::Unrecognized,
+            Answer::Failed => ApprovalResolution::HandlerFailed,
             Answer::Cancelled => {
-                self.approval_resolved(call, false, "cancelled").await;
+                self.approval_resolved(call, ApprovalResolution::Cancelled)
+                    .await;
                 return Err(Box::new((
                     CallStatus::Error,
                     InvocationResult::failed(
@@ -816,28 +826,71 @@ impl ToolInvoker {
                 )));
             }
             Answer::TimedOut if mode == HitlMode::ContinueOnTimeout => {
-                (true, "timeout, continue", None)
+                ApprovalResolution::ApprovedOnTimeout
             }
-            Answer::TimedOut => (
-                false,
-                "timeout",
-                Some(format!(
-                    "approval for `{}` timed out after {} ms, so the call was denied; call the \
-                     tool directly outside the chain if it is still needed",
-                    call.name,
-                    // The wait actually given (the caller's deadline may have shortened it).
-                    asked.elapsed().min(wait).as_millis()
-                )),
-            ),
+            Answer::TimedOut => ApprovalResolution::TimedOut,
         };
-        self.approval_resolved(call, approved, why).await;
-        match message {
-            None => Ok(()),
-            Some(m) => denied(m),
+        if resolution.is_approved() {
+            self.approval_resolved(call, resolution).await;
+            return Ok(());
         }
+        // The wait actually given (the caller's deadline may have shortened it).
+        let waited = asked.elapsed().min(wait);
+        self.approval_refused(call, risk, resolution, Some(waited))
+            .await
     }
 
-    async fn approval_resolved(&self, call: &ToolCall, approved: bool, reason: &str) {
+    /// Reports a refused approval to the hooks and builds the denial, worded by who refused.
+    async fn approval_refused(
+        &self,
+        call: &ToolCall,
+        risk: ToolRisk,
+        resolution: ApprovalResolution,
+        waited: Option<Duration>,
+    ) -> Result<(), Box<(CallStatus, InvocationResult)>> {
+        self.approval_resolved(call, resolution).await;
+        let tool = &call.name;
+        let message = match resolution {
+            ApprovalResolution::NoHandler => format!(
+                "`{tool}` needs approval (risk {risk}) but no approval handler is configured, \
+                 so the call was denied without asking anyone; do not retry it from here"
+            ),
+            ApprovalResolution::DeniedByPolicy => format!(
+                "`{tool}` needs approval (risk {risk}) and this run's approval policy denies \
+                 every such call (no human was asked); do not retry it from here"
+            ),
+            ApprovalResolution::Denied => format!(
+                "a human denied the call to `{tool}`; do not retry it with the same arguments"
+            ),
+            ApprovalResolution::Unanswered => format!(
+                "approval for `{tool}` got no valid answer (nobody answered the request for \
+                 these arguments), so the call was denied"
+            ),
+            ApprovalResolution::Skipped => format!(
+                "approval for `{tool}` was not granted (the human skipped it), so the call was \
+                 denied"
+            ),
+            ApprovalResolution::Unrecognized => format!(
+                "approval for `{tool}` was not granted (the handler gave a decision this version \
+                 does not know), so the call was denied"
+            ),
+            ApprovalResolution::HandlerFailed => format!(
+                "the approval handler failed while asking about `{tool}`, so the call was denied"
+            ),
+            ApprovalResolution::TimedOut => format!(
+                "approval for `{tool}` timed out after {} ms with no answer, so the call was \
+                 denied; call the tool directly outside the chain if it is still needed",
+                waited.unwrap_or_default().as_millis()
+            ),
+            other => format!("approval for `{tool}` was not granted ({other})"),
+        };
+        Err(Box::new((
+            CallStatus::Denied,
+            InvocationResult::failed(FailureReason::ApprovalDenied, message),
+        )))
+    }
+
+    async fn approval_resolved(&self, call: &ToolCall, resolution: ApprovalResolution) {
         if self.inner.hooks.is_empty() {
             return;
         }
@@ -846,8 +899,8 @@ impl ToolInvoker {
             .dispatch(&HookEvent::ApprovalResolved {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
-                approved,
-                reason: reason.to_owned(),
+                approved: resolution.is_approved(),
+                resolution,
             })
             .await;
     }
@@ -987,17 +1040,24 @@ impl InFlight<'_> {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn end_event(&self, duration_ms: u64) -> HookEvent {
+    fn end_event(&self, duration_ms: u64, app_data: Option<serde_json::Value>) -> HookEvent {
         HookEvent::ToolEnd {
             call_id: self.call.id.clone(),
             tool: self.call.name.clone(),
             status: self.outcome.status,
             duration_ms,
+            app_data,
         }
     }
 
     #[inline]
-    fn record(&mut self, duration_ms: u64, summary: String, artifact_ref: Option<ArtifactRef>) {
+    fn record(
+        &mut self,
+        duration_ms: u64,
+        summary: String,
+        artifact_ref: Option<ArtifactRef>,
+        app_data: Option<serde_json::Value>,
+    ) {
         self.session.record(session::Record {
             call_id: std::mem::take(&mut self.call.id),
             tool: std::mem::take(&mut self.call.name),
@@ -1007,6 +1067,7 @@ impl InFlight<'_> {
             executed: self.outcome.executed,
             summary,
             artifact_ref,
+            app_data,
         });
     }
 
@@ -1015,12 +1076,18 @@ impl InFlight<'_> {
     fn record_result(&mut self, result: &InvocationResult) {
         let duration_ms = self.duration_ms();
         if !self.inner.hooks.is_empty() {
-            self.end = Some(self.end_event(duration_ms));
+            self.end = Some(self.end_event(duration_ms, result.app_data.clone()));
         }
+        let app_data = if self.inner.record_app_data {
+            result.app_data.clone()
+        } else {
+            None
+        };
         self.record(
             duration_ms,
-            summary(&result.text),
-            result.artifact_ref.clone(),
+            summary(result),
+            result.artifact.as_ref().map(|a| a.artifact_ref.clone()),
+            app_data,
         );
         self.stage = Stage::Recorded;
     }
@@ -1037,7 +1104,7 @@ impl InFlight<'_> {
                 }
                 let duration_ms = self.duration_ms();
                 self.outcome.status = CallStatus::Error;
-                let end = (!self.inner.hooks.is_empty()).then(|| self.end_event(duration_ms));
+                let end = (!self.inner.hooks.is_empty()).then(|| self.end_event(duration_ms, None));
                 let summary = if self.outcome.executed {
                     "abandoned: the caller stopped waiting while the tool ran (its future was \
                      dropped); it may have had partial side effects"
@@ -1045,7 +1112,7 @@ impl InFlight<'_> {
                     "abandoned: the caller stopped waiting before the tool ran (its future was \
                      dropped)"
                 };
-                self.record(duration_ms, summary.to_owned(), None);
+                self.record(duration_ms, summary.to_owned(), None, None);
                 end
             }
             Stage::Recorded => self.end.take(),
@@ -1146,7 +1213,25 @@ fn skill_message(tool: &str, skills: &[ravi_kernel::Skill]) -> String {
     )
 }
 
-fn summary(text: &str) -> String {
+/// The trace summary of an outcome: the first characters of its first text (or of the
+/// artifact's preview), without joining a large result first.
+fn summary(result: &InvocationResult) -> String {
+    let text = result
+        .content
+        .iter()
+        .find_map(ContentBlock::as_text)
+        .or_else(|| result.artifact.as_ref().map(|a| a.preview.as_str()));
+    let Some(text) = text else {
+        return match (&result.structured, result.files.first()) {
+            (Some(s), _) => summary_of(&s.to_string()),
+            (None, Some(f)) => format!("[{} {}]", f.media_type, f.path),
+            _ => String::new(),
+        };
+    };
+    summary_of(text)
+}
+
+fn summary_of(text: &str) -> String {
     match text.char_indices().nth(SUMMARY_CHARS) {
         Some((cut, _)) => {
             let mut s = String::with_capacity(cut + 3);
@@ -1156,4 +1241,9 @@ fn summary(text: &str) -> String {
         }
         None => text.to_owned(),
     }
+}
+
+/// Whether a text starts like a JSON object or array (for the renderers' JSON rules).
+pub(crate) fn looks_json_text(text: &str) -> bool {
+    shape::looks_json(text)
 }

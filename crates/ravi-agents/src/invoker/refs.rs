@@ -70,6 +70,54 @@ pub(crate) async fn resolve_refs(
     Ok(paths.len())
 }
 
+/// Checks that every reference in `args` names a value `scope` may read, leaving the
+/// references in place (for a tool that streams them itself). Errors name the argument path.
+pub(crate) async fn check_refs(
+    args: &Value,
+    store: Option<&dyn BlobStore>,
+    scope: &BlobScope,
+) -> Result<usize, String> {
+    let mut paths = Vec::new();
+    collect(args, &mut Vec::new(), &mut paths);
+    for path in &paths {
+        let shown = display(path);
+        let Some(slot) = locate_ref(args, path) else {
+            continue;
+        };
+        let raw = slot.get(ARTIFACT_KEY).cloned().unwrap_or(Value::Null);
+        let Some(store) = store else {
+            return Err(format!(
+                "argument {shown} is an artifact reference, but no blob store is configured to \
+                 resolve it; pass the value itself"
+            ));
+        };
+        let r = raw
+            .as_str()
+            .ok_or_else(|| {
+                format!(
+                    "argument {shown}: `$artifact` must be a string ref like \"art_…\", got {raw}"
+                )
+            })
+            .and_then(|s| ArtifactRef::parse(s).map_err(|e| format!("argument {shown}: {e}")))?;
+        store
+            .stat(scope, &r)
+            .await
+            .map_err(|e| format!("argument {shown}: {e}"))?;
+    }
+    Ok(paths.len())
+}
+
+fn locate_ref<'a>(mut v: &'a Value, path: &[Seg]) -> Option<&'a Value> {
+    for seg in path {
+        v = match (seg, v) {
+            (Seg::Key(k), Value::Object(m)) => m.get(k)?,
+            (Seg::Index(i), Value::Array(items)) => items.get(*i)?,
+            _ => return None,
+        };
+    }
+    Some(v)
+}
+
 #[derive(Clone)]
 enum Seg {
     Key(String),

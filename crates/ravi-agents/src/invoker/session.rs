@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ravi_kernel::{
-    ArtifactAccess, ArtifactRef, BlobScope, BlobStore, CallStatus, ChainCallRecord, Skill,
+    ArtifactAccess, ArtifactPins, ArtifactRef, BlobScope, BlobStore, CallStatus, ChainCallRecord,
+    Skill,
 };
 
 use crate::blob::new_scope_id;
@@ -17,6 +18,8 @@ use crate::blob::new_scope_id;
 pub(crate) struct SessionInner {
     pub(crate) store: Option<Arc<dyn BlobStore>>,
     pub(crate) scope: BlobScope,
+    /// The largest value a tool may store through its context's artifact access.
+    pub(crate) max_artifact_bytes: u64,
     pub(crate) count: AtomicU32,
     pub(crate) media_seq: AtomicU32,
     closed: AtomicBool,
@@ -39,6 +42,7 @@ pub(crate) struct Record {
     pub(crate) executed: bool,
     pub(crate) summary: String,
     pub(crate) artifact_ref: Option<ArtifactRef>,
+    pub(crate) app_data: Option<serde_json::Value>,
 }
 
 /// One chain's view of the invoker: its budget count, its trace, the artifacts it pinned and
@@ -65,11 +69,16 @@ impl std::fmt::Debug for InvokerSession {
 }
 
 impl InvokerSession {
-    pub(crate) fn new(store: Option<Arc<dyn BlobStore>>, scope: BlobScope) -> Self {
+    pub(crate) fn with_limit(
+        store: Option<Arc<dyn BlobStore>>,
+        scope: BlobScope,
+        max_artifact_bytes: u64,
+    ) -> Self {
         Self {
             inner: Arc::new(SessionInner {
                 store,
                 scope,
+                max_artifact_bytes,
                 count: AtomicU32::new(0),
                 media_seq: AtomicU32::new(0),
                 closed: AtomicBool::new(false),
@@ -107,7 +116,11 @@ impl InvokerSession {
     /// the same skills.
     pub fn child(&self) -> Self {
         let scope = self.inner.scope.child(new_scope_id());
-        let mut child = Self::new(self.inner.store.clone(), scope);
+        let mut child = Self::with_limit(
+            self.inner.store.clone(),
+            scope,
+            self.inner.max_artifact_bytes,
+        );
         child.skills = Arc::clone(&self.skills);
         child
     }
@@ -117,12 +130,34 @@ impl InvokerSession {
         &self.inner.scope
     }
 
-    /// Read access to this session's artifacts, for tools such as `read_result`.
+    /// Access to this session's artifacts for a tool: reading (`read_result`) and storing a
+    /// large value whole (`read_file`), the session holding the pin of what is stored.
     pub fn artifact_access(&self) -> Option<ArtifactAccess> {
-        self.inner
-            .store
-            .as_ref()
-            .map(|store| ArtifactAccess::new(Arc::clone(store), self.inner.scope.clone()))
+        self.inner.store.as_ref().map(|store| {
+            ArtifactAccess::new(Arc::clone(store), self.inner.scope.clone())
+                .with_pins(Arc::new(Pins(self.clone())), self.inner.max_artifact_bytes)
+        })
+    }
+
+    /// Takes the pins this session holds out of it, so they outlive it: for a run that pauses
+    /// and continues later in a new session (see [`adopt_pins`](Self::adopt_pins)). The
+    /// caller owns them from then on.
+    pub fn detach_pins(&self) -> Vec<ArtifactRef> {
+        self.inner.take_pins()
+    }
+
+    /// Takes over pins detached from an earlier session of the same run; they are released
+    /// when this session closes. Pins given to a closed session are released at once.
+    pub async fn adopt_pins(&self, pins: Vec<ArtifactRef>) {
+        let mut refused = Vec::new();
+        for r in pins {
+            if !self.adopt_pin(r.clone()) {
+                refused.push(r);
+            }
+        }
+        if let (Some(store), false) = (&self.inner.store, refused.is_empty()) {
+            unpin_all(store.as_ref(), &refused).await;
+        }
     }
 
     /// How many calls were made (every outcome counts, budget refusals excepted).
@@ -151,6 +186,7 @@ impl InvokerSession {
                 );
                 record.summary.clone_from(&r.summary);
                 record.artifact_ref.clone_from(&r.artifact_ref);
+                record.app_data.clone_from(&r.app_data);
                 record
             })
             .collect()
@@ -217,6 +253,15 @@ impl InvokerSession {
         if let Ok(mut s) = self.inner.state.lock() {
             s.trace.push(record);
         }
+    }
+}
+
+/// The session as the holder of pins a tool's stores create.
+struct Pins(InvokerSession);
+
+impl ArtifactPins for Pins {
+    fn adopt(&self, artifact: ArtifactRef) -> bool {
+        self.0.adopt_pin(artifact)
     }
 }
 

@@ -1,18 +1,21 @@
-//! Result shaping: how a tool's result travels back to a script or loop.
+//! Result keeping: what of a tool's result stays in the outcome and what goes to the blob
+//! store. Nothing here renders text for a reader — the renderers in [`crate::render`] do that
+//! from the outcome this builds.
 //!
-//! - Media blocks with inline bytes are stored, pinned to the session and surfaced as a
-//!   [`ChainFile`] at `/workspace/media/<tool>_<n>.<ext>`.
-//! - The text gets the model-facing serialization rules of seed 002 ([`crate::serialize`]):
-//!   plain text cut above 12,000 characters; JSON (a structured-only result, the JSON text
-//!   mirroring a structured output, JSON blocks) cut above 48,000 and its arrays to their
-//!   first 500 entries; each cut with a visible marker. The structured output itself travels
-//!   uncut beside the text, for the programs (scripts, clients) that read it.
-//! - With a store, a result larger than `max_inline_result_bytes` is stored, pinned and
-//!   returned as a preview (the head, cut on a UTF-8 boundary, at most half the inline budget
-//!   and at most 12,000 bytes) plus an `artifact_ref` the next call can pass as
-//!   `{"$artifact": ref}`; one within the budget that the rules would cut is stored whole and
-//!   returned in its cut form with the ref. With a store, nothing is cut away without being
-//!   kept.
+//! - Media blocks with inline bytes are stored, pinned to the session and listed as a
+//!   [`ChainFile`] at `/workspace/media/<tool>_<n>.<ext>`; the block itself stays in the
+//!   outcome's content (an MCP client or a vision model gets the real bytes).
+//! - With a store, a result whose text (or JSON) is larger than `max_inline_result_bytes`, or
+//!   that a model renderer would cut (seed 002: plain text above 12,000 characters, JSON
+//!   above 48,000 or with an array of more than 500 entries), is stored whole and stands in
+//!   the outcome as a [`StoredArtifact`] with a preview (the head of the text, cut on a UTF-8
+//!   boundary, at most half the inline budget and at most 12,000 bytes; or, for a result
+//!   within the budget that the rules would cut, its cut form). With a store, nothing a
+//!   renderer cuts away is lost: it is in the artifact.
+//! - Without a store (or when storing fails) the content stays whole; renderers cut it for
+//!   their reader.
+//! - A tool that stored a value itself ([`ToolExecutionResult::artifact`], e.g. `read_file`
+//!   keeping a whole large file) has it checked against the session's scope and passed on.
 //! - Storing is drop-safe: the write and the pin that records it in the session run in a task
 //!   of their own, so a caller that stops waiting midway cannot leave a blob pinned that no
 //!   session will ever unpin.
@@ -23,7 +26,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use ravi_kernel::{
     BlobError, BlobInfo, BlobStore, ChainFile, ContentBlock, InvocationResult, InvocationStatus,
-    MediaSource, ToolExecutionResult,
+    MediaSource, StoredArtifact, ToolExecutionResult,
 };
 use serde_json::Value;
 
@@ -32,44 +35,33 @@ use crate::serialize;
 
 /// The common case without touching the store: one text block (or none, with no structured
 /// output) that stays inline. `Err` hands the result back for [`shape`].
+#[inline]
 pub(crate) fn inline_fast(
     has_store: bool,
     max_inline: usize,
     status: InvocationStatus,
-    mut result: ToolExecutionResult,
+    result: ToolExecutionResult,
 ) -> Result<InvocationResult, ToolExecutionResult> {
-    let text = match result.content.as_slice() {
-        [ContentBlock::Text { text }]
-            if !text.is_empty()
-                && stays_plain_inline(
-                    has_store,
-                    max_inline,
-                    text,
-                    result.structured_content.as_ref(),
-                ) =>
-        {
-            match result.content.pop() {
-                Some(ContentBlock::Text { text }) => serialize::plain_text_owned(text),
-                _ => return Err(result),
-            }
+    if result.artifact.is_some() {
+        return Err(result);
+    }
+    let keep = match result.content.as_slice() {
+        [ContentBlock::Text { text }] => {
+            !has_store || stays_inline(max_inline, text, result.structured_content.as_ref())
         }
-        [] if result.structured_content.is_none() => String::new(),
-        _ => return Err(result),
+        [] => result.structured_content.is_none(),
+        _ => false,
     };
-    Ok(shaped(status, text, result.structured_content, Vec::new()))
+    if !keep {
+        return Err(result);
+    }
+    Ok(outcome(status, result))
 }
 
-/// Whether a single text block is returned inline under the plain-text rule. Not when a store
-/// should keep it (too large, or the rule would cut it) or when it may be the JSON mirror of
-/// the structured output that the JSON rules would treat differently. Decided by lengths
-/// alone in the common case, without scanning the text.
-fn stays_plain_inline(
-    has_store: bool,
-    max_inline: usize,
-    text: &str,
-    structured: Option<&Value>,
-) -> bool {
-    if has_store && text.len() > max_inline {
+/// Whether a single text block stays inline when a store could keep it: within the budget and
+/// not something a model renderer would cut. Decided by lengths alone in the common case.
+fn stays_inline(max_inline: usize, text: &str, structured: Option<&Value>) -> bool {
+    if text.len() > max_inline {
         return false;
     }
     if let Some(s) = structured
@@ -79,37 +71,22 @@ fn stays_plain_inline(
     {
         return false;
     }
-    !has_store
-        || text.len() <= serialize::TEXT_LIMIT_CHARS
-        || !serialize::plain_text_would_cut(text)
+    text.len() <= serialize::TEXT_LIMIT_CHARS || !serialize::plain_text_would_cut(text)
 }
 
-fn looks_json(text: &str) -> bool {
+pub(crate) fn looks_json(text: &str) -> bool {
     matches!(text.as_bytes().first(), Some(b'{' | b'['))
 }
 
-/// An inline result with the given parts.
-fn shaped(
-    status: InvocationStatus,
-    text: String,
-    structured: Option<Value>,
-    files: Vec<ChainFile>,
-) -> InvocationResult {
-    let mut r = InvocationResult::ok(text);
+/// The outcome holding the result as the tool returned it.
+#[inline]
+fn outcome(status: InvocationStatus, result: ToolExecutionResult) -> InvocationResult {
+    let mut r = InvocationResult::from_tool_result(result);
     r.status = status;
-    r.structured = structured;
-    r.files = files;
     r
 }
 
-/// One content block rendered for the text: its full form, and for a JSON block the value,
-/// which the inline form renders under the JSON rules.
-struct Part {
-    full: String,
-    json: Option<Value>,
-}
-
-/// Shapes any result, storing media and large text when a store is configured.
+/// Keeps any result, storing media and large text when a store is configured.
 pub(crate) async fn shape(
     store: Option<&Arc<dyn BlobStore>>,
     session: &InvokerSession,
@@ -118,154 +95,201 @@ pub(crate) async fn shape(
     status: InvocationStatus,
     result: ToolExecutionResult,
 ) -> InvocationResult {
-    let ToolExecutionResult {
-        mut content,
-        structured_content,
-        ..
-    } = result;
-    let mut files = Vec::new();
+    let mut out = outcome(status, result);
+    if let Some(artifact) = out.artifact.take() {
+        // A value the tool stored itself: it must be one this session may read (the tool could
+        // only store through the session, but a buggy or hostile one could name any ref).
+        match store {
+            Some(store)
+                if store
+                    .stat(session.scope(), &artifact.artifact_ref)
+                    .await
+                    .is_ok() =>
+            {
+                out.artifact = Some(artifact);
+            }
+            _ => {
+                return InvocationResult::failed(
+                    ravi_kernel::FailureReason::Internal,
+                    format!(
+                        "tool `{tool}` returned artifact {} that this session cannot read; the \
+                         result was dropped",
+                        artifact.artifact_ref
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(store) = store {
+        store_media(store, session, tool, &mut out).await;
+    }
+    let Some(store) = store else {
+        return out;
+    };
+    if out.artifact.is_some() {
+        return out;
+    }
+    // The text a reader would get whole: the text and JSON blocks, or the structured output
+    // when there are none.
+    let textual = out
+        .content
+        .iter()
+        .filter(|b| matches!(b, ContentBlock::Text { .. } | ContentBlock::Json { .. }))
+        .count();
     let single_text =
-        content.len() == 1 && content.first().and_then(ContentBlock::as_text).is_some();
-    // `parts` stays empty for a single text block, so a large text is never held twice.
-    let mut parts: Vec<Part> = Vec::new();
-    let mut full = if single_text {
-        match content.pop() {
-            Some(ContentBlock::Text { text }) => text,
-            _ => String::new(),
+        textual == 1 && matches!(out.content.first(), Some(ContentBlock::Text { .. }));
+    let (full, mirror) = if textual == 0 {
+        match &out.structured {
+            Some(s) => (s.to_string(), true),
+            None => return out,
         }
     } else {
-        parts.reserve(content.len());
-        for block in content {
-            parts.push(match block {
-                ContentBlock::Text { text } => Part {
-                    full: text,
-                    json: None,
-                },
-                ContentBlock::Json { value } => Part {
-                    full: value.to_string(),
-                    json: Some(value),
-                },
-                other => Part {
-                    full: block_text(store, session, tool, other, &mut files).await,
-                    json: None,
-                },
-            });
-        }
-        let mut joined = String::with_capacity(parts.iter().map(|p| p.full.len() + 1).sum());
-        for (i, p) in parts.iter().enumerate() {
-            if i > 0 {
-                joined.push('\n');
-            }
-            joined.push_str(&p.full);
-        }
-        joined
-    };
-    let from_structured = full.is_empty() && structured_content.is_some();
-    if from_structured && let Some(s) = &structured_content {
-        full = s.to_string();
-    }
-    // The text is the JSON form of the structured output (`ToolExecutionResult::json`, an MCP
-    // tool's mirror): the JSON rules apply to it. Only worth checking when some rule would
-    // cut; the serialization compares it exactly.
-    let mirror = from_structured
-        || (single_text
+        let full = joined_text(&out.content);
+        // A single text that is the JSON form of the structured output falls under the JSON
+        // rules; worth comparing only when some rule would cut.
+        let mirror = single_text
             && looks_json(&full)
-            && structured_content.as_ref().is_some_and(|s| {
+            && out.structured.as_ref().is_some_and(|s| {
                 (full.len() > serialize::TEXT_LIMIT_CHARS
                     || serialize::json_text_would_cut(s, full.len()))
                     && serde_json::to_string(s).is_ok_and(|t| t == full)
-            }));
+            });
+        (full, mirror)
+    };
     let would_cut = || {
         if mirror {
-            structured_content
+            out.structured
                 .as_ref()
                 .is_some_and(|s| serialize::json_text_would_cut(s, full.len()))
         } else {
             serialize::plain_text_would_cut(&full)
-                || parts.iter().any(|p| {
-                    p.json
-                        .as_ref()
-                        .is_some_and(|v| serialize::json_text_would_cut(v, p.full.len()))
+                || out.content.iter().any(|b| match b {
+                    ContentBlock::Json { value } => {
+                        serialize::json_text_would_cut(value, value.to_string().len())
+                    }
+                    _ => false,
                 })
         }
     };
     let over_budget = full.len() > max_inline;
-    let store = match store {
-        Some(store) if over_budget || would_cut() => store,
-        _ => {
-            let text = inline_text(mirror, structured_content.as_ref(), &parts, full);
-            return shaped(status, text, structured_content, files);
-        }
+    if !over_budget && !would_cut() {
+        return out;
+    }
+    // Within the budget but cut by the rules: the reader gets the cut form. Over the budget:
+    // the head of the text.
+    let preview = if over_budget {
+        let cut = floor_char_boundary(&full, (max_inline / 2).min(serialize::TEXT_LIMIT_CHARS));
+        full[..cut].to_owned()
+    } else if mirror {
+        out.structured
+            .as_ref()
+            .map_or_else(String::new, serialize::json_text)
+    } else {
+        crate::render::cut_text(&out.content)
     };
-    // Within the budget but cut by the rules: the model reads the cut form, with a note where
-    // the whole is. Over the budget: the head of the text.
-    let shown = (!over_budget)
-        .then(|| inline_text(mirror, structured_content.as_ref(), &parts, full.clone()));
-    drop(parts);
-
-    let media_type = if structured_content.is_some() && looks_json(&full) {
+    let media_type = if out.structured.is_some() && looks_json(&full) {
         "application/json"
     } else {
         "text/plain; charset=utf-8"
     };
-    let cut = floor_char_boundary(&full, (max_inline / 2).min(serialize::TEXT_LIMIT_CHARS));
-    let preview = match &shown {
-        Some(_) => String::new(),
-        None => full[..cut].to_owned(),
-    };
-    let size = full.len();
+    let size = full.len() as u64;
     // Moving the String into Bytes does not copy: the large text is held once.
     match put_pinned(store, session, Bytes::from(full.into_bytes()), media_type).await {
         Ok(info) => {
-            let r = &info.artifact_ref;
-            let pass =
-                format!("Pass {{\"$artifact\": \"{r}\"}} as an argument to another tool to use it");
-            let text = match shown {
-                Some(shown) => format!(
-                    "{shown}\n… [the full result ({size} bytes) is stored as artifact {r}. {pass}]"
-                ),
-                None => format!(
-                    "{preview}\n… [result truncated: showing the first {cut} of {size} bytes; \
-                     the full result is stored as artifact {r}. {pass}]"
-                ),
-            };
-            let mut out = shaped(status, text, None, files);
-            out.artifact_ref = Some(info.artifact_ref);
-            out.artifact_size = Some(size as u64);
-            out.artifact_media_type = Some(media_type.to_owned());
-            out
+            out.content
+                .retain(|b| !matches!(b, ContentBlock::Text { .. } | ContentBlock::Json { .. }));
+            // Media files point at their blocks by position: renumber after the removal.
+            renumber_files(&mut out);
+            out.structured = None;
+            out.artifact = Some(StoredArtifact::new(
+                info.artifact_ref,
+                size,
+                media_type,
+                preview,
+            ));
         }
         Err(e) => {
-            tracing::warn!(tool, error = %e, "could not offload a large result; returning a preview");
-            let text = match shown {
-                Some(shown) => shown,
-                None => format!(
-                    "{preview}\n… [result truncated: showing the first {cut} of {size} bytes; \
-                     the rest could not be stored ({e})]"
-                ),
-            };
-            shaped(status, text, None, files)
+            tracing::warn!(tool, error = %e, "could not offload a large result; keeping it inline");
+        }
+    }
+    out
+}
+
+/// Text and JSON blocks joined by newlines (JSON compact).
+fn joined_text(content: &[ContentBlock]) -> String {
+    let mut out = String::new();
+    let mut first = true;
+    for block in content {
+        let piece = match block {
+            ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
+            ContentBlock::Json { value } => std::borrow::Cow::Owned(value.to_string()),
+            _ => continue,
+        };
+        if !first {
+            out.push('\n');
+        }
+        first = false;
+        out.push_str(&piece);
+    }
+    out
+}
+
+/// After text blocks were removed from `content`, points each file at its block's new
+/// position (media blocks keep their relative order).
+fn renumber_files(out: &mut InvocationResult) {
+    let media_positions: Vec<usize> = out
+        .content
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.is_media())
+        .map(|(i, _)| i)
+        .collect();
+    let mut next = media_positions.iter();
+    for f in &mut out.files {
+        if f.block.is_some() {
+            f.block = next.next().copied();
         }
     }
 }
 
-/// The model-facing text of a result that is returned inline, under the seed-002 rules.
-fn inline_text(mirror: bool, structured: Option<&Value>, parts: &[Part], full: String) -> String {
-    if mirror {
-        return structured.map_or_else(String::new, serialize::json_text);
+/// Stores every media block with inline bytes and lists it as a file.
+async fn store_media(
+    store: &Arc<dyn BlobStore>,
+    session: &InvokerSession,
+    tool: &str,
+    out: &mut InvocationResult,
+) {
+    for (index, block) in out.content.iter().enumerate() {
+        let (media_type, data) = match block {
+            ContentBlock::Image {
+                media_type,
+                source: MediaSource::Base64 { data },
+            }
+            | ContentBlock::Audio {
+                media_type,
+                source: MediaSource::Base64 { data },
+            } => (media_type, data),
+            _ => continue,
+        };
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data) else {
+            // Invalid base64 stays as it came; renderers say the data is unreadable.
+            continue;
+        };
+        let size = bytes.len() as u64;
+        match put_pinned(store, session, Bytes::from(bytes), media_type).await {
+            Ok(info) => {
+                let n = session.next_media_index();
+                let path = format!("/workspace/media/{tool}_{n}.{}", extension(media_type));
+                out.files.push(
+                    ChainFile::new(path, media_type.clone(), size, info.artifact_ref)
+                        .for_block(index),
+                );
+            }
+            Err(e) => {
+                tracing::warn!(tool, error = %e, "could not store a media block; keeping it inline only");
+            }
+        }
     }
-    if parts.iter().any(|p| p.json.is_some()) {
-        let rendered: Vec<String> = parts
-            .iter()
-            .map(|p| {
-                p.json
-                    .as_ref()
-                    .map_or_else(|| p.full.clone(), serialize::json_text)
-            })
-            .collect();
-        return serialize::plain_text_owned(rendered.join("\n"));
-    }
-    serialize::plain_text_owned(full)
 }
 
 /// Stores `data` for the session and hands the store's pin to it.
@@ -306,54 +330,8 @@ async fn put_pinned(
     }
 }
 
-async fn block_text(
-    store: Option<&Arc<dyn BlobStore>>,
-    session: &InvokerSession,
-    tool: &str,
-    block: ContentBlock,
-    files: &mut Vec<ChainFile>,
-) -> String {
-    let (kind, media_type, data) = match &block {
-        ContentBlock::Text { text } => return text.clone(),
-        ContentBlock::Json { value } => return serialize::json_text(value),
-        ContentBlock::Image {
-            media_type,
-            source: MediaSource::Base64 { data },
-        } => ("image", media_type, data),
-        ContentBlock::Audio {
-            media_type,
-            source: MediaSource::Base64 { data },
-        } => ("audio", media_type, data),
-        _ => return serialize::model_text(&ToolExecutionResult::blocks(vec![block])),
-    };
-    let Some(store) = store else {
-        return serialize::model_text(&ToolExecutionResult::blocks(vec![block.clone()]));
-    };
-    let bytes = match base64::engine::general_purpose::STANDARD.decode(data) {
-        Ok(b) => b,
-        Err(e) => {
-            return format!("[{kind}: {media_type}, dropped: its base64 data is invalid ({e})]");
-        }
-    };
-    let size = bytes.len() as u64;
-    match put_pinned(store, session, Bytes::from(bytes), media_type).await {
-        Ok(info) => {
-            let n = session.next_media_index();
-            let path = format!("/workspace/media/{tool}_{n}.{}", extension(media_type));
-            let line = format!("[{kind} saved as {path} ({media_type}, {size} bytes)]");
-            files.push(ChainFile::new(
-                path,
-                media_type.clone(),
-                size,
-                info.artifact_ref,
-            ));
-            line
-        }
-        Err(e) => format!("[{kind}: {media_type}, {size} bytes, could not be stored: {e}]"),
-    }
-}
-
-fn extension(media_type: &str) -> &str {
+/// The file extension for a media type (`bin` when unknown).
+pub(crate) fn extension(media_type: &str) -> &str {
     let essence = media_type.split(';').next().unwrap_or("").trim();
     match essence {
         "image/png" => "png",
@@ -399,5 +377,34 @@ mod tests {
         assert_eq!(extension("audio/mpeg"), "mp3");
         assert_eq!(extension("image/jpeg; q=1"), "jpg");
         assert_eq!(extension("x/y"), "bin");
+    }
+
+    #[test]
+    fn small_text_stays_inline_without_a_store_visit() {
+        let r = inline_fast(
+            true,
+            4096,
+            InvocationStatus::Ok,
+            ToolExecutionResult::text("hi"),
+        );
+        assert_eq!(r.map(|o| o.text()).ok().as_deref(), Some("hi"));
+        let big = "x".repeat(5000);
+        assert!(
+            inline_fast(
+                true,
+                4096,
+                InvocationStatus::Ok,
+                ToolExecutionResult::text(big.clone())
+            )
+            .is_err()
+        );
+        // Without a store nothing is stored, and nothing is cut: the renderers cut.
+        let kept = inline_fast(
+            false,
+            4096,
+            InvocationStatus::Ok,
+            ToolExecutionResult::text(big.clone()),
+        );
+        assert_eq!(kept.map(|o| o.text()).ok(), Some(big));
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use ravi_kernel::{
-    AnyTool, ApprovalDecision, ApprovalHandler, BlobStore, CancellationToken, ChainPolicy,
-    ChatModel, ChatRequest, ChatResponse, ContentBlock, FailureReason, HitlMode, InvocationResult,
+    AnyTool, ApprovalDecision, ApprovalHandler, BlobScope, BlobStore, CancellationToken,
+    ChainPolicy, ChatModel, ChatRequest, ChatResponse, ContentBlock, FailureReason, HitlMode,
     InvocationStatus, Message, MessagePart, ModelError, Role, Skill, StopReason, StreamEvent, Tool,
     ToolCall, ToolChoice, ToolContext, ToolRegistry, ToolRisk, args_digest,
 };
@@ -17,6 +17,7 @@ use super::state::{PendingApproval, RunResult, RunState, RunStop};
 use super::strict::strip_strict_nulls;
 use crate::hooks::HookRegistry;
 use crate::invoker::{InvokerSession, ToolInvoker};
+use crate::render::{ModelRender, model as render_model};
 use crate::toolbox::Toolbox;
 use crate::validate::ArgumentValidator;
 
@@ -62,6 +63,8 @@ pub enum AgentEvent {
         duration_ms: u64,
         /// The start of the text the model gets.
         preview: String,
+        /// The tool's application data (never sent to the model).
+        app_data: Option<serde_json::Value>,
     },
     /// A call waits for a human and the run pauses.
     ApprovalPending {
@@ -401,6 +404,19 @@ impl ReActAgent {
         Ok(self.run_state(state, cancel).await)
     }
 
+    /// Gives up a paused run: releases the artifacts it kept pinned for its resume. (A
+    /// finished run holds nothing; its state needs no discarding.)
+    pub async fn discard(&self, mut state: RunState) {
+        let (Some(store), false) = (&self.blob_store, state.pins.is_empty()) else {
+            return;
+        };
+        for r in std::mem::take(&mut state.pins) {
+            if let Err(e) = store.unpin(&r).await {
+                tracing::warn!(artifact = %r, error = %e, "could not unpin an artifact of a discarded run");
+            }
+        }
+    }
+
     /// Continues from `state` (a fresh run, a conversation to go on with, or a paused run
     /// whose `decisions` are filled in).
     pub async fn run_state(&self, mut state: RunState, cancel: CancellationToken) -> RunResult {
@@ -411,25 +427,40 @@ impl ReActAgent {
         let mut builder = ToolInvoker::builder(Arc::clone(&self.view) as Arc<dyn ToolRegistry>)
             .validator(Arc::clone(&self.validator))
             .policy(self.policy.clone())
-            .approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>)
             .hooks(self.hooks.clone())
             .top_level(true);
+        // Without an application handler and without decisions given on resume nobody can
+        // answer: the invoker has no handler and denies (fail closed), saying so.
+        if self.approval.is_some() || !state.decisions.is_empty() {
+            builder = builder.approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>);
+        }
         if let Some(store) = &self.blob_store {
             builder = builder.blob_store(Arc::clone(store));
         }
         let invoker = builder.build();
         // The budget spans the whole run: calls made before a pause (recorded in the state's
-        // trace) count against `max_tool_calls` after a resume too.
+        // trace) count against `max_tool_calls` after a resume too. So does the artifact
+        // scope: refs the model saw before a pause still resolve after it, and the pins taken
+        // then are held again.
         let trace_before = state.trace.len();
+        let scope = state
+            .scope
+            .get_or_insert_with(|| BlobScope::root(crate::blob::new_scope_id()))
+            .clone();
         let session = invoker
-            .open_session()
+            .open_session_in(scope)
             .with_skills(self.skills.clone())
             .with_calls_already_made(u32::try_from(trace_before).unwrap_or(u32::MAX));
+        session.adopt_pins(std::mem::take(&mut state.pins)).await;
         let stop = self
             .drive(&invoker, &session, &book, &mut state, &cancel)
             .await;
         state.trace.truncate(trace_before);
         state.trace.extend(session.trace());
+        if stop == RunStop::AwaitingApproval {
+            // The run goes on later, maybe in another process: its artifacts stay pinned.
+            state.pins = session.detach_pins();
+        }
         session.close().await;
         if stop != RunStop::AwaitingApproval {
             state.decisions.clear();
@@ -703,16 +734,21 @@ impl ReActAgent {
             risk: tool.as_ref().map(AnyTool::risk),
             arguments: call.arguments.clone(),
         });
-        let (text, status) = if cancel.is_cancelled() {
-            (cancelled_text(&call.name), "cancelled")
+        let (content, status, app_data) = if cancel.is_cancelled() {
+            (
+                vec![ContentBlock::text(cancelled_text(&call.name))],
+                "cancelled",
+                None,
+            )
         } else if let Some(AnyTool::Hosted(_)) = tool {
             (
-                format!(
+                vec![ContentBlock::text(format!(
                     "`{}` is run by the model provider, not locally; its result arrives with \
                      the provider's next turn",
                     call.name
-                ),
+                ))],
                 "ok",
+                None,
             )
         } else {
             // Arguments that are not JSON reach the invoker as their raw text: it refuses
@@ -725,23 +761,52 @@ impl ReActAgent {
                 artifacts: session.artifact_access(),
                 ..ToolContext::default()
             };
-            let r = invoker.invoke(session, call.clone(), &ctx).await;
+            let mut r = invoker.invoke(session, call.clone(), &ctx).await;
             let status = match (r.status, r.reason) {
                 (InvocationStatus::Ok, _) => "ok",
                 (_, Some(FailureReason::Cancelled)) => "cancelled",
                 (InvocationStatus::Denied, _) => "denied",
                 _ => "error",
             };
-            (model_text(&r), status)
+            (
+                render_model(&r, &self.model_render()),
+                status,
+                r.app_data.take(),
+            )
         };
-        self.emit(AgentEvent::ToolCallFinished {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            status: status.to_owned(),
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            preview: text.chars().take(120).collect(),
-        });
-        tool_result(&call.id, text, status != "ok")
+        if self.observer.is_some() {
+            let preview = content
+                .iter()
+                .find_map(ContentBlock::as_text)
+                .unwrap_or_default()
+                .chars()
+                .take(120)
+                .collect();
+            self.emit(AgentEvent::ToolCallFinished {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                status: status.to_owned(),
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                preview,
+                app_data,
+            });
+        }
+        MessagePart::ToolResult {
+            tool_use_id: call.id.clone(),
+            content,
+            is_error: status != "ok",
+        }
+    }
+
+    /// How tool results are rendered for this agent's model: its media support, and
+    /// `read_result` named in artifact notes when the model has it.
+    fn model_render(&self) -> ModelRender {
+        let render = ModelRender::new(self.model.media_support());
+        if self.tools.contains("read_result") {
+            render.with_read_tool("read_result")
+        } else {
+            render
+        }
     }
 }
 
@@ -777,30 +842,4 @@ fn tool_result(id: &str, text: String, is_error: bool) -> MessagePart {
         content: vec![ContentBlock::text(text)],
         is_error,
     }
-}
-
-/// What the model reads for an invocation: the text, and for an offloaded result a note
-/// naming the ref it can pass to `read_result`.
-fn model_text(r: &InvocationResult) -> String {
-    let mut text = r.text.clone();
-    if let Some(artifact) = &r.artifact_ref {
-        let size = r
-            .artifact_size
-            .map(|s| format!("{s} bytes"))
-            .unwrap_or_else(|| "large".into());
-        let media = r.artifact_media_type.as_deref().unwrap_or("text/plain");
-        text.push_str(&format!(
-            "\n\n[preview only: the full result ({size}, {media}) is stored as {}; call \
-             `read_result` with {{\"ref\": \"{}\"}} to read more]",
-            artifact.as_str(),
-            artifact.as_str()
-        ));
-    }
-    for file in &r.files {
-        text.push_str(&format!(
-            "\n[file {} ({}, {} bytes)]",
-            file.path, file.media_type, file.size
-        ));
-    }
-    text
 }

@@ -153,8 +153,14 @@ impl ApprovalHandler for DecisionBook {
         }
         match &self.fallback {
             Some(handler) => handler.request(request).await,
-            None => ApprovalDecision::Denied,
+            // Decisions were given on resume for other calls; nobody can answer this one.
+            None => ApprovalDecision::Unanswered,
         }
+    }
+
+    /// A decision given on resume is a human's; anything else is the fallback's to say.
+    fn attended(&self, request: &ApprovalRequest) -> bool {
+        self.has(&request.call_id) || self.fallback.as_ref().is_some_and(|h| h.attended(request))
     }
 
     async fn notify(&self, request: &ApprovalRequest) {

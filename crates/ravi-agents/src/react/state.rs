@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use ravi_kernel::{ApprovalDecision, ChainCallRecord, Message, MessagePart, ToolRisk, Usage};
+use ravi_kernel::{
+    ApprovalDecision, ArtifactRef, BlobScope, ChainCallRecord, Message, MessagePart, ToolRisk,
+    Usage,
+};
 use serde::{Deserialize, Serialize};
 
 /// Why a run stopped.
@@ -76,6 +79,15 @@ pub struct RunState {
     /// Decisions given for pending calls, by call id, with the digest they bind to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub decisions: BTreeMap<String, (String, ApprovalDecision)>,
+    /// The blob scope of the run's artifacts, kept across pauses so the refs the model saw
+    /// still resolve after a resume (set by the first run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<BlobScope>,
+    /// The artifacts a paused run keeps pinned until it resumes (empty otherwise). A state
+    /// that will never be resumed should be given to `ReActAgent::discard` so they are
+    /// released.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pins: Vec<ArtifactRef>,
 }
 
 impl RunState {

@@ -6,23 +6,22 @@ use serde_json::{Map, Value, json};
 
 use super::{Entry, Severity};
 
-/// MCP tool annotations for a risk level.
+/// MCP tool annotations for a risk level: the one encoder behind `ravi tools schema
+/// --provider mcp` and `ravi serve`'s `tools/list`.
 ///
 /// MCP's defaults assume the worst (`destructiveHint` and `openWorldHint` default to true), so
-/// every hint Ravi knows is stated: Safe is read-only and closed-world, Sensitive read-only but
-/// open-world (it reads the network or outside data), High writes without destroying, and
-/// Critical is destructive.
+/// every hint is stated: Safe is read-only, idempotent and closed-world; Sensitive read-only
+/// and idempotent but open-world (it reads the network or outside data); High writes without
+/// destroying; Critical is destructive. Read back by the MCP client adapter's risk mapping,
+/// each level comes back as itself.
 pub fn annotations_for_risk(risk: ToolRisk) -> Value {
-    match risk {
-        ToolRisk::Safe => {
-            json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false})
-        }
-        ToolRisk::Sensitive => {
-            json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true})
-        }
-        ToolRisk::High => json!({"readOnlyHint": false, "destructiveHint": false}),
-        ToolRisk::Critical => json!({"readOnlyHint": false, "destructiveHint": true}),
-    }
+    let read_only = risk <= ToolRisk::Sensitive;
+    json!({
+        "readOnlyHint": read_only,
+        "destructiveHint": risk == ToolRisk::Critical,
+        "idempotentHint": read_only,
+        "openWorldHint": risk >= ToolRisk::Sensitive,
+    })
 }
 
 pub(crate) fn function(tool: &dyn Tool, spec: &FunctionSpec) -> Entry {

@@ -255,59 +255,82 @@ fn mark_deferred(value: &mut Value, provider: &Provider) {
     }
 }
 
+/// The `tools` array of one request to `provider`, for `tools` in order: each function tool
+/// through the provider's encoder (strict mode per tool where asked and possible, else sent
+/// non-strict with a finding; Anthropic `input_examples`), hosted and provider-defined tools
+/// as their declaration for that provider (left out without one). Tools marked
+/// `defer_loading` are sent with `defer_loading: true` where the provider loads tools on
+/// demand (Anthropic, OpenAI Responses) — the caller adds the provider's search tool — and in
+/// full elsewhere. What the provider clients send, and what `ravi tools schema` prints.
+pub fn encode_tools(tools: &[AnyTool], provider: Provider, opts: SchemaOptions) -> Rendered {
+    render_iter(tools.iter(), provider, opts)
+}
+
+fn render_iter<'a>(
+    tools: impl Iterator<Item = &'a AnyTool>,
+    provider: Provider,
+    opts: SchemaOptions,
+) -> Rendered {
+    let mut entries = Vec::new();
+    let mut findings = Vec::new();
+    for tool in tools {
+        let entry = encode(tool, &provider, opts);
+        findings.extend(
+            entry
+                .findings
+                .into_iter()
+                .map(|(severity, message)| LintFinding {
+                    tool: tool.name().to_owned(),
+                    provider: provider.clone(),
+                    severity,
+                    message,
+                }),
+        );
+        if let Some(mut v) = entry.value {
+            if is_lazy(tool) {
+                mark_deferred(&mut v, &provider);
+            }
+            entries.push((tool.is_hosted() || tool.is_provider_defined(), v));
+        }
+    }
+    let tools = if provider == Provider::Gemini {
+        // Function declarations travel together in one Tool object; hosted tools
+        // (`googleSearch`, `codeExecution`) are Tool objects of their own.
+        let (hosted, functions): (Vec<_>, Vec<_>) = entries.into_iter().partition(|e| e.0);
+        let mut tools = Vec::new();
+        if !functions.is_empty() {
+            let decls: Vec<Value> = functions.into_iter().map(|e| e.1).collect();
+            tools.push(serde_json::json!({"functionDeclarations": decls}));
+        }
+        tools.extend(hosted.into_iter().map(|e| e.1));
+        tools
+    } else {
+        entries.into_iter().map(|e| e.1).collect()
+    };
+    if matches!(provider, Provider::Openai | Provider::OpenaiResponses)
+        && tools.len() > OPENAI_MAX_TOOLS
+    {
+        findings.push(LintFinding {
+            tool: "*".into(),
+            provider: provider.clone(),
+            severity: Severity::Error,
+            message: format!(
+                "{} tools exceed OpenAI's limit of {OPENAI_MAX_TOOLS} per request; mark some `defer_loading` or filter the toolbox",
+                tools.len()
+            ),
+        });
+    }
+    Rendered { tools, findings }
+}
+
 impl Toolbox {
     /// Renders the tools selected by `deferred` for `provider`, with every finding.
     pub fn render(&self, provider: Provider, opts: SchemaOptions, deferred: bool) -> Rendered {
-        let mut entries = Vec::new();
-        let mut findings = Vec::new();
-        for tool in self.iter().filter(|t| is_lazy(t) == deferred) {
-            let entry = encode(tool, &provider, opts);
-            findings.extend(
-                entry
-                    .findings
-                    .into_iter()
-                    .map(|(severity, message)| LintFinding {
-                        tool: tool.name().to_owned(),
-                        provider: provider.clone(),
-                        severity,
-                        message,
-                    }),
-            );
-            if let Some(mut v) = entry.value {
-                if deferred && tool.as_function().is_some() {
-                    mark_deferred(&mut v, &provider);
-                }
-                entries.push((tool.is_hosted() || tool.is_provider_defined(), v));
-            }
-        }
-        let tools = if provider == Provider::Gemini {
-            // Function declarations travel together in one Tool object; hosted tools
-            // (`googleSearch`, `codeExecution`) are Tool objects of their own.
-            let (hosted, functions): (Vec<_>, Vec<_>) = entries.into_iter().partition(|e| e.0);
-            let mut tools = Vec::new();
-            if !functions.is_empty() {
-                let decls: Vec<Value> = functions.into_iter().map(|e| e.1).collect();
-                tools.push(serde_json::json!({"functionDeclarations": decls}));
-            }
-            tools.extend(hosted.into_iter().map(|e| e.1));
-            tools
-        } else {
-            entries.into_iter().map(|e| e.1).collect()
-        };
-        if matches!(provider, Provider::Openai | Provider::OpenaiResponses)
-            && tools.len() > OPENAI_MAX_TOOLS
-        {
-            findings.push(LintFinding {
-                tool: "*".into(),
-                provider: provider.clone(),
-                severity: Severity::Error,
-                message: format!(
-                    "{} tools exceed OpenAI's limit of {OPENAI_MAX_TOOLS} per request; mark some `defer_loading` or filter the toolbox",
-                    tools.len()
-                ),
-            });
-        }
-        Rendered { tools, findings }
+        render_iter(
+            self.iter().filter(|t| is_lazy(t) == deferred),
+            provider,
+            opts,
+        )
     }
 
     /// The provider's `tools` array for every tool not marked `defer_loading`.

@@ -19,6 +19,7 @@ use super::payload::*;
 use super::stream::BackendStream;
 use super::{Backend, shell};
 use crate::BackendError;
+use ravi_kernel::{BlobError, ByteStream, next_chunk};
 
 /// The limits a [`LocalBackend`] enforces. The defaults suit an interactive agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,10 @@ pub struct BackendLimits {
     pub max_shell_timeout: Duration,
     /// Most bytes kept of each of stdout and stderr (default 1 MiB).
     pub max_output_bytes: usize,
+    /// Largest file streamed whole in either direction: read into a blob store
+    /// (`read_file` keeping a large file as an artifact) or written from one (`write_file`
+    /// given an artifact). Default 512 MiB.
+    pub max_stream_bytes: u64,
     /// Variables copied from this process's environment into a shell command's otherwise empty
     /// environment (default `PATH`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TZ`).
     pub env_allow: Vec<String>,
@@ -50,6 +55,7 @@ impl Default for BackendLimits {
             shell_timeout: Duration::from_secs(30),
             max_shell_timeout: Duration::from_secs(600),
             max_output_bytes: 1 << 20,
+            max_stream_bytes: 512 << 20,
             env_allow: ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
                 .map(String::from)
                 .to_vec(),
@@ -205,6 +211,272 @@ impl Backend for LocalBackend {
             BackendRequest::CodeRun(p) => BackendResponse::CodeRun(run_code(p).await?),
         })
     }
+
+    async fn read_stream(&self, path: &str) -> Result<super::FileStream, BackendError> {
+        use tokio::io::AsyncReadExt as _;
+        let owned = path.to_owned();
+        let (file, size) = self.blocking(move |i| open_for_stream(i, &owned)).await?;
+        let shown = shorten(path);
+        let file = tokio::fs::File::from_std(file).take(size);
+        // Exactly `size` bytes: a file that grows while it is read is cut at its size when
+        // opened; one that shrinks is an error, never a short value passed off as whole.
+        let stream = futures::stream::unfold((file, 0u64, false), move |(mut file, read, done)| {
+            let shown = shown.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                let mut buf = bytes::BytesMut::with_capacity(STREAM_CHUNK);
+                match file.read_buf(&mut buf).await {
+                    Ok(0) if read == size => None,
+                    Ok(0) => Some((
+                        Err(BlobError::Io(format!(
+                            "`{shown}` shrank while it was read ({read} of {size} bytes)"
+                        ))),
+                        (file, read, true),
+                    )),
+                    Ok(n) => Some((Ok(buf.freeze()), (file, read + n as u64, false))),
+                    Err(e) => Some((
+                        Err(BlobError::Io(format!("reading `{shown}` failed: {e}"))),
+                        (file, read, true),
+                    )),
+                }
+            }
+        });
+        Ok(super::FileStream {
+            size,
+            data: Box::pin(stream),
+        })
+    }
+
+    async fn write_stream(
+        &self,
+        path: &str,
+        mode: WriteMode,
+        mut data: ByteStream,
+    ) -> Result<WriteOutcome, BackendError> {
+        use tokio::io::AsyncWriteExt as _;
+        let owned = path.to_owned();
+        let (rel, tmp, file) = self.blocking(move |i| open_temp_for(i, &owned)).await?;
+        let max = self.inner.limits.max_stream_bytes;
+        let shown = shorten(path);
+        let spooled = async {
+            let mut file = tokio::fs::File::from_std(file);
+            let mut written = 0u64;
+            while let Some(chunk) = next_chunk(&mut data).await {
+                let chunk = chunk.map_err(|e| {
+                    BackendError::Unavailable(format!(
+                        "the data for `{shown}` could not be read: {e}"
+                    ))
+                })?;
+                written += chunk.len() as u64;
+                if written > max {
+                    return Err(BackendError::TooLarge {
+                        what: format!("the content for `{shown}` (over {max} bytes)"),
+                        limit: format!("{max} bytes"),
+                        hint: "write a smaller value".into(),
+                    });
+                }
+                file.write_all(&chunk)
+                    .await
+                    .map_err(|e| io_error("write", &shown, &e))?;
+            }
+            file.flush()
+                .await
+                .map_err(|e| io_error("write", &shown, &e))?;
+            file.sync_all()
+                .await
+                .map_err(|e| io_error("write", &shown, &e))?;
+            Ok(written)
+        }
+        .await;
+        let inner = Arc::clone(&self.inner);
+        let path = path.to_owned();
+        match spooled {
+            Ok(written) => {
+                self.blocking(move |i| publish_temp(i, &path, &rel, &tmp, mode, written))
+                    .await
+            }
+            Err(e) => {
+                let _ = inner.dir.remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Bytes per chunk of a streamed read.
+const STREAM_CHUNK: usize = 1 << 20;
+
+/// Opens a regular file for a streamed read, refusing one over the streaming limit.
+fn open_for_stream(inner: &Inner, path: &str) -> Result<(std::fs::File, u64), BackendError> {
+    let rel = confine(path)?;
+    let io = |e: std::io::Error| io_error("read", path, &e);
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    let file = inner.dir.open_with(&rel, &opts).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    let kind = EntryKind::of(&meta.file_type());
+    if kind != EntryKind::File {
+        return Err(BackendError::WrongKind {
+            path: shorten(path),
+            expected: "a regular file",
+            actual: kind_name(kind),
+        });
+    }
+    let max = inner.limits.max_stream_bytes;
+    if meta.len() > max {
+        return Err(BackendError::TooLarge {
+            what: format!("`{}` ({} bytes)", shorten(path), meta.len()),
+            limit: format!("{max} bytes"),
+            hint: "read it in parts with offset and limit".into(),
+        });
+    }
+    Ok((file.into_std(), meta.len()))
+}
+
+/// Checks the target of a streamed write, creates its parents and a temp file beside it.
+fn open_temp_for(
+    inner: &Inner,
+    path: &str,
+) -> Result<(PathBuf, PathBuf, std::fs::File), BackendError> {
+    let rel = confine(path)?;
+    if rel == Path::new(".") {
+        return Err(BackendError::InvalidPath {
+            path: path.to_owned(),
+            reason: "the workspace root is a directory; name a file such as `notes.txt`".into(),
+        });
+    }
+    ensure_parent(inner, &rel, true)?;
+    let tmp = temp_name(&rel)?;
+    let mut opts = OpenOptions::new();
+    opts.write(true).create_new(true);
+    let file = inner
+        .dir
+        .open_with(&tmp, &opts)
+        .map_err(|e| io_error("write", path, &e))?;
+    Ok((rel, tmp, file.into_std()))
+}
+
+/// Puts a complete temp file in place of `rel` (after the old content for an append), under
+/// the path's write lock, as [`write`] does.
+fn publish_temp(
+    inner: &Inner,
+    path: &str,
+    rel: &Path,
+    tmp: &Path,
+    mode: WriteMode,
+    written: u64,
+) -> Result<WriteOutcome, BackendError> {
+    let io = |e: std::io::Error| io_error("write", path, &e);
+    let mut tmp = tmp.to_path_buf();
+    let result = (|| {
+        let _serialised = inner.write_lock(rel);
+        let existing = match inner.dir.symlink_metadata(rel) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io(e)),
+        };
+        if let Some(meta) = &existing {
+            if meta.is_dir() {
+                return Err(BackendError::WrongKind {
+                    path: shorten(path),
+                    expected: "a file path",
+                    actual: "a directory",
+                });
+            }
+            if mode == WriteMode::CreateNew {
+                return Err(BackendError::AlreadyExists {
+                    path: shorten(path),
+                });
+            }
+        }
+        let mut size = written;
+        if mode == WriteMode::Append && existing.as_ref().is_some_and(|m| m.is_file()) {
+            // The old content first, then the spooled new content, into a second temp file.
+            let max = inner.limits.max_stream_bytes;
+            let mut old = inner.dir.open(rel).map_err(io)?;
+            let old_len = old.metadata().map_err(io)?.len();
+            size = old_len + written;
+            if size > max {
+                return Err(BackendError::TooLarge {
+                    what: format!("the file after appending ({size} bytes)"),
+                    limit: format!("{max} bytes"),
+                    hint: "write the rest to a new file instead".into(),
+                });
+            }
+            let joined = temp_name(rel)?;
+            let mut opts = OpenOptions::new();
+            opts.write(true).create_new(true);
+            let mut out = inner.dir.open_with(&joined, &opts).map_err(io)?;
+            let copied = (|| {
+                std::io::copy(&mut old, &mut out)?;
+                let mut spooled = inner.dir.open(&tmp)?;
+                std::io::copy(&mut spooled, &mut out)?;
+                out.sync_all()
+            })();
+            let _ = inner.dir.remove_file(&tmp);
+            tmp = joined;
+            copied.map_err(io)?;
+        }
+        if let Some(meta) = existing.as_ref().filter(|m| m.is_file()) {
+            inner
+                .dir
+                .open_with(&tmp, OpenOptions::new().write(true))
+                .and_then(|f| f.set_permissions(meta.permissions()))
+                .map_err(io)?;
+        }
+        if mode == WriteMode::CreateNew {
+            inner.dir.hard_link(&tmp, &inner.dir, rel).map_err(io)?;
+            inner.dir.remove_file(&tmp).map_err(io)?;
+        } else {
+            inner.dir.rename(&tmp, &inner.dir, rel).map_err(io)?;
+        }
+        Ok((existing.is_none(), size))
+    })();
+    let (created, size) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = inner.dir.remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    sync_parent(inner, rel).map_err(|e| BackendError::Io {
+        op: "flush the directory of",
+        path: shorten(path),
+        message: format!(
+            "the new content is in place, but the directory could not be flushed to disk, so \
+             a crash could still undo the write: {e}"
+        ),
+    })?;
+    Ok(WriteOutcome {
+        path: path.to_owned(),
+        bytes_written: written,
+        size,
+        created,
+    })
+}
+
+/// Makes sure the parent directory of `rel` exists (creating it when `create` allows).
+fn ensure_parent(inner: &Inner, rel: &Path, create: bool) -> Result<(), BackendError> {
+    let Some(parent) = rel.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    let shown = parent.display().to_string();
+    match inner.dir.metadata(parent) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(meta) => Err(BackendError::WrongKind {
+            path: shown,
+            expected: "a directory",
+            actual: kind_name(EntryKind::of(&meta.file_type())),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => inner
+            .dir
+            .create_dir_all(parent)
+            .map_err(|e| io_error("create directory", &shown, &e)),
+        Err(e) => Err(io_error("write", &shown, &e)),
+    }
 }
 
 /// Runs a snippet in the code-mode sandbox: a fresh, isolated interpreter with no tools bound,
@@ -351,26 +623,7 @@ fn write(inner: &Inner, p: &FilesWrite) -> Result<WriteOutcome, BackendError> {
             hint: "write the file in smaller parts with mode \"append\"".into(),
         });
     }
-    if let Some(parent) = rel.parent().filter(|d| !d.as_os_str().is_empty()) {
-        let shown = parent.display().to_string();
-        match inner.dir.metadata(parent) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(meta) => {
-                return Err(BackendError::WrongKind {
-                    path: shown,
-                    expected: "a directory",
-                    actual: kind_name(EntryKind::of(&meta.file_type())),
-                });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && p.create_parents => {
-                inner
-                    .dir
-                    .create_dir_all(parent)
-                    .map_err(|e| io_error("create directory", &shown, &e))?;
-            }
-            Err(e) => return Err(io_error("write", &shown, &e)),
-        }
-    }
+    ensure_parent(inner, &rel, p.create_parents)?;
     // Held until the new content is in place, so a concurrent write to this path starts from
     // this one's result.
     let _serialised = inner.write_lock(&rel);

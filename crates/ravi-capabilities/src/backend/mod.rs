@@ -12,6 +12,7 @@ mod shell;
 mod stream;
 
 use async_trait::async_trait;
+use ravi_kernel::ByteStream;
 
 pub use local::{BackendLimits, LocalBackend};
 pub use path::confine;
@@ -20,6 +21,23 @@ pub use payload::{
     FileData, FilesDelete, FilesExists, FilesList, FilesRead, FilesWrite, Listing, ShellOutput,
     ShellRun, WriteMode, WriteOutcome,
 };
+
+/// A file opened for streaming ([`Backend::read_stream`]).
+#[non_exhaustive]
+pub struct FileStream {
+    /// The file's size when it was opened; the stream yields exactly this many bytes.
+    pub size: u64,
+    /// The bytes.
+    pub data: ByteStream,
+}
+
+impl std::fmt::Debug for FileStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStream")
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
 pub use stream::{BackendStream, StreamTicket};
 
 use crate::BackendError;
@@ -84,6 +102,34 @@ pub trait Backend: Send + Sync {
             BackendResponse::FilesDelete(out) => Ok(out),
             other => Err(mismatch("FilesDelete", &other)),
         }
+    }
+
+    /// Opens the regular file at `path` for reading as a stream of chunks, for moving a whole
+    /// large file somewhere (a blob store) without holding it. Fails before streaming when
+    /// the file is larger than the backend's streaming limit. The default: unsupported.
+    async fn read_stream(&self, path: &str) -> Result<FileStream, BackendError> {
+        Err(BackendError::Unsupported(format!(
+            "this backend cannot stream `{path}`; read it in parts with offset and limit"
+        )))
+    }
+
+    /// Writes the file at `path` from a stream of chunks, atomically like
+    /// [`write`](Self::write) (on failure the old file is left as it was), up to the
+    /// backend's streaming limit. The default collects the chunks and calls `write`.
+    async fn write_stream(
+        &self,
+        path: &str,
+        mode: WriteMode,
+        mut data: ByteStream,
+    ) -> Result<WriteOutcome, BackendError> {
+        let mut content = Vec::new();
+        while let Some(chunk) = ravi_kernel::next_chunk(&mut data).await {
+            let chunk = chunk.map_err(|e| BackendError::Unavailable(e.to_string()))?;
+            content.extend_from_slice(&chunk);
+        }
+        let mut payload = FilesWrite::new(path, content);
+        payload.mode = mode;
+        self.write(payload).await
     }
 
     /// Runs a [`CodeRun`] and returns its typed result.

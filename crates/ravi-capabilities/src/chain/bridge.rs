@@ -5,7 +5,7 @@
 //! tests and benchmarks implement it directly.
 
 use async_trait::async_trait;
-use ravi_kernel::{FailureReason, InvocationResult, InvocationStatus};
+use ravi_kernel::{ContentBlock, FailureReason, InvocationResult, InvocationStatus};
 use serde_json::{Value, json};
 
 /// Executes the tool calls a script makes.
@@ -123,64 +123,67 @@ impl BridgeOutcome {
         }
     }
 
-    /// Maps the invoker's result to what the script sees: structured content when present,
-    /// else the text; an offloaded result as an artifact; media as files; failures as
+    /// Renders the invoker's outcome for a script: structured content when present, else
+    /// the text (whole: the cuts a model gets do not apply to programs); a result stored whole
+    /// as an artifact; stored media as files (with the text beside them); failures as
     /// exceptions chosen by the invoker's [`FailureReason`] (a spent budget is
     /// `BudgetExhausted`, a refusal `ToolDenied`, a per-call timeout a `ToolError` with status
-    /// `timeout`, anything else a `ToolError`).
+    /// `timeout`, anything else a `ToolError`). Reads the outcome's typed fields only — never
+    /// another renderer's text.
     pub fn from_invocation(result: InvocationResult) -> Self {
-        match result.status {
-            InvocationStatus::Ok => {
-                if let Some(artifact_ref) = result.artifact_ref {
-                    return Self::Artifact(ArtifactHandle {
-                        artifact_ref: artifact_ref.to_string(),
-                        preview: result.text,
-                        size: result.artifact_size.unwrap_or(0),
-                        media_type: result.artifact_media_type,
-                    });
-                }
-                let content = match result.structured {
-                    Some(v) => v,
-                    None => {
-                        let text = without_media_lines(result.text, &result.files);
-                        if text.is_empty() && !result.files.is_empty() {
-                            Value::Null
-                        } else {
-                            Value::String(text)
-                        }
-                    }
-                };
-                if result.files.is_empty() {
-                    return Self::Value(content);
-                }
-                Self::Files {
-                    content,
-                    files: result
-                        .files
-                        .into_iter()
-                        .map(|f| FileHandle {
-                            artifact_ref: Some(f.artifact_ref.to_string()),
-                            path: f.path,
-                            media_type: f.media_type,
-                            size: f.size,
-                        })
-                        .collect(),
-                }
-            }
-            status => {
-                let kind = match (status, result.reason) {
-                    (_, Some(FailureReason::BudgetExhausted)) => FailureKind::BudgetExhausted,
-                    (InvocationStatus::Denied, _) => FailureKind::Denied,
-                    (_, Some(FailureReason::Timeout)) => FailureKind::Timeout,
-                    _ => FailureKind::Error,
-                };
-                Self::Failure {
-                    kind,
-                    message: result.text,
-                    reason: result.reason,
-                }
-            }
+        if result.status != InvocationStatus::Ok {
+            let kind = match (result.status, result.reason) {
+                (_, Some(FailureReason::BudgetExhausted)) => FailureKind::BudgetExhausted,
+                (InvocationStatus::Denied, _) => FailureKind::Denied,
+                (_, Some(FailureReason::Timeout)) => FailureKind::Timeout,
+                _ => FailureKind::Error,
+            };
+            return Self::Failure {
+                kind,
+                message: result.text(),
+                reason: result.reason,
+            };
         }
+        let files: Vec<FileHandle> = result
+            .files
+            .iter()
+            .map(|f| FileHandle {
+                artifact_ref: Some(f.artifact_ref.to_string()),
+                path: f.path.clone(),
+                media_type: f.media_type.clone(),
+                size: f.size,
+            })
+            .collect();
+        let artifact = result.artifact.map(|a| ArtifactHandle {
+            artifact_ref: a.artifact_ref.to_string(),
+            preview: a.preview,
+            size: a.size,
+            media_type: Some(a.media_type),
+        });
+        if let Some(a) = artifact {
+            if files.is_empty() {
+                return Self::Artifact(a);
+            }
+            return Self::Files {
+                content: artifact_json(&a),
+                files,
+            };
+        }
+        let content = match result.structured {
+            Some(v) => v,
+            None => {
+                let text = script_text(&result.content, &result.files);
+                if text.is_empty() && !files.is_empty() {
+                    Value::Null
+                } else {
+                    Value::String(text)
+                }
+            }
+        };
+        if files.is_empty() {
+            return Self::Value(content);
+        }
+        Self::Files { content, files }
     }
 
     /// Writes the envelope as JSON without copying a plain value into a wrapper first (the
@@ -251,33 +254,39 @@ fn file_json(f: &FileHandle) -> Value {
     })
 }
 
-/// The invoker's text for a result with media has a line per stored file
-/// (`[image saved as /workspace/media/shot_0.png (image/png, 3 bytes)]`), written for a model
-/// reading the text. A script gets the files as `ChainFile` objects, so those lines (matched
-/// on each file's exact path) are dropped from the content it sees.
-fn without_media_lines(text: String, files: &[ravi_kernel::ChainFile]) -> String {
-    if files.is_empty() {
-        return text;
+/// The text of a result as a script gets it: text blocks whole, JSON blocks as JSON, links and
+/// media that were not stored as files as one-line markers (stored media arrive as
+/// `ChainFile` objects instead).
+fn script_text(content: &[ContentBlock], files: &[ravi_kernel::ChainFile]) -> String {
+    let mut out = String::new();
+    for (i, block) in content.iter().enumerate() {
+        let piece = match block {
+            ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
+            ContentBlock::Json { value } => std::borrow::Cow::Owned(value.to_string()),
+            ContentBlock::ResourceLink { uri, name, .. } => std::borrow::Cow::Owned(match name {
+                Some(n) => format!("[resource {n}: {uri}]"),
+                None => format!("[resource: {uri}]"),
+            }),
+            ContentBlock::Image { media_type, .. } | ContentBlock::Audio { media_type, .. } => {
+                if files.iter().any(|f| f.block == Some(i)) {
+                    continue;
+                }
+                std::borrow::Cow::Owned(format!("[{media_type}: not stored]"))
+            }
+            _ => continue,
+        };
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&piece);
     }
-    let is_media_line = |line: &str| {
-        line.starts_with('[')
-            && line.ends_with(']')
-            && files
-                .iter()
-                .any(|f| line.contains(&format!(" saved as {} (", f.path)))
-    };
-    text.lines()
-        .filter(|l| !is_media_line(l))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim()
-        .to_owned()
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ravi_kernel::{ArtifactRef, ChainFile};
+    use ravi_kernel::{ArtifactRef, ChainFile, StoredArtifact};
 
     #[test]
     fn structured_content_wins_over_text() {
@@ -293,12 +302,19 @@ mod tests {
         );
     }
 
+    fn aref() -> ArtifactRef {
+        ArtifactRef::parse("art_0123456789abcdefghijklmnop").unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
     #[test]
     fn offloaded_results_become_artifacts() {
-        let mut r = InvocationResult::ok("first bytes");
-        r.artifact_ref = ArtifactRef::parse("art_0123456789abcdefghijklmnop").ok();
-        r.artifact_size = Some(1_000_000);
-        r.artifact_media_type = Some("text/plain".into());
+        let mut r = InvocationResult::ok("");
+        r.artifact = Some(StoredArtifact::new(
+            aref(),
+            1_000_000,
+            "text/plain",
+            "first bytes",
+        ));
         assert_eq!(
             BridgeOutcome::from_invocation(r).envelope(),
             json!({"ok": {"$ravi": "artifact", "ref": "art_0123456789abcdefghijklmnop",
@@ -307,27 +323,20 @@ mod tests {
     }
 
     #[test]
-    fn media_become_files() {
+    fn media_become_files_and_text_stays_beside_them() {
         let mut r = InvocationResult::ok("");
-        r.files.push(ChainFile::new(
-            "/workspace/media/a.png",
-            "image/png",
-            3,
-            ArtifactRef::parse("art_0123456789abcdefghijklmnop")
-                .unwrap_or_else(|e| unreachable!("{e}")),
-        ));
+        r.content
+            .push(ContentBlock::image_bytes("image/png", &[1, 2, 3]));
+        r.files
+            .push(ChainFile::new("/workspace/media/a.png", "image/png", 3, aref()).for_block(0));
         assert_eq!(
             BridgeOutcome::from_invocation(r.clone()).envelope(),
             json!({"ok": {"$ravi": "file", "path": "/workspace/media/a.png",
                           "media_type": "image/png", "size": 3,
                           "ref": "art_0123456789abcdefghijklmnop"}})
         );
-        // The invoker's line about the stored file is for the model, not the script; other
-        // text stays next to the files.
-        r.text = "[image saved as /workspace/media/a.png (image/png, 3 bytes)]".into();
-        let env = BridgeOutcome::from_invocation(r.clone()).envelope();
-        assert_eq!(env["ok"]["$ravi"], "file", "{env}");
-        r.text = "caption\n[image saved as /workspace/media/a.png (image/png, 3 bytes)]".into();
+        r.content.insert(0, ContentBlock::text("caption"));
+        r.files[0].block = Some(1);
         let env = BridgeOutcome::from_invocation(r).envelope();
         assert_eq!(env["ok"]["content"], "caption", "{env}");
         assert_eq!(
@@ -340,13 +349,11 @@ mod tests {
     fn failures_pick_their_exception_from_the_typed_reason() {
         use FailureReason as R;
         let cases = [
-            (InvocationResult::denied("no approval"), "denied", None),
             (
                 InvocationResult::failed(R::ApprovalDenied, "no approval"),
                 "denied",
                 Some("approval_denied"),
             ),
-            (InvocationResult::error("boom"), "error", None),
             (
                 InvocationResult::failed(R::BudgetExhausted, "3 of 3 calls used"),
                 "budget_exhausted",
@@ -367,11 +374,6 @@ mod tests {
                 InvocationResult::failed(R::ToolError, "quota budget exceeded; timed out"),
                 "error",
                 Some("tool_error"),
-            ),
-            (
-                InvocationResult::error("call budget exhausted, the call timed out"),
-                "error",
-                None,
             ),
         ];
         for (r, kind, reason) in cases {

@@ -110,7 +110,13 @@ impl ToolChainTool {
         ctx: &ToolContext,
     ) -> ChainRunResult {
         let started = Instant::now();
-        let guard = self.invoker.session_guard();
+        // Called through an invoker (a model's turn, an MCP client), the run's artifacts live
+        // in the caller's scope, so the refs its results name resolve in the caller's later
+        // calls; the caller then holds their pins.
+        let guard = match &ctx.artifacts {
+            Some(access) => self.invoker.session_guard_in(access.scope().clone()),
+            None => self.invoker.session_guard(),
+        };
         let session = guard.session().clone();
         let cancel = ctx.cancellation.child();
         let bridge = Arc::new(InvokerBridge {
@@ -139,6 +145,16 @@ impl ToolChainTool {
         cancel.cancel();
         let mut call_trace = session.trace();
         call_trace.extend(bridge.interrupted(call_trace.len()));
+        if let Some(access) = &ctx.artifacts {
+            for r in session.detach_pins() {
+                if !access.adopt_pin(r.clone())
+                    && let Some(store) = self.invoker.blob_store()
+                    && let Err(e) = store.unpin(&r).await
+                {
+                    tracing::warn!(artifact = %r, error = %e, "could not release a chain result's pin");
+                }
+            }
+        }
         guard.close().await;
         let mut output_text = run.stdout;
         if !run.stderr.is_empty() {

@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use ravi_kernel::{ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use ravi_kernel::{
+    ArtifactRef, BlobError, ContentBlock, StoredArtifact, Tool, ToolContext, ToolError,
+    ToolErrorKind, ToolExecutionResult, ToolRisk,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -19,6 +22,8 @@ pub const READ_DEFAULT_LIMIT: u64 = 256 * 1024;
 const HEAD_BYTES: u64 = 512;
 /// Largest image `read_file` returns as an image block (5 MiB, what providers accept).
 pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+/// Bytes of a text file shown as the preview of a file kept whole as an artifact.
+const STORED_PREVIEW_BYTES: u64 = 2048;
 
 /// The media type of a supported image, from its first bytes.
 pub fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
@@ -142,10 +147,12 @@ impl Tool for ReadFile {
 
     fn description(&self) -> &str {
         "Read a file from the workspace. Text files come back as text; PNG, JPEG, GIF and WebP \
-         images come back as images you can see; any other binary file comes back as base64, \
-         after a first line giving its media type and size. Large files are returned in parts of \
-         at most 256 KiB: the result ends with a note giving the offset to continue from. Paths \
-         are relative to the workspace root (no `..`, no absolute paths)."
+         images come back as images you can see. A file larger than 256 KiB, or any other \
+         binary file, is kept whole as an artifact: you get a preview and a ref to pass to \
+         another tool (e.g. write_file's content) or to read_result; without an artifact store \
+         it comes back in parts of at most 256 KiB (binary as base64), each ending with a note \
+         giving the offset to continue from. offset/limit read one part explicitly. Paths are \
+         relative to the workspace root (no `..`, no absolute paths)."
     }
 
     fn input_schema(&self) -> Value {
@@ -163,13 +170,14 @@ impl Tool for ReadFile {
 
     async fn execute(
         &self,
-        _ctx: &ToolContext,
+        ctx: &ToolContext,
         args: Value,
     ) -> Result<ToolExecutionResult, ToolError> {
         let a: ReadArgs = parse_args("read_file", args)?;
         if a.limit == Some(0) {
             return Err(ToolError::invalid_arguments("limit must be at least 1"));
         }
+        let explicit_part = a.offset != 0 || a.limit.is_some();
         let limit = a
             .limit
             .unwrap_or(READ_DEFAULT_LIMIT)
@@ -190,6 +198,13 @@ impl Tool for ReadFile {
             && let Some(media_type) = sniff_image(&head.data)
         {
             if head.size > MAX_IMAGE_BYTES {
+                if let Some(access) = ctx.artifacts.as_ref().filter(|a| a.can_store())
+                    && !explicit_part
+                {
+                    return self
+                        .keep_whole(access, &a.path, head.size, media_type)
+                        .await;
+                }
                 return Err(ToolError::limit_exceeded(format!(
                     "`{}` is a {media_type} image of {} bytes; images larger than {MAX_IMAGE_BYTES} bytes cannot be returned",
                     a.path, head.size
@@ -208,6 +223,21 @@ impl Tool for ReadFile {
                 ContentBlock::image_bytes(media_type, &full.data),
             ]));
         }
+        // Whole data by reference: a file too large for one part, or a binary one, goes to the
+        // blob store whole (streamed), never as a page of it with a note inside the data.
+        if let Some(access) = ctx.artifacts.as_ref().filter(|a| a.can_store())
+            && !explicit_part
+            && (binary_head || head.size > READ_DEFAULT_LIMIT)
+        {
+            let media_type = if binary_head {
+                sniff_binary(&head.data)
+            } else {
+                "text/plain; charset=utf-8"
+            };
+            return self
+                .keep_whole(access, &a.path, head.size, media_type)
+                .await;
+        }
         let data = self
             .backend
             .read(FilesRead {
@@ -217,7 +247,8 @@ impl Tool for ReadFile {
             })
             .await?;
         let text = match utf8_prefix(&data.data) {
-            Some(text) if !binary_head => text,
+            // A cut character at the very end of the file is invalid UTF-8, not a cut.
+            Some(text) if !binary_head && (!data.eof || text.len() == data.data.len()) => text,
             _ => return Ok(binary_result(&a.path, sniff_binary(&head.data), &data)),
         };
         let end = data.offset + text.len() as u64;
@@ -229,6 +260,59 @@ impl Tool for ReadFile {
             ));
         }
         Ok(ToolExecutionResult::text(out))
+    }
+}
+
+impl ReadFile {
+    /// Streams the whole file into the blob store and returns it as an artifact with a
+    /// preview: the head of a text, a label for binary data.
+    async fn keep_whole(
+        &self,
+        access: &ravi_kernel::ArtifactAccess,
+        path: &str,
+        size: u64,
+        media_type: &str,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        if size > access.max_bytes() {
+            return Err(ToolError::limit_exceeded(format!(
+                "`{path}` is {size} bytes, more than the {} bytes a read can keep whole; read it \
+                 in parts with offset and limit",
+                access.max_bytes()
+            )));
+        }
+        let preview = if media_type.starts_with("text/") {
+            let head = self
+                .backend
+                .read(FilesRead {
+                    path: path.to_owned(),
+                    offset: 0,
+                    limit: Some(STORED_PREVIEW_BYTES),
+                })
+                .await?;
+            utf8_prefix(&head.data).unwrap_or_default().to_owned()
+        } else {
+            format!("[read_file: `{path}` is binary ({media_type}, {size} bytes)]")
+        };
+        let file = self.backend.read_stream(path).await?;
+        let info = access
+            .put_stream(file.data, media_type)
+            .await
+            .map_err(|e| match e {
+                BlobError::TooLarge { limit } => ToolError::limit_exceeded(format!(
+                    "`{path}` is larger than the {limit} bytes a read can keep whole; read it \
+                     in parts with offset and limit"
+                )),
+                other => ToolError::new(
+                    ToolErrorKind::Unavailable,
+                    format!("`{path}` could not be kept as an artifact: {other}"),
+                ),
+            })?;
+        Ok(ToolExecutionResult::stored(StoredArtifact::new(
+            info.artifact_ref,
+            info.size,
+            media_type,
+            preview,
+        )))
     }
 }
 
@@ -403,11 +487,26 @@ impl Tool for ListFiles {
 #[serde(deny_unknown_fields)]
 struct WriteArgs {
     path: String,
-    content: String,
+    content: Content,
     #[serde(default)]
     mode: WriteMode,
     #[serde(default)]
     encoding: Encoding,
+}
+
+/// `write_file`'s `content`: the text itself, or a stored value passed by reference.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Stored(StoredRef),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredRef {
+    #[serde(rename = "$artifact")]
+    artifact: String,
 }
 
 /// How `write_file`'s `content` is to be read.
@@ -451,7 +550,8 @@ impl Tool for WriteFile {
 
     fn description(&self) -> &str {
         "Write a file in the workspace, creating missing parent directories. content is UTF-8 \
-         text, or base64 of binary data when encoding is \"base64\". mode \"overwrite\" \
+         text, base64 of binary data when encoding is \"base64\", or {\"$artifact\": ref} to \
+         write a stored result (e.g. what read_file kept) byte for byte. mode \"overwrite\" \
          (default) replaces the file, \"create_new\" fails if it exists, \"append\" adds to its \
          end. The write is atomic: on failure the old file is left unchanged."
     }
@@ -461,7 +561,7 @@ impl Tool for WriteFile {
             "type": "object",
             "properties": {
                 "path": string_schema("File path relative to the workspace root."),
-                "content": {"type": "string", "description": "The full text to write (or to append); base64 of the bytes when encoding is \"base64\"."},
+                "content": {"type": "string", "description": "The full text to write (or to append); base64 of the bytes when encoding is \"base64\"; or {\"$artifact\": ref} for a stored result."},
                 "mode": {"type": "string", "enum": ["overwrite", "create_new", "append"], "description": "What to do if the file exists (default \"overwrite\")."},
                 "encoding": {"type": "string", "enum": ["utf8", "base64"], "description": "How content is given: \"utf8\" text (default) or \"base64\" for binary files."},
             },
@@ -474,25 +574,75 @@ impl Tool for WriteFile {
         ToolRisk::High
     }
 
+    /// An artifact passed as `content` is streamed from the store into the file, never held
+    /// whole or turned into text: a copy of a large or binary file is exact.
+    fn streams_artifacts(&self) -> bool {
+        true
+    }
+
     async fn execute(
         &self,
-        _ctx: &ToolContext,
+        ctx: &ToolContext,
         args: Value,
     ) -> Result<ToolExecutionResult, ToolError> {
+        if args.get("path").is_some_and(|p| !p.is_string()) {
+            return Err(ToolError::invalid_arguments(
+                "invalid arguments for write_file: `path` must be a string (a stored value can \
+                 only be the content)",
+            ));
+        }
         let a: WriteArgs = parse_args("write_file", args)?;
-        let content = match a.encoding {
-            Encoding::Utf8 => a.content.into_bytes(),
-            Encoding::Base64 => decode_base64(&a.content)?,
+        let out = match a.content {
+            Content::Text(text) => {
+                let content = match a.encoding {
+                    Encoding::Utf8 => text.into_bytes(),
+                    Encoding::Base64 => decode_base64(&text)?,
+                };
+                self.backend
+                    .write(FilesWrite {
+                        path: a.path,
+                        content,
+                        mode: a.mode,
+                        create_parents: true,
+                    })
+                    .await?
+            }
+            Content::Stored(stored) => {
+                let artifact = ArtifactRef::parse(&stored.artifact).map_err(|e| {
+                    ToolError::invalid_arguments(format!(
+                        "content: {e}; pass the ref exactly as a result gave it"
+                    ))
+                })?;
+                let access = ctx.artifacts.as_ref().ok_or_else(|| {
+                    ToolError::new(
+                        ToolErrorKind::Unavailable,
+                        "content is an artifact ref, but no artifact store is attached to this \
+                         call; pass the text itself",
+                    )
+                })?;
+                let data = access.open(&artifact).await.map_err(|e| {
+                    ToolError::new(
+                        match e {
+                            BlobError::NotFound(_) => ToolErrorKind::NotFound,
+                            BlobError::Forbidden(_) => ToolErrorKind::PermissionDenied,
+                            _ => ToolErrorKind::Unavailable,
+                        },
+                        format!("content: {e}"),
+                    )
+                })?;
+                match a.encoding {
+                    Encoding::Utf8 => self.backend.write_stream(&a.path, a.mode, data).await?,
+                    Encoding::Base64 => {
+                        // The stored value is base64 text: decode it whole (bounded by the
+                        // write limit), then write the bytes.
+                        let text = collect_text(data).await?;
+                        let mut payload = FilesWrite::new(a.path, decode_base64(&text)?);
+                        payload.mode = a.mode;
+                        self.backend.write(payload).await?
+                    }
+                }
+            }
         };
-        let out = self
-            .backend
-            .write(FilesWrite {
-                path: a.path,
-                content,
-                mode: a.mode,
-                create_parents: true,
-            })
-            .await?;
         let verb = if out.created { "created" } else { "updated" };
         Ok(ToolExecutionResult {
             content: vec![ContentBlock::text(format!(
@@ -503,6 +653,22 @@ impl Tool for WriteFile {
             ..ToolExecutionResult::default()
         })
     }
+}
+
+/// The whole of a stored value as UTF-8 text (for base64 content given by reference).
+async fn collect_text(mut data: ravi_kernel::ByteStream) -> Result<String, ToolError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = ravi_kernel::next_chunk(&mut data).await {
+        let chunk = chunk
+            .map_err(|e| ToolError::new(ToolErrorKind::Unavailable, format!("content: {e}")))?;
+        bytes.extend_from_slice(&chunk);
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        ToolError::invalid_arguments(
+            "content is a stored binary value, but encoding is \"base64\"; leave encoding out \
+             to write its bytes as they are",
+        )
+    })
 }
 
 #[derive(Deserialize)]

@@ -2,9 +2,11 @@
 //! servers) as an MCP server. Every `tools/call` goes through the ToolInvoker.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
+use ravi_agents::blob::MemoryBlobStore;
 use ravi_integrations::mcp::{HttpOptions, LiveToolbox, McpServer};
 
 use ravi_kernel::ToolRegistry as _;
@@ -50,6 +52,12 @@ pub struct ServeArgs {
 
 /// Where `ravi serve --http` listens when no address is given: loopback only.
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8765";
+
+/// How long an artifact no session holds any more stays resolvable (a stateless client may
+/// still pass its ref on) before the collector removes it.
+pub const BLOB_RETENTION: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// How often the collector runs.
+const BLOB_GC_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Runs `ravi serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
@@ -105,13 +113,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
             }
             None => ravi_kernel::ChainPolicy::default(),
         };
+        let blobs = Arc::new(MemoryBlobStore::new());
         let tools = toolbox_server_tools(
             base,
             clients.clone(),
             config.risk_overrides(),
             approval_handler(args.approve),
             policy,
+            blobs.clone(),
         )?;
+        // Bounded memory: a client session's artifacts are unpinned when it ends (or idles
+        // out); what is unpinned and older than the retention is collected here.
+        let collector = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(BLOB_GC_EVERY);
+            loop {
+                tick.tick().await;
+                blobs.gc(BLOB_RETENTION);
+            }
+        });
         let mut server = McpServer::new(tools);
         if !clients.is_empty() {
             // Clients of `ravi serve` hear when an attached server's tools change.
@@ -132,6 +151,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         } else {
             server.serve_stdio().await?;
         }
+        collector.abort();
         anyhow::Ok(())
     }
     .await;

@@ -1,7 +1,9 @@
 //! What `ravi serve` serves: the base tools, the current tools of the attached MCP servers
 //! (following their `tools/list_changed`), and code mode's `tool_chain` over all of them. Every
 //! call (and every call a chain script makes) runs through the ToolInvoker with the configured
-//! ChainPolicy, one in-memory blob store, and the chosen approval handler.
+//! ChainPolicy, one in-memory blob store (bounded: each client session's artifacts are
+//! released when it ends, and `ravi serve` collects released ones on a schedule), and the
+//! chosen approval handler.
 
 use std::sync::Arc;
 
@@ -52,8 +54,8 @@ pub fn toolbox_server_tools(
     finish: Arc<FinishTools>,
     approval: Arc<dyn ApprovalHandler>,
     policy: ChainPolicy,
+    blobs: Arc<MemoryBlobStore>,
 ) -> anyhow::Result<Arc<dyn ServerTools>> {
-    let blobs = Arc::new(MemoryBlobStore::new());
     // Code mode over the same tools: the script's calls go through an invoker with the same
     // approvals and store, so an artifact a chain returns can be passed to a later call.
     let chain_tools =

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::mcp_attach::McpArgs;
 use crate::Exit;
+use crate::config::RaviConfig;
 use crate::table::Table;
 
 /// Who answers when a call needs approval.
@@ -68,6 +69,10 @@ pub enum ToolsCommand {
         json: bool,
         #[command(flatten)]
         mcp: McpArgs,
+        /// The configuration file (default: `ravi.toml` in the current directory, if present):
+        /// `[risk]` and `[hitl]` overrides and `[policy]` limits apply to the call.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -103,13 +108,23 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
             approve,
             json,
             mcp,
+            config,
         } => {
+            let (config, config_path) = RaviConfig::discover(config.as_deref())?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            runtime.block_on(call(&name, &args, workspace, approve, json, &mcp))
+            runtime.block_on(call(
+                &name,
+                &args,
+                workspace.or_else(|| config.workspace.clone()),
+                approve,
+                json,
+                &mcp,
+                (&config, config_path.as_deref()),
+            ))
         }
     }
 }
@@ -191,6 +206,7 @@ async fn call(
     approve: ApproveMode,
     as_json: bool,
     mcp: &McpArgs,
+    (config, config_path): (&RaviConfig, Option<&std::path::Path>),
 ) -> anyhow::Result<Exit> {
     let arguments: serde_json::Value =
         serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
@@ -229,7 +245,13 @@ async fn call(
         ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
         ApproveMode::None => Arc::new(DenyAllApprovalHandler),
     };
+    let policy = match config_path {
+        Some(path) => config.policy(path)?,
+        None => ravi_kernel::ChainPolicy::default(),
+    };
+    let toolbox = ravi_agents::Toolbox::try_from_tools(config.apply_risk(toolbox.all()))?;
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .policy(policy)
         .approval_handler(handler)
         .build();
     let session = invoker.open_session();
@@ -244,9 +266,9 @@ async fn call(
     if as_json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else if result.status == InvocationStatus::Ok {
-        println!("{}", result.text);
+        println!("{}", ravi_agents::render::plain(&result));
     } else {
-        eprintln!("{}", result.text);
+        eprintln!("{}", ravi_agents::render::plain(&result));
     }
     Ok(match result.status {
         InvocationStatus::Ok => Exit::Ok,

@@ -6,7 +6,9 @@
 //! resource links and embedded resources map onto kernel blocks; unknown block types are kept
 //! as JSON blocks; `structuredContent`, `isError` and `_meta` are carried over.
 
-use ravi_kernel::{ContentBlock, MediaSource, ToolExecutionResult};
+use ravi_kernel::{
+    ContentBlock, InvocationResult, InvocationStatus, MediaSource, ToolExecutionResult,
+};
 use serde_json::{Map, Value, json};
 
 fn str_field(v: &Value, key: &str) -> Option<String> {
@@ -66,6 +68,7 @@ pub fn result_from_mcp(result: &Value) -> ToolExecutionResult {
         is_error,
         structured_content,
         app_data,
+        ..ToolExecutionResult::default()
     }
 }
 
@@ -152,6 +155,85 @@ pub fn result_to_mcp(result: &ToolExecutionResult) -> Value {
     if result.is_error {
         out.insert("isError".into(), json!(true));
     }
+    Value::Object(out)
+}
+
+/// The MCP renderer: the invoker's outcome of a `tools/call` as a `CallToolResult` (JSON),
+/// read from the outcome's typed fields only.
+///
+/// - `content`: the tool's blocks as it returned them — text, images and audio with their
+///   bytes, links, embedded resources; for a result stored whole, its preview followed by one
+///   note naming the artifact and how to use it (`read_tool`, when the server has one).
+/// - `structuredContent`: the structured output (and its JSON text, for older clients), on
+///   success.
+/// - `isError` for any failure, the invoker's message as the text.
+/// - `_meta`: `ravi/status`, `ravi/reason`, `ravi/error` (`kind`, `retryable`), the tool's
+///   application data (`ravi/app_data`, never shown to a model), the stored artifact
+///   (`ravi/artifact`: `ref`, `size`, `mimeType`) and stored media (`ravi/files`).
+pub fn render_result(r: &InvocationResult, read_tool: Option<&str>) -> Value {
+    let mut content: Vec<Value> = Vec::with_capacity(r.content.len() + 1);
+    if let Some(a) = &r.artifact {
+        let note = ravi_agents::render::artifact_note(a, read_tool);
+        let text = if a.preview.is_empty() {
+            note
+        } else {
+            format!("{}\n{note}", a.preview)
+        };
+        content.push(json!({"type": "text", "text": text}));
+    }
+    content.extend(r.content.iter().map(block_to_mcp));
+    let ok = r.status == InvocationStatus::Ok;
+    let mut out = Map::new();
+    if ok && let Some(s) = &r.structured {
+        let text = s.to_string();
+        if !r
+            .content
+            .iter()
+            .any(|b| b.as_text().is_some_and(|t| t == text))
+        {
+            content.push(json!({"type": "text", "text": text}));
+        }
+        // MCP requires structuredContent to be an object; other values are wrapped.
+        let s = if s.is_object() {
+            s.clone()
+        } else {
+            json!({"result": s})
+        };
+        out.insert("structuredContent".into(), s);
+    }
+    out.insert("content".into(), Value::Array(content));
+    if !ok {
+        out.insert("isError".into(), json!(true));
+    }
+    let mut meta = Map::new();
+    meta.insert("ravi/status".into(), json!(r.status));
+    if let Some(reason) = r.reason {
+        meta.insert("ravi/reason".into(), json!(reason));
+    }
+    if let Some(e) = &r.error {
+        meta.insert(
+            "ravi/error".into(),
+            json!({"kind": e.kind, "retryable": e.retryable}),
+        );
+    }
+    if let Some(a) = &r.app_data {
+        meta.insert("ravi/app_data".into(), a.clone());
+    }
+    if let Some(a) = &r.artifact {
+        meta.insert(
+            "ravi/artifact".into(),
+            json!({"ref": a.artifact_ref, "size": a.size, "mimeType": a.media_type}),
+        );
+    }
+    if !r.files.is_empty() {
+        let files: Vec<Value> = r
+            .files
+            .iter()
+            .map(|f| json!({"path": f.path, "ref": f.artifact_ref, "size": f.size, "mimeType": f.media_type}))
+            .collect();
+        meta.insert("ravi/files".into(), Value::Array(files));
+    }
+    out.insert("_meta".into(), Value::Object(meta));
     Value::Object(out)
 }
 

@@ -3,31 +3,32 @@
 //! trace), and [`ElicitationApproval`] asks the MCP client's user when a call needs approval
 //! (an `elicitation/create` request, or an input round on protocol 2026-07-28).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use ravi_agents::guardrail::{GuardrailVerdict, OutputGuardrail};
-use ravi_agents::invoker::{ToolInvoker, ToolInvokerBuilder};
+use ravi_agents::invoker::{InvokerSession, ToolInvoker, ToolInvokerBuilder};
 use ravi_kernel::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobStore, ContentBlock, InvocationResult,
-    InvocationStatus, ToolCall, ToolContext, ToolExecutionResult,
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobScope, InvocationResult, ToolCall,
+    ToolContext,
 };
 use serde_json::{Value, json};
 
-use super::server::{ClientPeer, ServedTool, ServerTools};
+use super::server::{ClientPeer, ClientSession, ServedTool, ServerTools, SessionKind};
 
 /// [`ServerTools`] over a [`ToolInvoker`] and its registry.
 ///
-/// Each MCP call gets its own invoker session (MCP calls are independent; budgets per call).
-/// Outcomes map onto MCP as: `ok` → the tool's content blocks as the tool returned them (text,
-/// images, audio, resource links, embedded resources), with `structuredContent`; `error` and
-/// `denied` → `isError` with the invoker's reason, so a client sees why a call was refused.
+/// Each MCP client session gets one invoker session: the stdio client, or one streamable HTTP
+/// session (`Mcp-Session-Id`). Its budget, trace and artifact scope span the client's calls,
+/// so a ref one call hands out (`{"$artifact": "art_…"}` for a large result) can be passed to
+/// the next, and its pins are released when the session ends (the client closes it, the
+/// transport closes, or the server's idle timeout ends it). Stateless requests (protocol
+/// 2026-07-28) each get a session of their own in one scope the server shares between them,
+/// so their refs resolve in later requests until the blob store's retention collects them.
 ///
-/// The invoker shapes results for models (media stored as files, blocks joined into text);
-/// a relay must not lose what the tool returned, so the builder gets one more output
-/// guardrail, run after every other one, that only keeps a copy of the result the call
-/// passed with. Text larger than the policy's inline limit still comes back as the
-/// invoker's preview.
+/// Outcomes are rendered for MCP by [`render_result`](super::render_result): the tool's
+/// content blocks (images and audio too), `structuredContent`, the invoker's reason for a
+/// refusal or failure as `isError` text, and `_meta` (status, reason, application data, the
+/// stored artifact).
 ///
 /// Approvals go to whatever handler the builder has: [`ElicitationApproval`] asks the MCP
 /// client's user, and a [`ChannelApprovalHandler`] hands each request to your own UI:
@@ -60,6 +61,8 @@ use super::server::{ClientPeer, ServedTool, ServerTools};
 #[derive(Clone)]
 pub struct InvokerTools {
     invoker: ToolInvoker,
+    /// The scope stateless requests share.
+    stateless_scope: BlobScope,
 }
 
 impl std::fmt::Debug for InvokerTools {
@@ -73,100 +76,20 @@ impl std::fmt::Debug for InvokerTools {
 impl InvokerTools {
     /// Serves the registry of the invoker `builder` builds, through that invoker.
     pub fn new(builder: ToolInvokerBuilder) -> Self {
+        Self::from_invoker(builder.top_level(true).build())
+    }
+
+    /// Serves the registry of `invoker`, through it.
+    pub fn from_invoker(invoker: ToolInvoker) -> Self {
         Self {
-            invoker: builder.output_guardrail(Arc::new(RelayCopy)).build(),
+            invoker,
+            stateless_scope: BlobScope::root(ravi_agents::blob::new_scope_id()),
         }
     }
 
     /// The invoker every call goes through.
     pub fn invoker(&self) -> &ToolInvoker {
         &self.invoker
-    }
-}
-
-/// The result a call passed the output guardrails with, kept for the relay.
-struct Relayed {
-    call_id: String,
-    result: Mutex<Option<ToolExecutionResult>>,
-}
-
-tokio::task_local! {
-    static RELAYED: Arc<Relayed>;
-}
-
-/// The last output guardrail of an [`InvokerTools`] invoker: always passes, and copies the
-/// result of the call this task serves (nested calls, e.g. a `tool_chain` script's, have
-/// other ids and are not copied).
-struct RelayCopy;
-
-#[async_trait]
-impl OutputGuardrail for RelayCopy {
-    fn name(&self) -> &str {
-        "mcp-relay"
-    }
-
-    async fn check(&self, call: &ToolCall, result: &ToolExecutionResult) -> GuardrailVerdict {
-        let _ = RELAYED.try_with(|slot| {
-            if slot.call_id == call.id
-                && let Ok(mut r) = slot.result.lock()
-            {
-                *r = Some(result.clone());
-            }
-        });
-        GuardrailVerdict::Pass
-    }
-}
-
-async fn to_result(
-    r: InvocationResult,
-    raw: Option<ToolExecutionResult>,
-    store: Option<&Arc<dyn BlobStore>>,
-    session: &ravi_agents::invoker::InvokerSession,
-) -> ToolExecutionResult {
-    let is_error = r.status != InvocationStatus::Ok;
-    let app_data = Some(json!({"status": r.status}));
-    if let Some(raw) = raw {
-        let offloaded = r.artifact_ref.is_some();
-        let content = if offloaded {
-            // The text was too large to inline: the invoker's preview (naming the stored
-            // artifact) stands for the text blocks; everything else goes as it was.
-            std::iter::once(ContentBlock::text(r.text.clone()))
-                .chain(raw.content.into_iter().filter(|b| b.as_text().is_none()))
-                .collect()
-        } else {
-            raw.content
-        };
-        return ToolExecutionResult {
-            content,
-            is_error,
-            structured_content: if is_error || offloaded {
-                None
-            } else {
-                r.structured.or(raw.structured_content)
-            },
-            app_data,
-        };
-    }
-    let mut content = Vec::new();
-    if !r.text.is_empty() {
-        content.push(ContentBlock::text(r.text.clone()));
-    }
-    if let Some(store) = store {
-        for f in &r.files {
-            if let Ok(bytes) = store.resolve(session.scope(), &f.artifact_ref).await {
-                if f.media_type.starts_with("audio/") {
-                    content.push(ContentBlock::audio_bytes(f.media_type.clone(), &bytes));
-                } else if f.media_type.starts_with("image/") {
-                    content.push(ContentBlock::image_bytes(f.media_type.clone(), &bytes));
-                }
-            }
-        }
-    }
-    ToolExecutionResult {
-        content,
-        is_error,
-        structured_content: if is_error { None } else { r.structured },
-        app_data,
     }
 }
 
@@ -181,28 +104,41 @@ impl ServerTools for InvokerTools {
             .collect()
     }
 
-    async fn call(&self, name: &str, args: Value, ctx: ToolContext) -> Option<ToolExecutionResult> {
+    fn open_session(&self, kind: SessionKind) -> ClientSession {
+        let session = match kind {
+            SessionKind::Stateless => self.invoker.open_session_in(self.stateless_scope.clone()),
+            _ => self.invoker.open_session(),
+        };
+        Arc::new(session)
+    }
+
+    async fn call(
+        &self,
+        session: &ClientSession,
+        name: &str,
+        args: Value,
+        ctx: ToolContext,
+    ) -> Option<InvocationResult> {
         let tool = self.invoker.registry().get(name)?;
         tool.as_function()?;
-        let session = self.invoker.open_session();
         let call = ToolCall::new(ctx.call_id.clone(), name, args);
-        let slot = Arc::new(Relayed {
-            call_id: call.id.clone(),
-            result: Mutex::new(None),
-        });
-        let r = RELAYED
-            .scope(slot.clone(), self.invoker.invoke(&session, call, &ctx))
-            .await;
-        // A copy exists only when the call ran and passed every guardrail; a denial or a
-        // failure leaves none, and the invoker's reason is what the client gets.
-        let raw = if r.status == InvocationStatus::Denied {
-            None
-        } else {
-            slot.result.lock().ok().and_then(|mut r| r.take())
-        };
-        let out = to_result(r, raw, self.invoker.blob_store(), &session).await;
-        session.close().await;
-        Some(out)
+        match session.downcast_ref::<InvokerSession>() {
+            Some(session) => Some(self.invoker.invoke(session, call, &ctx).await),
+            // A session opened by someone else's `open_session`: run the call on its own.
+            None => {
+                let guard = self.invoker.session_guard();
+                let r = self.invoker.invoke(guard.session(), call, &ctx).await;
+                guard.close().await;
+                Some(r)
+            }
+        }
+    }
+
+    fn read_tool(&self) -> Option<String> {
+        self.invoker
+            .registry()
+            .contains("read_result")
+            .then(|| "read_result".to_owned())
     }
 }
 
@@ -235,11 +171,18 @@ impl ElicitationApproval {
 
 #[async_trait]
 impl ApprovalHandler for ElicitationApproval {
+    /// Attended when an MCP client can be asked (or the fallback is attended).
+    fn attended(&self, request: &ApprovalRequest) -> bool {
+        ClientPeer::current().is_some_and(|p| p.can_elicit())
+            || self.fallback.as_ref().is_some_and(|f| f.attended(request))
+    }
+
     async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
         let fallback = || async {
             match &self.fallback {
                 Some(f) => f.request(request).await,
-                None => ApprovalDecision::Denied,
+                // Nobody can be asked: no valid answer, reported as such.
+                None => ApprovalDecision::Unanswered,
             }
         };
         let Some(peer) = ClientPeer::current() else {

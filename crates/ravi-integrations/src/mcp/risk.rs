@@ -41,16 +41,12 @@ pub fn risk_for(configured: Option<ToolRisk>, annotations: Option<&Value>) -> To
     })
 }
 
-/// The annotations Ravi emits for a tool of the given risk when serving it over MCP.
+/// The annotations Ravi emits for a tool of the given risk when serving it over MCP (the same
+/// encoder as `ravi tools schema --provider mcp`: [`annotations_for_risk`]).
+///
+/// [`annotations_for_risk`]: ravi_agents::schema::annotations_for_risk
 pub fn annotations_for(risk: ToolRisk) -> Value {
-    let read_only = risk <= ToolRisk::Sensitive;
-    let destructive = risk == ToolRisk::Critical;
-    serde_json::json!({
-        "readOnlyHint": read_only,
-        "destructiveHint": destructive,
-        "idempotentHint": read_only,
-        "openWorldHint": risk >= ToolRisk::Sensitive,
-    })
+    ravi_agents::schema::annotations_for_risk(risk)
 }
 
 #[cfg(test)]

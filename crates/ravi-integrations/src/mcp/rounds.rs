@@ -130,6 +130,12 @@ impl ClientPeer {
         CLIENT_PEER.scope(self, fut).await
     }
 
+    /// Whether the client may be asked to fill a form: it declared form elicitation, or its
+    /// capabilities are unknown (then asking is tried and may fail).
+    pub fn can_elicit(&self) -> bool {
+        self.abilities.form_elicitation != Some(false)
+    }
+
     /// Whether questions go to the client as input rounds (protocol 2026-07-28 and later).
     pub fn uses_input_rounds(&self) -> bool {
         self.inputs.is_some()

@@ -15,7 +15,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ravi_kernel::{CancellationToken, Tool, ToolContext, ToolExecutionResult, ToolRisk};
+use ravi_kernel::{
+    CancellationToken, FailureReason, InvocationResult, Tool, ToolContext, ToolRisk,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
@@ -30,7 +32,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::{Value, json};
 
-use super::convert::result_to_mcp;
+use super::convert::render_result;
 use super::error::McpError;
 use super::risk::annotations_for;
 pub use super::rounds::ClientPeer;
@@ -85,15 +87,53 @@ impl ServedTool {
     }
 }
 
-/// What the server serves: a tool list and a way to run one call.
+/// The state a [`ServerTools`] keeps for one client session (for [`InvokerTools`]: the
+/// invoker session whose budget, trace and artifact scope span the client's calls). Dropped
+/// when the session ends.
+///
+/// [`InvokerTools`]: super::InvokerTools
+pub type ClientSession = Arc<dyn std::any::Any + Send + Sync>;
+
+/// What a [`ClientSession`] is opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionKind {
+    /// A connection that lasts: the stdio client, or one streamable HTTP session
+    /// (`Mcp-Session-Id`, protocol 2025-11-25 and earlier), ended by the client, the
+    /// transport closing or the server's idle timeout.
+    Connection,
+    /// One stateless request (protocol 2026-07-28): nothing but what the server shares
+    /// between such requests outlives it.
+    Stateless,
+}
+
+/// What the server serves: a tool list and a way to run one call in a client's session.
 #[async_trait]
 pub trait ServerTools: Send + Sync + 'static {
     /// The tools to list.
     fn list(&self) -> Vec<ServedTool>;
 
-    /// Runs one call; `None` when no tool has that name. Failures the client should read
-    /// (denials, bad arguments, tool errors) are results with `is_error` set.
-    async fn call(&self, name: &str, args: Value, ctx: ToolContext) -> Option<ToolExecutionResult>;
+    /// Opens the state of one client session. The default keeps none.
+    fn open_session(&self, kind: SessionKind) -> ClientSession {
+        let _ = kind;
+        Arc::new(())
+    }
+
+    /// Runs one call in `session`; `None` when no tool has that name. Failures the client
+    /// should read (denials, bad arguments, tool errors) are outcomes that did not succeed.
+    async fn call(
+        &self,
+        session: &ClientSession,
+        name: &str,
+        args: Value,
+        ctx: ToolContext,
+    ) -> Option<InvocationResult>;
+
+    /// The tool a client calls to read more of a stored result, when one is served: artifact
+    /// notes name it.
+    fn read_tool(&self) -> Option<String> {
+        None
+    }
 }
 
 /// [`ServerTools`] over kernel tools, executed directly (no invoker, no approval gate).
@@ -118,12 +158,20 @@ impl ServerTools for DirectTools {
             .collect()
     }
 
-    async fn call(&self, name: &str, args: Value, ctx: ToolContext) -> Option<ToolExecutionResult> {
+    async fn call(
+        &self,
+        _session: &ClientSession,
+        name: &str,
+        args: Value,
+        ctx: ToolContext,
+    ) -> Option<InvocationResult> {
         let tool = self.tools.iter().find(|t| t.name() == name)?;
-        Some(match tool.execute(&ctx, args).await {
-            Ok(r) => r,
-            Err(e) => e.into(),
-        })
+        Some(InvocationResult::from_tool_result(
+            match tool.execute(&ctx, args).await {
+                Ok(r) => r,
+                Err(e) => e.into(),
+            },
+        ))
     }
 }
 
@@ -168,7 +216,11 @@ struct Handler {
     info: Implementation,
     instructions: Option<String>,
     subscriptions: Arc<Mutex<Vec<String>>>,
-    parked: Arc<ParkedCalls<Option<ToolExecutionResult>>>,
+    parked: Arc<ParkedCalls<Option<InvocationResult>>>,
+    /// This handler's client session, opened at its first call: one per stdio client and per
+    /// streamable HTTP session (rmcp builds a handler for each), dropped with the handler when
+    /// the session ends.
+    session: Arc<std::sync::OnceLock<ClientSession>>,
     /// Set when the served list can change (see [`McpServer::with_list_changes`]).
     list_changes: Option<ListChanges>,
 }
@@ -211,6 +263,26 @@ impl ListChanges {
 }
 
 impl Handler {
+    /// A copy of this handler for a new client session (its own session slot).
+    fn for_new_session(&self) -> Self {
+        Self {
+            session: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The client session a call runs in: a stateless request (2026-07-28) gets one of its
+    /// own; otherwise this handler's, opened on first use.
+    fn session_for(&self, modern: bool) -> ClientSession {
+        if modern {
+            return self.tools.open_session(SessionKind::Stateless);
+        }
+        Arc::clone(
+            self.session
+                .get_or_init(|| self.tools.open_session(SessionKind::Connection)),
+        )
+    }
+
     /// Starts a call in its own task, so it can outlive this request when it asks the client
     /// for input on protocol 2026-07-28 or later.
     fn start_call(
@@ -219,7 +291,7 @@ impl Handler {
         args: Value,
         context: &RequestContext<RoleServer>,
         route: Route,
-    ) -> RunningCall<Option<ToolExecutionResult>> {
+    ) -> RunningCall<Option<InvocationResult>> {
         let modern = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
@@ -239,7 +311,10 @@ impl Handler {
         let tools = self.tools.clone();
         let tool = name.clone();
         let arguments = args.clone();
-        let task = tokio::spawn(peer.scope(async move { tools.call(&tool, arguments, ctx).await }));
+        let session = self.session_for(modern);
+        let task = tokio::spawn(
+            peer.scope(async move { tools.call(&session, &tool, arguments, ctx).await }),
+        );
         RunningCall {
             tool: name,
             arguments: args,
@@ -255,7 +330,7 @@ impl Handler {
     /// parked and the request answered with `InputRequiredResult`).
     async fn drive(
         &self,
-        mut call: RunningCall<Option<ToolExecutionResult>>,
+        mut call: RunningCall<Option<InvocationResult>>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ct = context.ct.clone();
@@ -270,7 +345,10 @@ impl Handler {
             }
             () = ct.cancelled() => {
                 call.stop();
-                return to_response(&ToolExecutionResult::error("the client cancelled the call"));
+                return self.to_response(&InvocationResult::failed(
+                    FailureReason::Cancelled,
+                    "the client cancelled the call",
+                ));
             }
         };
         // The context (and its sink) is gone; let queued progress flush before the result.
@@ -279,10 +357,10 @@ impl Handler {
         }
         let outcome = match outcome {
             Ok(r) => r,
-            Err(e) => Some(ToolExecutionResult::error(format!(
-                "the tool `{}` failed inside the server: {e}",
-                call.tool
-            ))),
+            Err(e) => Some(InvocationResult::failed(
+                FailureReason::Internal,
+                format!("the tool `{}` failed inside the server: {e}", call.tool),
+            )),
         };
         let Some(result) = outcome else {
             return Err(ErrorData::invalid_params(
@@ -290,17 +368,21 @@ impl Handler {
                 Some(json!({"tool": call.tool})),
             ));
         };
-        to_response(&result)
+        self.to_response(&result)
+    }
+
+    fn to_response(&self, result: &InvocationResult) -> Result<CallToolResponse, ErrorData> {
+        let read_tool = self.tools.read_tool();
+        let wire: CallToolResult = from_wire(
+            render_result(result, read_tool.as_deref()),
+            "tools/call result",
+        )?;
+        Ok(wire.into())
     }
 }
 
 /// How long a finished call's queued progress may take to reach the client.
 const PROGRESS_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
-
-fn to_response(result: &ToolExecutionResult) -> Result<CallToolResponse, ErrorData> {
-    let wire: CallToolResult = from_wire(result_to_mcp(result), "tools/call result")?;
-    Ok(wire.into())
-}
 
 impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
@@ -581,6 +663,7 @@ impl McpServer {
                 instructions: None,
                 subscriptions: Arc::default(),
                 parked: Arc::default(),
+                session: Arc::default(),
                 list_changes: None,
             },
         }
@@ -646,7 +729,7 @@ impl McpServer {
         }
         let running = self
             .handler
-            .clone()
+            .for_new_session()
             .serve((read, write))
             .await
             .map_err(|e| McpError::Serve(format!("initialize failed: {e}")))?;
@@ -673,8 +756,11 @@ impl McpServer {
             .enforce_origin_validation()
             .with_cancellation_token(stop.child_token());
         let handler = self.handler.clone();
+        // rmcp asks for a handler per session (and per stateless request): each gets its own
+        // client session, dropped when rmcp drops the handler (client's DELETE, transport
+        // closed, or the session manager's idle timeout).
         let service = StreamableHttpService::new(
-            move || Ok(handler.clone()),
+            move || Ok(handler.for_new_session()),
             Arc::new(LocalSessionManager::default()),
             config,
         );

@@ -10,12 +10,14 @@
 
 use futures::stream::BoxStream;
 use ravi_kernel::{
-    AnyTool, ChatModel, ChatRequest, ChatResponse, ContentBlock, MediaSource, Message, MessagePart,
-    ModelError, Provider, Role, StopReason, StreamEvent, ToolChoice, Usage,
+    AnyTool, ChatModel, ChatRequest, ChatResponse, ContentBlock, MediaSource, MediaSupport,
+    Message, MessagePart, ModelError, Provider, Role, StopReason, StreamEvent, ToolChoice, Usage,
 };
 use serde_json::{Map, Value, json};
 
-use super::common::{StreamDecoder, blocks_text, decode_stream, event_json, str_at, u64_at};
+use super::common::{
+    StreamDecoder, blocks_text, decode_stream, event_json, schema_options, str_at, u64_at,
+};
 use super::error::ProviderError;
 use super::http::{AuthStyle, HttpClient, ProviderConfig};
 use super::sse::SseEvent;
@@ -81,6 +83,11 @@ impl ChatModel for AnthropicModel {
         self.label.clone()
     }
 
+    /// Images up to 5 MiB (the API's limit per image), as `image` blocks inside the `tool_result`.
+    fn media_support(&self) -> MediaSupport {
+        MediaSupport::images(super::common::ANTHROPIC_IMAGE_MAX_BYTES)
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let body = encode_request(&self.model, request, false);
         let answer = self
@@ -125,7 +132,7 @@ pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -
         "messages".into(),
         Value::Array(encode_messages(&request.messages)),
     );
-    let tools = encode_tools(&request.tools);
+    let tools = encode_tools(&request.tools, request.strict_tools);
     if !tools.is_empty() {
         body.insert("tools".into(), Value::Array(tools));
         let mut choice = match &request.tool_choice {
@@ -148,31 +155,20 @@ pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -
     Value::Object(body)
 }
 
-fn encode_tools(tools: &[AnyTool]) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut any_deferred = false;
-    let mut has_search = false;
-    for tool in tools {
-        match tool {
-            AnyTool::Function(t) => {
-                let spec = t.spec();
-                let mut v = json!({"name": spec.name, "description": spec.description,
-                    "input_schema": spec.parameters});
-                if spec.lazy_schema {
-                    v["defer_loading"] = json!(true);
-                    any_deferred = true;
-                }
-                out.push(v);
-            }
-            other => {
-                if let Some(spec) = other.provider_specs().remove(&Provider::Anthropic) {
-                    has_search |= str_at(&spec.spec, "/type").starts_with("tool_search_tool");
-                    out.push(spec.spec);
-                }
-            }
-        }
-    }
-    if any_deferred && !has_search {
+/// The request's tools through the Toolbox's Anthropic encoder (the one `ravi tools schema
+/// --provider anthropic` prints): strict per tool where asked and possible, `input_examples`,
+/// and `defer_loading: true` for deferred tools next to the regex tool-search tool (unless the
+/// request declares a search tool of its own).
+fn encode_tools(tools: &[AnyTool], strict: bool) -> Vec<Value> {
+    let mut out =
+        ravi_agents::schema::encode_tools(tools, Provider::Anthropic, schema_options(strict)).tools;
+    let deferred = out
+        .iter()
+        .any(|t| t.get("defer_loading") == Some(&json!(true)));
+    let has_search = out
+        .iter()
+        .any(|t| str_at(t, "/type").starts_with("tool_search_tool"));
+    if deferred && !has_search {
         out.push(
             json!({"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}),
         );

@@ -61,74 +61,26 @@ pub(crate) fn result_text(content: &[ContentBlock], is_error: bool) -> String {
     }
 }
 
+/// The largest image OpenAI takes in a request (Chat and Responses), decoded bytes.
+pub(crate) const OPENAI_IMAGE_MAX_BYTES: u64 = 20 << 20;
+/// The largest image Anthropic takes (5 MB per image), decoded bytes.
+pub(crate) const ANTHROPIC_IMAGE_MAX_BYTES: u64 = 5 << 20;
+
+/// Schema options for a request that asks (or not) for strict tool schemas.
+pub(crate) fn schema_options(strict: bool) -> ravi_agents::SchemaOptions {
+    if strict {
+        ravi_agents::SchemaOptions::strict()
+    } else {
+        ravi_agents::SchemaOptions::default()
+    }
+}
+
 /// A URL for a media source: the URL itself, or a `data:` URL for inline bytes.
 pub(crate) fn media_url(media_type: &str, source: &MediaSource) -> String {
     match source {
         MediaSource::Url { url } => url.clone(),
         MediaSource::Base64 { data } => format!("data:{media_type};base64,{data}"),
         _ => String::new(),
-    }
-}
-
-/// Rewrites a JSON schema into the shape OpenAI's strict mode accepts: every object closed
-/// (`additionalProperties: false`) and every property required, optional ones made nullable
-/// so the model can still leave them out by sending `null`.
-pub(crate) fn strict_schema(schema: &Value) -> Value {
-    let mut out = schema.clone();
-    make_strict(&mut out);
-    out
-}
-
-fn make_strict(node: &mut Value) {
-    let Value::Object(obj) = node else { return };
-    let is_object =
-        obj.get("type").and_then(Value::as_str) == Some("object") || obj.contains_key("properties");
-    if is_object {
-        let required: Vec<String> = obj
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut all = Vec::new();
-        if let Some(Value::Object(props)) = obj.get_mut("properties") {
-            for (name, prop) in props.iter_mut() {
-                make_strict(prop);
-                if !required.contains(name) {
-                    make_nullable(prop);
-                }
-                all.push(Value::String(name.clone()));
-            }
-        }
-        obj.insert("required".into(), Value::Array(all));
-        obj.insert("additionalProperties".into(), Value::Bool(false));
-    }
-    for key in ["items", "anyOf", "oneOf", "allOf", "$defs", "definitions"] {
-        match obj.get_mut(key) {
-            Some(Value::Array(items)) => items.iter_mut().for_each(make_strict),
-            Some(Value::Object(map)) if key == "$defs" || key == "definitions" => {
-                map.values_mut().for_each(make_strict)
-            }
-            Some(item @ Value::Object(_)) => make_strict(item),
-            _ => {}
-        }
-    }
-}
-
-fn make_nullable(prop: &mut Value) {
-    let Value::Object(obj) = prop else { return };
-    match obj.get_mut("type") {
-        Some(Value::String(t)) if t != "null" => {
-            let t = std::mem::take(t);
-            obj.insert("type".into(), serde_json::json!([t, "null"]));
-        }
-        Some(Value::Array(types)) if !types.iter().any(|t| t == "null") => {
-            types.push(Value::String("null".into()))
-        }
-        _ => {}
     }
 }
 
@@ -262,21 +214,5 @@ mod tests {
         assert_eq!(result_text(&boom, false), "no such file");
         let already = [ContentBlock::text("Error: bad path")];
         assert_eq!(result_text(&already, true), "Error: bad path");
-    }
-
-    #[test]
-    fn strict_schema_closes_objects_and_nulls_optionals() {
-        let s = json!({"type": "object",
-            "properties": {"q": {"type": "string"}, "n": {"type": "integer"},
-                           "o": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
-            "required": ["q"]});
-        assert_eq!(
-            strict_schema(&s),
-            json!({"type": "object",
-                "properties": {"q": {"type": "string"}, "n": {"type": ["integer", "null"]},
-                               "o": {"type": ["object", "null"], "properties": {"x": {"type": "number"}},
-                                     "required": ["x"], "additionalProperties": false}},
-                "required": ["n", "o", "q"], "additionalProperties": false})
-        );
     }
 }

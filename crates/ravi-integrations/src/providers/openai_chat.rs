@@ -7,14 +7,14 @@
 
 use futures::stream::BoxStream;
 use ravi_kernel::{
-    AnyTool, ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError, Provider,
-    Role, StopReason, StreamEvent, ToolChoice, Usage,
+    AnyTool, ChatModel, ChatRequest, ChatResponse, ContentBlock, MediaSupport, Message,
+    MessagePart, ModelError, Provider, Role, StopReason, StreamEvent, ToolChoice, Usage,
 };
 use serde_json::{Map, Value, json};
 
 use super::common::{
     StreamDecoder, args_to_string, decode_stream, event_json, media_url, parse_args, result_text,
-    str_at, strict_schema, u64_at,
+    schema_options, str_at, u64_at,
 };
 use super::error::ProviderError;
 use super::http::{AuthStyle, HttpClient, ProviderConfig};
@@ -66,6 +66,11 @@ impl OpenAiChatModel {
 impl ChatModel for OpenAiChatModel {
     fn name(&self) -> String {
         self.label.clone()
+    }
+
+    /// Images up to 20 MiB, sent in a user message after the tool messages (Chat tool messages are text only).
+    fn media_support(&self) -> MediaSupport {
+        MediaSupport::images(super::common::OPENAI_IMAGE_MAX_BYTES)
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
@@ -122,30 +127,11 @@ pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -
     Value::Object(body)
 }
 
+/// The request's tools through the Toolbox's Chat Completions encoder (the one `ravi tools
+/// schema --provider openai` prints): strict per tool where asked and possible. Chat has no
+/// tool search, so tools marked `defer_loading` are sent in full.
 fn encode_tools(tools: &[AnyTool], strict: bool) -> Vec<Value> {
-    tools
-        .iter()
-        .filter_map(|tool| match tool {
-            AnyTool::Function(t) => {
-                let spec = t.spec();
-                let mut function = json!({
-                    "name": spec.name,
-                    "description": spec.description,
-                    "parameters": if strict { strict_schema(&spec.parameters) } else { spec.parameters },
-                });
-                if strict {
-                    function["strict"] = json!(true);
-                }
-                Some(json!({"type": "function", "function": function}))
-            }
-            // Hosted and provider-defined tools go out only in the shape their provider
-            // declared for Chat Completions; without one they are dropped, never guessed.
-            other => other
-                .provider_specs()
-                .remove(&Provider::Openai)
-                .map(|s| s.spec),
-        })
-        .collect()
+    ravi_agents::schema::encode_tools(tools, Provider::Openai, schema_options(strict)).tools
 }
 
 fn encode_messages(request: &ChatRequest) -> Vec<Value> {
@@ -186,6 +172,9 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
         }
         Role::User | Role::Tool | _ => {
             let mut parts = Vec::new();
+            // Chat's tool messages carry text only: a tool's images follow in one user
+            // message, each introduced by the call it came from.
+            let mut tool_images: Vec<Value> = Vec::new();
             for part in &message.content {
                 match part {
                     MessagePart::ToolResult {
@@ -195,6 +184,20 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
                     } => {
                         let text = result_text(content, *is_error);
                         out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}));
+                        let images: Vec<Value> = content
+                            .iter()
+                            .filter_map(|b| match b {
+                                ContentBlock::Image { media_type, source } => Some(json!({
+                                    "type": "image_url",
+                                    "image_url": {"url": media_url(media_type, source)}})),
+                                _ => None,
+                            })
+                            .collect();
+                        if !images.is_empty() {
+                            tool_images.push(json!({"type": "text",
+                                "text": format!("The image(s) returned by tool call {tool_use_id}:")}));
+                            tool_images.extend(images);
+                        }
                     }
                     MessagePart::Text { text } => parts.push(json!({"type": "text", "text": text})),
                     MessagePart::Image { media_type, source } => parts.push(
@@ -202,6 +205,10 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
                     ),
                     _ => {}
                 }
+            }
+            if !tool_images.is_empty() {
+                tool_images.extend(parts);
+                parts = tool_images;
             }
             if parts.is_empty() {
                 return;

@@ -31,14 +31,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::stream::BoxStream;
 use ravi_kernel::{
-    AnyTool, ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError, Provider,
-    Role, StopReason, StreamEvent, ToolChoice, ToolExecutionResult, Usage,
+    AnyTool, ChatModel, ChatRequest, ChatResponse, MediaSupport, Message, MessagePart, ModelError,
+    Provider, Role, StopReason, StreamEvent, ToolChoice, ToolExecutionResult, Usage,
 };
 use serde_json::{Map, Value, json};
 
 use super::common::{
     StreamDecoder, args_to_string, blocks_text, decode_stream, event_json, media_url, parse_args,
-    result_text, str_at, strict_schema, u64_at,
+    result_text, schema_options, str_at, u64_at,
 };
 use super::error::ProviderError;
 use super::http::{AuthStyle, HttpClient, ProviderConfig};
@@ -141,6 +141,11 @@ impl ChatModel for OpenAiResponsesModel {
         self.label.clone()
     }
 
+    /// Images up to 20 MiB, as `input_image` items of the `function_call_output`.
+    fn media_support(&self) -> MediaSupport {
+        MediaSupport::images(super::common::OPENAI_IMAGE_MAX_BYTES)
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let include = self.asks_for_encrypted_reasoning();
         let body = encode_request(&self.model, request, false, include);
@@ -235,30 +240,23 @@ pub(crate) fn encode_request(
     Value::Object(body)
 }
 
+/// The request's tools through the Toolbox's Responses encoder (the one `ravi tools schema
+/// --provider openai-responses` prints): strict per tool where asked and possible, `strict`
+/// always written (Responses takes a missing one as strict). Tools marked `defer_loading` go
+/// out with `defer_loading: true` next to Responses' own `tool_search` tool, which loads them
+/// when the model asks (models from gpt-5.4 on).
 fn encode_tools(tools: &[AnyTool], strict: bool) -> Vec<Value> {
-    tools
+    let mut out =
+        ravi_agents::schema::encode_tools(tools, Provider::OpenaiResponses, schema_options(strict))
+            .tools;
+    let deferred = out
         .iter()
-        .filter_map(|tool| match tool {
-            AnyTool::Function(t) => {
-                let spec = t.spec();
-                let params = if strict {
-                    strict_schema(&spec.parameters)
-                } else {
-                    spec.parameters
-                };
-                let mut v = json!({"type": "function", "name": spec.name,
-                    "description": spec.description, "parameters": params});
-                if strict {
-                    v["strict"] = json!(true);
-                }
-                Some(v)
-            }
-            other => other
-                .provider_specs()
-                .remove(&Provider::OpenaiResponses)
-                .map(|s| s.spec),
-        })
-        .collect()
+        .any(|t| t.get("defer_loading") == Some(&json!(true)));
+    let has_search = out.iter().any(|t| str_at(t, "/type") == "tool_search");
+    if deferred && !has_search {
+        out.push(json!({"type": "tool_search"}));
+    }
+    out
 }
 
 fn encode_input(request: &ChatRequest) -> Vec<Value> {
@@ -376,8 +374,23 @@ fn encode_result(
     is_error: bool,
 ) -> Value {
     let Some(kind) = item.and_then(|i| i.get("type")).and_then(Value::as_str) else {
-        return json!({"type": "function_call_output", "call_id": call_id,
-            "output": result_text(content, is_error)});
+        let images: Vec<Value> = content
+            .iter()
+            .filter_map(|b| match b {
+                ravi_kernel::ContentBlock::Image { media_type, source } => Some(json!({
+                    "type": "input_image", "image_url": media_url(media_type, source)})),
+                _ => None,
+            })
+            .collect();
+        if images.is_empty() {
+            return json!({"type": "function_call_output", "call_id": call_id,
+                "output": result_text(content, is_error)});
+        }
+        // A result with images is a list of input items: the text, then each image.
+        let mut output =
+            vec![json!({"type": "input_text", "text": result_text(content, is_error)})];
+        output.extend(images);
+        return json!({"type": "function_call_output", "call_id": call_id, "output": output});
     };
     let text = blocks_text(content);
     let output_type = format!("{kind}_output");

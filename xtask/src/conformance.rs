@@ -318,8 +318,12 @@ pub fn run(_args: &[String]) -> anyhow::Result<()> {
             "conformance_server",
             "--example",
             "conformance_client",
+            // With target flags cargo builds only the targets named, so the binary is named
+            // too (without it a fresh checkout had no `target/debug/ravi`).
             "-p",
             "ravi-cli",
+            "--bin",
+            "ravi",
         ],
     )?;
     let bin = target_dir()?.join("debug");

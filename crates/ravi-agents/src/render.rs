@@ -251,15 +251,17 @@ pub(crate) fn cut_text(content: &[ContentBlock]) -> String {
         return serialize::plain_text(text);
     }
     let mut joined = String::new();
+    let mut first = true;
     for block in content {
         let piece = match block {
             ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
             ContentBlock::Json { value } => std::borrow::Cow::Owned(serialize::json_text(value)),
             _ => continue,
         };
-        if !joined.is_empty() {
+        if !first {
             joined.push('\n');
         }
+        first = false;
         joined.push_str(&piece);
     }
     serialize::plain_text_owned(joined)

@@ -1072,3 +1072,122 @@ async fn strict_mode_nulls_for_omitted_optionals_pass_validation() {
     assert!(text.contains("limit"), "{text}");
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+struct Count;
+#[async_trait::async_trait]
+impl Tool for Count {
+    fn name(&self) -> &str {
+        "count"
+    }
+    fn description(&self) -> &str {
+        "Count the bytes of `data`."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"data": {"type": "string"}}, "required": ["data"]})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text(
+            args["data"].as_str().unwrap_or_default().len().to_string(),
+        ))
+    }
+}
+
+/// Issue 13: the loop keeps one artifact scope across a pause, so a ref the model saw before
+/// the pause still resolves after the resume — in a fresh agent, from the serialized state —
+/// and the artifacts stay pinned while the run waits, then are released when it ends.
+#[tokio::test]
+async fn refs_seen_before_a_pause_resolve_after_the_resume() {
+    let store = Arc::new(MemoryBlobStore::new());
+    let sent = Arc::new(AtomicU32::new(0));
+    let policy = ChainPolicy::builder()
+        .max_inline_result_bytes(256)
+        .build()
+        .unwrap();
+    let make = |model: Arc<Scripted>| {
+        ReActAgent::new(
+            "keeper",
+            model,
+            vec![tool(Big), tool(Count), tool(SendEmail(sent.clone()))],
+        )
+        .with_policy(policy.clone())
+        .with_blob_store(store.clone())
+        .pause_on_approval(true)
+    };
+    let first = make(Scripted::new(vec![calls(&[
+        ("b", "big", json!({})),
+        ("mail", "send_email", json!({"to": "ops@example.com"})),
+    ])]));
+    let paused = first.run("read the log, then mail").await;
+    assert_eq!(paused.stop, RunStop::AwaitingApproval);
+    assert_eq!(
+        paused.state.pins.len(),
+        1,
+        "the offloaded result stays pinned"
+    );
+    assert_eq!(store.total_pins(), 1);
+    let restored: RunState =
+        serde_json::from_str(&serde_json::to_string(&paused.state).unwrap()).unwrap();
+
+    // The resumed model passes the ref it saw before the pause.
+    let use_ref: Step = Box::new(|req: &ChatRequest| {
+        let seen = req
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .find_map(|p| match p {
+                MessagePart::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } if tool_use_id == "b" => content.iter().find_map(ContentBlock::as_text),
+                _ => None,
+            })
+            .unwrap()
+            .to_owned();
+        let at = seen.find("art_").unwrap();
+        let r: String = seen[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        Ok(response(
+            vec![MessagePart::ToolUse {
+                id: "n".into(),
+                name: "count".into(),
+                arguments: json!({"data": {"$artifact": r}}),
+            }],
+            StopReason::ToolUse,
+        ))
+    });
+    let second = make(Scripted::new(vec![
+        answer("mailed"),
+        use_ref,
+        answer("9500 bytes"),
+    ]));
+    let done = second
+        .resume(
+            restored,
+            [("mail".to_owned(), ApprovalDecision::Approved)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    // The first answer ends the resumed run; the conversation goes on with a new question.
+    assert_eq!(done.stop, RunStop::FinalAnswer);
+    let mut state = done.state;
+    state.messages.push(Message::user("how large was the log?"));
+    let more = second.run_state(state, CancellationToken::new()).await;
+    assert_eq!(more.stop, RunStop::FinalAnswer);
+    assert_eq!(
+        results(more.messages()),
+        vec![("n".into(), "9500".into(), false)]
+    );
+    assert_eq!(
+        store.total_pins(),
+        0,
+        "released once the run no longer waits"
+    );
+}

@@ -77,32 +77,6 @@ impl Tool for Simple {
     }
 }
 
-/// Reads a whole file (the built-in `read_file` pages at 256 KiB).
-struct ReadAll(std::path::PathBuf);
-
-#[async_trait]
-impl Tool for ReadAll {
-    fn name(&self) -> &str {
-        "read_all"
-    }
-    fn description(&self) -> &str {
-        "Read a whole text file."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
-    }
-    async fn execute(
-        &self,
-        _: &ToolContext,
-        args: Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
-        let path = self.0.join(args["path"].as_str().unwrap_or_default());
-        std::fs::read_to_string(path)
-            .map(ToolExecutionResult::text)
-            .map_err(|e| ToolError::invalid_arguments(e.to_string()))
-    }
-}
-
 /// A tool that always fails with `message` (which may mention budgets or timeouts: the
 /// exception the script sees must not depend on the wording).
 struct Failing {
@@ -343,9 +317,6 @@ fn setup_with(
             sleep: Duration::from_secs(5),
         })));
         tools.push(AnyTool::Function(Arc::new(ReadFile::new(backend.clone()))));
-        tools.push(AnyTool::Function(Arc::new(ReadAll(
-            dir.path().to_path_buf(),
-        ))));
         tools.push(AnyTool::Function(Arc::new(WriteFile::new(backend))));
         tools.extend(extra);
     }
@@ -499,7 +470,7 @@ async fn a_timeout_mid_call_still_lists_the_call() {
 }
 
 #[tokio::test]
-async fn a_1_mb_file_round_trips_by_reference() {
+async fn a_1_mb_file_round_trips_by_reference_through_the_real_read_file() {
     let s = default_setup();
     let mut big = String::new();
     let mut i = 0;
@@ -513,7 +484,7 @@ async fn a_1_mb_file_round_trips_by_reference() {
     let r = run(
         &s,
         r#"
-a = read_all(path="big.txt")
+a = read_file(path="big.txt")
 print(type(a).__name__, a.size, len(a.preview) < 10000, a.preview.startswith("line 00000"))
 write_file(path="copy.txt", content=a)
 head = read_file(path="copy.txt", limit=20)
@@ -686,7 +657,7 @@ async fn pinned_artifacts_are_released_after_every_outcome() {
     );
     std::fs::write(s.dir.path().join("big.txt"), "x".repeat(300_000)).unwrap();
     let pin =
-        "a = read_all(path='big.txt')\nf = snap()\nprint(type(a).__name__, type(f).__name__)\n";
+        "a = read_file(path='big.txt')\nf = snap()\nprint(type(a).__name__, type(f).__name__)\n";
     let cases = [
         ("", ChainStatus::Ok),
         ("1/0\n", ChainStatus::Error),

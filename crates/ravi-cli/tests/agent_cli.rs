@@ -465,3 +465,252 @@ async fn attached_servers_follow_ravi_toml_and_tools_picks_sources() {
     }
     assert_eq!(server.received_requests().await.unwrap().len(), before);
 }
+
+/// The `art_…` ref named in a tool result's text.
+fn artifact_in(text: &str) -> String {
+    let at = text
+        .find("art_")
+        .expect("an artifact ref in the tool result");
+    text[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// A scripted model that reads `src`, then writes its artifact to `dst`, then answers.
+async fn copy_model(src: &'static str, dst: &'static str) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(move |req: &wiremock::Request| {
+            let results = tool_messages(&body(req));
+            match results.as_slice() {
+                [] => sse(call_sse(
+                    "call_read",
+                    "read_file",
+                    &serde_json::json!({"path": src}),
+                )),
+                [preview] => sse(call_sse(
+                    "call_write",
+                    "write_file",
+                    &serde_json::json!({"path": dst, "content": {"$artifact": artifact_in(preview)}}),
+                )),
+                _ => sse(cassette("openai_chat/text_stream.sse")),
+            }
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Writes `size` bytes of text or pseudo-random binary data to `path` and returns them.
+fn fill(path: &Path, size: usize, binary: bool) -> Vec<u8> {
+    let mut data = Vec::with_capacity(size);
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut line = 0u64;
+    while data.len() < size {
+        if binary {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            data.push((x >> 32) as u8);
+        } else {
+            line += 1;
+            data.extend_from_slice(format!("entry {line:08} ü {}\n", "q".repeat(50)).as_bytes());
+        }
+    }
+    data.truncate(size);
+    std::fs::write(path, &data).unwrap();
+    data
+}
+
+/// Issue 13 through the ReAct loop: the model reads a large text or binary file (it gets a
+/// preview and one note naming the artifact), passes the ref to `write_file`, and the copy is
+/// exact — at 1 MB, and at 200 MB with the process's peak memory under twice the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_file_artifact_write_file_copies_exactly_through_ravi_agent() {
+    let ws = tempfile::tempdir().unwrap();
+    for (size, binary) in [
+        (1_100_000usize, false),
+        (1_100_000, true),
+        (200_000_000, false),
+    ] {
+        let data = fill(&ws.path().join("src.dat"), size, binary);
+        let server = copy_model("src.dat", "dst.dat").await;
+        let spec = format!("openai-compatible:{}/v1#m", server.uri());
+        let mut cmd = ravi(&[
+            "agent",
+            "--model",
+            &spec,
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--tools",
+            "builtin",
+            "--yes",
+            "copy src.dat to dst.dat",
+        ]);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let (out, peak) = tokio::task::spawn_blocking(move || {
+            let child = cmd.spawn().unwrap();
+            let status = format!("/proc/{}/status", child.id());
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = done.clone();
+            let watcher = std::thread::spawn(move || {
+                let mut peak = 0u64;
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(kb) = std::fs::read_to_string(&status).ok().and_then(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("VmHWM:"))
+                            .and_then(|v| {
+                                v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+                            })
+                    }) {
+                        peak = peak.max(kb * 1024);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                peak
+            });
+            let out = child.wait_with_output().unwrap();
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            (out, watcher.join().unwrap())
+        })
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let reqs = server.received_requests().await.unwrap();
+        let results = tool_messages(&body(&reqs[1]));
+        assert_eq!(
+            results[0].matches("is stored as artifact").count(),
+            1,
+            "{}",
+            results[0]
+        );
+        assert!(results[0].len() < 8192, "the file went inline");
+        let copy = std::fs::read(ws.path().join("dst.dat")).unwrap();
+        assert_eq!(copy.len(), size, "{stderr}");
+        assert!(
+            copy == data,
+            "the copy differs (binary: {binary}, {size} bytes)"
+        );
+        if size >= 100_000_000 {
+            assert!(
+                peak < 2 * size as u64,
+                "peak memory {peak} bytes for {size}"
+            );
+        }
+        std::fs::remove_file(ws.path().join("dst.dat")).unwrap();
+    }
+}
+
+/// Fail closed means closed in the agent: with no terminal to ask on, a `FireAndContinue`
+/// tool is denied (not run on a notification nobody reads), and the model hears that the
+/// policy refused it.
+#[tokio::test]
+async fn fire_and_continue_is_denied_without_a_terminal_in_ravi_agent() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = ws.path().join("ravi.toml");
+    std::fs::write(&config, "[hitl]\nwrite_file = \"fire_and_continue\"\n").unwrap();
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            |req: &wiremock::Request| match tool_messages(&body(req)).len() {
+                0 => sse(call_sse(
+                    "call_w",
+                    "write_file",
+                    &serde_json::json!({"path": "x.txt", "content": "hi"}),
+                )),
+                _ => sse(cassette("openai_chat/text_stream.sse")),
+            },
+        )
+        .mount(&server)
+        .await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let out = run(ravi(&[
+        "agent",
+        "--model",
+        &spec,
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "write x.txt",
+    ]))
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let reqs = server.received_requests().await.unwrap();
+    let results = tool_messages(&body(&reqs[1]));
+    assert!(
+        results[0].contains("this run's approval policy denies every such call"),
+        "{}",
+        results[0]
+    );
+    assert!(!ws.path().join("x.txt").exists());
+}
+
+/// Issue 13, symptom 3: an image a tool returns reaches a vision model as real image content
+/// (Chat Completions: an `image_url` part in the user message after the tool message), not
+/// as a line of text.
+#[tokio::test]
+async fn images_from_tools_reach_the_model_as_images() {
+    let ws = tempfile::tempdir().unwrap();
+    let png: Vec<u8> = [
+        b"\x89PNG\r\n\x1a\n".as_slice(),
+        &[0, 0, 0, 13, 73, 72, 68, 82, 1, 2, 3],
+    ]
+    .concat();
+    std::fs::write(ws.path().join("chart.png"), &png).unwrap();
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            |req: &wiremock::Request| match tool_messages(&body(req)).len() {
+                0 => sse(call_sse(
+                    "call_img",
+                    "read_file",
+                    &serde_json::json!({"path": "chart.png"}),
+                )),
+                _ => sse(cassette("openai_chat/text_stream.sse")),
+            },
+        )
+        .mount(&server)
+        .await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let out = run(ravi(&[
+        "agent",
+        "--model",
+        &spec,
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--tools",
+        "builtin",
+        "what does the chart show?",
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reqs = server.received_requests().await.unwrap();
+    let second = body(&reqs[1]);
+    let messages = second["messages"].as_array().unwrap();
+    let tool_at = messages.iter().position(|m| m["role"] == "tool").unwrap();
+    let next = &messages[tool_at + 1];
+    assert_eq!(next["role"], "user", "{second}");
+    let image = next["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "image_url")
+        .expect("an image part");
+    use base64::Engine as _;
+    assert_eq!(
+        image["image_url"]["url"],
+        format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(&png)
+        )
+    );
+}

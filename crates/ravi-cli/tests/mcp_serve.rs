@@ -592,3 +592,188 @@ fn serve_http_defaults_to_loopback_and_refuses_public_binds() {
     );
     assert!(err.contains("http://127.0.0.1:8765/mcp"), "{err}");
 }
+
+/// Starts `ravi serve --http` on a free port with `extra` arguments; returns the child and the
+/// endpoint URL once it listens.
+fn serve_http(extra: &[&str]) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut args = vec![
+        "serve".to_owned(),
+        "--http".into(),
+        format!("127.0.0.1:{port}"),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    let child = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (child, format!("http://127.0.0.1:{port}/mcp"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("ravi serve --http did not listen");
+}
+
+/// The MCP plan of a copy by reference: read a large file (the result names its artifact in
+/// `_meta`), write it elsewhere by passing the ref, and read part of it with `read_result`.
+fn copy_plan(src: &str, dst: &str) -> Value {
+    let artifact = "/_meta/ravi~1artifact/ref";
+    json!({"calls": [
+        {"name": "read_file", "arguments": {"path": src}},
+        {"name": "write_file", "arguments": {"path": dst, "content": {"$artifact": {"$prev": [0, artifact]}}}},
+        {"name": "read_result", "arguments": {"ref": {"$prev": [0, artifact]}, "lines": {"start": 2, "end": 2}}}
+    ]})
+}
+
+fn big_text(path: &std::path::Path, lines: usize) -> Vec<u8> {
+    let body: String = (0..lines)
+        .map(|i| format!("row {i:07} {}\n", "z".repeat(60)))
+        .collect();
+    std::fs::write(path, &body).unwrap();
+    body.into_bytes()
+}
+
+fn check_copy(report: &Value, ws: &std::path::Path, src: &[u8], dst: &str) {
+    let calls = &report["calls"];
+    let read = &calls[0]["result"];
+    assert_eq!(read["_meta"]["ravi/status"], "ok", "{read}");
+    let r = read["_meta"]["ravi/artifact"]["ref"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(r.starts_with("art_"), "{read}");
+    // The preview names the artifact exactly once, with how to use it.
+    let text = read["content"][0]["text"].as_str().unwrap();
+    assert_eq!(text.matches(&format!("artifact {r}")).count(), 1, "{text}");
+    assert_ne!(
+        calls[1]["result"]["isError"], true,
+        "write_file with the ref failed: {}",
+        calls[1]
+    );
+    assert!(
+        std::fs::read(ws.join(dst)).unwrap() == src,
+        "{dst} is not a byte-exact copy"
+    );
+    let line = calls[2]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(line.contains("row 0000001"), "read_result: {}", calls[2]);
+}
+
+/// Issue 13, symptom 2: refs handed out over MCP are usable in the client's next calls —
+/// over stdio (one session for the process), over HTTP with 2025-11-25 sessions and over
+/// HTTP statelessly (2026-07-28), driven by the Python SDK.
+#[test]
+fn python_sdk_passes_refs_between_calls_on_every_transport() {
+    if !ready("refs across MCP calls") {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let src = big_text(&ws.path().join("big.txt"), 20_000);
+    let stdio = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_ravi").to_owned(),
+        "serve".into(),
+        "--stdio".into(),
+        "--approve".into(),
+        "auto".into(),
+        "--workspace".into(),
+        ws.path().to_str().unwrap().to_owned(),
+    ];
+    let report = run_python(&copy_plan("big.txt", "stdio.txt"), &stdio);
+    check_copy(&report, ws.path(), &src, "stdio.txt");
+
+    let (mut child, url) = serve_http(&[
+        "--approve",
+        "auto",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+    ]);
+    for mode in ["legacy", "auto"] {
+        let mut plan = copy_plan("big.txt", &format!("{mode}.txt"));
+        plan["mode"] = json!(mode);
+        let report = run_python(&plan, std::slice::from_ref(&url));
+        check_copy(&report, ws.path(), &src, &format!("{mode}.txt"));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// 200 MB through MCP: the copy is exact and the server's peak memory stays under twice the
+/// file.
+#[test]
+fn a_200_mb_copy_by_ref_over_mcp_is_exact_and_bounded() {
+    if !ready("200 MB over MCP") {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let src = big_text(&ws.path().join("huge.txt"), 2_500_000);
+    let size = src.len() as u64;
+    let (mut child, url) = serve_http(&[
+        "--approve",
+        "auto",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+    ]);
+    let status = format!("/proc/{}/status", child.id());
+    let report = run_python(&copy_plan("huge.txt", "huge_copy.txt"), &[url]);
+    let peak = std::fs::read_to_string(&status)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024;
+    let _ = child.kill();
+    let _ = child.wait();
+    check_copy(&report, ws.path(), &src, "huge_copy.txt");
+    assert!(
+        peak < 2 * size,
+        "ravi serve peaked at {peak} bytes for {size}"
+    );
+}
+
+/// Fail closed means closed on `ravi serve`: a `FireAndContinue` tool under `--approve deny`
+/// is denied, and the client reads that the policy refused it.
+#[test]
+fn fire_and_continue_is_denied_under_approve_deny_in_ravi_serve() {
+    if !ready("fire and continue over MCP") {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let config = ws.path().join("ravi.toml");
+    std::fs::write(&config, "[hitl]\nwrite_file = \"fire_and_continue\"\n").unwrap();
+    let target = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_ravi").to_owned(),
+        "serve".into(),
+        "--stdio".into(),
+        "--approve".into(),
+        "deny".into(),
+        "--config".into(),
+        config.to_str().unwrap().to_owned(),
+        "--workspace".into(),
+        ws.path().to_str().unwrap().to_owned(),
+    ];
+    let plan =
+        json!({"calls": [{"name": "write_file", "arguments": {"path": "x.txt", "content": "hi"}}]});
+    let report = run_python(&plan, &target);
+    let r = &report["calls"][0]["result"];
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["_meta"]["ravi/reason"], "approval_denied", "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("this run's approval policy denies every such call"),
+        "{r}"
+    );
+    assert!(!ws.path().join("x.txt").exists());
+}

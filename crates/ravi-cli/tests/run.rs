@@ -335,3 +335,164 @@ fn approval_defaults_to_none_when_stdin_is_not_a_terminal() {
     assert!(!terminal.contains("written"), "{terminal}");
     assert!(!ws.path().join("a.txt").exists());
 }
+
+/// Runs `ravi ARGS` and returns its output with its peak resident memory (VmHWM, in bytes),
+/// read from `/proc` until it exits.
+fn ravi_with_peak(args: &[&str]) -> (Output, u64) {
+    let child = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(s) = std::fs::read_to_string(&status)
+                    && let Some(kb) = s
+                        .lines()
+                        .find_map(|l| l.strip_prefix("VmHWM:"))
+                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                {
+                    peak = peak.max(kb * 1024);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            peak
+        })
+    };
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    (out, watcher.join().unwrap())
+}
+
+/// Writes `size` bytes of text (lines) or of pseudo-random binary data to `path`.
+fn make_file(path: &Path, size: usize, binary: bool) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut written = 0usize;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut line = 0u64;
+    while written < size {
+        let chunk: Vec<u8> = if binary {
+            (0..4096)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 24) as u8
+                })
+                .collect()
+        } else {
+            line += 1;
+            format!("line {line:09} é {}\n", "abcdefghij".repeat(6)).into_bytes()
+        };
+        let take = chunk.len().min(size - written);
+        f.write_all(&chunk[..take]).unwrap();
+        written += take;
+    }
+}
+
+/// Issue 13, symptom 1, through the real entry point: `read_file` → Artifact → `write_file`
+/// in a `ravi run` script copies a text and a binary file byte for byte — at 1 MB, and at
+/// 200 MB with the process's peak memory under twice the file (one copy per run: `ravi run`
+/// keeps artifacts in memory for the run).
+#[test]
+fn read_file_artifact_write_file_copies_exactly_through_ravi_run() {
+    let ws = tempfile::tempdir().unwrap();
+    for size in [1_100_000usize, 200_000_000] {
+        for (src, dst, binary) in [
+            ("a.txt", "a_copy.txt", false),
+            ("b.bin", "b_copy.bin", true),
+        ] {
+            make_file(&ws.path().join(src), size, binary);
+            let script = ws.path().join("copy.py");
+            std::fs::write(
+                &script,
+                format!(
+                    "a = read_file(path={src:?})\nprint(type(a).__name__, len(a))\n\
+                     write_file(path={dst:?}, content=a)\n"
+                ),
+            )
+            .unwrap();
+            let (out, peak) = ravi_with_peak(&[
+                "run",
+                script.to_str().unwrap(),
+                "--workspace",
+                ws.path().to_str().unwrap(),
+                "--approve",
+                "all",
+                "--timeout",
+                "120",
+            ]);
+            let stdout = text(&out.stdout);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{stdout}\n{}",
+                text(&out.stderr)
+            );
+            assert_eq!(stdout, format!("Artifact {size}\n"));
+            let (a, b) = (ws.path().join(src), ws.path().join(dst));
+            assert_eq!(std::fs::metadata(&b).unwrap().len(), size as u64, "{dst}");
+            assert!(
+                std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+                "{dst} differs from {src} at {size} bytes"
+            );
+            if size >= 100_000_000 {
+                assert!(
+                    peak < 2 * size as u64,
+                    "peak memory {peak} bytes for a {size}-byte copy of {src}"
+                );
+            }
+            std::fs::remove_file(&b).unwrap();
+        }
+    }
+}
+
+/// A `FireAndContinue` call is denied when nobody can be told (`--approve none`), and the
+/// script hears that the policy refused it, not a human.
+#[test]
+fn fire_and_continue_is_denied_under_approve_none_in_ravi_run() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("ravi.toml"),
+        "[hitl]\nwrite_file = \"fire_and_continue\"\n",
+    )
+    .unwrap();
+    let script = ws.path().join("w.py");
+    std::fs::write(
+        &script,
+        "try:\n    write_file(path='x.txt', content='hi')\nexcept ToolDenied as e:\n    print('denied:', e.reason, '|', e.message)\n",
+    )
+    .unwrap();
+    let out = ravi(
+        &[
+            "run",
+            script.to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--config",
+            ws.path().join("ravi.toml").to_str().unwrap(),
+            "--approve",
+            "none",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("denied: approval_denied | `write_file` needs approval (risk high) and this run's approval policy denies every such call (no human was asked)"),
+        "{stdout}"
+    );
+    assert!(!ws.path().join("x.txt").exists());
+}

@@ -249,3 +249,44 @@ fn tool_errors_and_usage_errors_have_their_exit_codes() {
         );
     }
 }
+
+/// Fail closed means closed for `ravi tools call`: a `FireAndContinue` tool (set by
+/// `ravi.toml`'s `[hitl]`) is denied under `--approve none` and without a terminal, the
+/// message says the policy refused it, and nothing is written.
+#[test]
+fn fire_and_continue_is_denied_when_nobody_can_approve() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ravi.toml"),
+        "[hitl]\nwrite_file = \"fire_and_continue\"\n",
+    )
+    .unwrap();
+    for approve in ["none", "ask"] {
+        let out = ravi(
+            &[
+                "tools",
+                "call",
+                "write_file",
+                "--args",
+                r#"{"path": "x.txt", "content": "hi"}"#,
+                "--approve",
+                approve,
+                "--workspace",
+                dir.path().to_str().unwrap(),
+            ],
+            dir.path(),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(4),
+            "{approve}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("this run's approval policy denies every such call"),
+            "{approve}: {}",
+            text(&out.stderr)
+        );
+        assert!(!dir.path().join("x.txt").exists());
+    }
+}

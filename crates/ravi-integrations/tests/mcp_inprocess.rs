@@ -470,3 +470,174 @@ async fn a_relaying_server_passes_list_changes_on() {
     relay.shutdown().await.unwrap();
     stop.cancel();
 }
+
+/// A tool that draws a "card" for the application: its `app_data` is for the UI, its text for
+/// the model; and one whose result is large enough to be stored.
+struct Card;
+
+#[async_trait]
+impl Tool for Card {
+    fn name(&self) -> &str {
+        "card"
+    }
+    fn description(&self) -> &str {
+        "Draw a card."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text("card drawn")
+            .with_app_data(json!({"card": {"title": "Quarterly", "secret_ui_state": 7}})))
+    }
+}
+
+struct Big;
+
+#[async_trait]
+impl Tool for Big {
+    fn name(&self) -> &str {
+        "big"
+    }
+    fn description(&self) -> &str {
+        "A large result."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text("b".repeat(10_000)))
+    }
+}
+
+/// Issue 13, symptom 4: `app_data` reaches the hooks and the MCP client's `_meta`, never the
+/// text a model reads.
+#[tokio::test]
+async fn app_data_reaches_hooks_and_mcp_meta_but_not_the_text() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let hooks = ravi_agents::hooks::HookRegistry::new().on(move |e: &ravi_kernel::HookEvent| {
+        if let ravi_kernel::HookEvent::ToolEnd { app_data, .. } = e {
+            s.lock().unwrap().push(app_data.clone());
+        }
+    });
+    let registry = Arc::new(ravi_agents::invoker::StaticRegistry::new([
+        Arc::new(Card) as Arc<dyn Tool>
+    ]));
+    let server = McpServer::new(Arc::new(ravi_integrations::mcp::InvokerTools::new(
+        ToolInvoker::builder(registry).hooks(hooks),
+    )))
+    .bind_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        HttpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let client = McpClient::connect(McpServerSpec::http("ui", server.url()))
+        .await
+        .unwrap();
+    let raw = client
+        .call("card", json!({}), &ToolContext::default(), None, "card")
+        .await
+        .unwrap();
+    assert_eq!(
+        raw["_meta"]["ravi/app_data"]["card"]["title"], "Quarterly",
+        "{raw}"
+    );
+    assert_eq!(raw["_meta"]["ravi/status"], "ok", "{raw}");
+    assert_eq!(
+        raw["content"],
+        json!([{"type": "text", "text": "card drawn"}]),
+        "{raw}"
+    );
+    assert_eq!(
+        seen.lock().unwrap().as_slice(),
+        &[Some(
+            json!({"card": {"title": "Quarterly", "secret_ui_state": 7}})
+        )]
+    );
+    client.close().await;
+    server.shutdown().await.unwrap();
+}
+
+/// Issue 13, symptom 2, in process: one MCP client session is one invoker session — a ref
+/// handed out by one call resolves in the next, the budget counts across the session, and
+/// when the client goes away its artifacts are unpinned.
+#[tokio::test]
+async fn an_mcp_session_spans_its_calls_and_releases_its_pins_when_it_ends() {
+    use rmcp::ServiceExt as _;
+    let store = Arc::new(ravi_agents::blob::MemoryBlobStore::new());
+    let registry = Arc::new(ravi_agents::invoker::StaticRegistry::new([
+        Arc::new(Big) as Arc<dyn Tool>,
+        Arc::new(Card) as Arc<dyn Tool>,
+        Arc::new(Len) as Arc<dyn Tool>,
+    ]));
+    let policy = ravi_kernel::ChainPolicy::builder()
+        .max_inline_result_bytes(1000)
+        .max_tool_calls(3)
+        .build()
+        .unwrap();
+    let server = McpServer::new(Arc::new(ravi_integrations::mcp::InvokerTools::new(
+        ToolInvoker::builder(registry)
+            .policy(policy)
+            .blob_store(store.clone()),
+    )));
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(theirs);
+    let served = tokio::spawn(async move { server.serve_io(read, write).await });
+    let client = ().serve(tokio::io::split(ours)).await.unwrap();
+    let call = |name: &str, args: Value| {
+        let params: CallToolRequestParams =
+            serde_json::from_value(json!({"name": name, "arguments": args})).unwrap();
+        let client = &client;
+        async move {
+            let r = client.call_tool(params).await.unwrap();
+            serde_json::to_value(r).unwrap()
+        }
+    };
+    let big = call("big", json!({})).await;
+    let r = big["_meta"]["ravi/artifact"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(store.total_pins(), 1);
+    let len = call("len", json!({"data": {"$artifact": r}})).await;
+    assert_eq!(len["content"][0]["text"], "10000", "{len}");
+    // The third call is the budget's last; the fourth is refused: the budget spans the session.
+    call("card", json!({})).await;
+    let over = call("card", json!({})).await;
+    assert_eq!(over["_meta"]["ravi/reason"], "budget_exhausted", "{over}");
+    client.cancel().await.unwrap();
+    served.await.unwrap().unwrap();
+    for _ in 0..50 {
+        if store.total_pins() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(store.total_pins(), 0, "the session's pins outlived it");
+}
+
+struct Len;
+
+#[async_trait]
+impl Tool for Len {
+    fn name(&self) -> &str {
+        "len"
+    }
+    fn description(&self) -> &str {
+        "The length of `data`."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"data": {"type": "string"}}, "required": ["data"]})
+    }
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text(
+            args["data"].as_str().unwrap_or_default().len().to_string(),
+        ))
+    }
+}

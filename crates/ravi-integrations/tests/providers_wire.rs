@@ -1132,3 +1132,165 @@ fn secret_in(text: &str) -> Option<String> {
     }
     None
 }
+
+/// A tool that shows a picture, and one whose free-form map (`headers`) cannot be strict.
+struct Fetch;
+
+#[async_trait::async_trait]
+impl Tool for Fetch {
+    fn name(&self) -> &str {
+        "fetch"
+    }
+    fn description(&self) -> &str {
+        "Fetch a URL."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {
+            "url": {"type": "string"},
+            "headers": {"type": "object", "additionalProperties": {"type": "string"}}},
+            "required": ["url"]})
+    }
+    fn input_examples(&self) -> Vec<Value> {
+        vec![json!({"url": "https://example.com"})]
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        Ok(ToolExecutionResult::text("ok"))
+    }
+}
+
+/// A finished tool round whose result holds an image, as the ReAct loop's model renderer
+/// passes it (text, then the image block).
+fn image_round() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::user("What does the chart show?"),
+            Message {
+                role: Role::Assistant,
+                content: vec![MessagePart::ToolUse {
+                    id: "call_1".into(),
+                    name: "fetch".into(),
+                    arguments: json!({"url": "https://example.com/chart.png"}),
+                }],
+            },
+            Message {
+                role: Role::Tool,
+                content: vec![MessagePart::ToolResult {
+                    tool_use_id: "call_1".into(),
+                    content: vec![
+                        ContentBlock::text("the chart"),
+                        ContentBlock::image_bytes("image/png", b"\x89PNG\r\n\x1a\nchart"),
+                    ],
+                    is_error: false,
+                }],
+            },
+        ],
+        tools: vec![
+            AnyTool::from(Arc::new(Fetch)),
+            AnyTool::from(Arc::new(Catalog)),
+        ],
+        strict_tools: true,
+        ..ChatRequest::default()
+    }
+}
+
+/// Issue 13, symptoms 3 and 5, per provider: the image of a tool result travels as real image
+/// content (Chat: `image_url` in a user message after the tool message; Responses:
+/// `input_image` in the `function_call_output`; Anthropic: an `image` block in the
+/// `tool_result`), and the tools go through the Toolbox encoders — strict per tool with a
+/// non-strict fallback for the free-form map, Anthropic's `input_examples`, and deferred tools
+/// behind each provider's native tool search. Pinned as goldens.
+#[test]
+fn images_and_tool_encoders_per_provider() {
+    let config = || ProviderConfig::new("http://127.0.0.1:1/v1").with_api_key("test-key");
+    let request = image_round();
+    let chat = OpenAiChatModel::new("gpt-4.1", config())
+        .unwrap()
+        .encode_request(&request, false);
+    golden("openai_chat_image_request", &chat);
+    let messages = chat["messages"].as_array().unwrap();
+    assert_eq!(messages[2]["role"], "tool");
+    assert_eq!(messages[3]["content"][1]["type"], "image_url");
+    let fetch = &chat["tools"][0]["function"];
+    assert!(
+        fetch.get("strict").is_none(),
+        "free-form map sent strict: {fetch}"
+    );
+
+    let responses = OpenAiResponsesModel::new("gpt-5.4", config())
+        .unwrap()
+        .encode_request(&request, false);
+    golden("openai_responses_image_request", &responses);
+    let output = responses["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "function_call_output")
+        .unwrap();
+    assert_eq!(output["output"][1]["type"], "input_image", "{output}");
+    let tools = responses["tools"].as_array().unwrap();
+    assert!(
+        tools.iter().any(|t| t["type"] == "tool_search"),
+        "{tools:?}"
+    );
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["name"] == "lookup_part" && t["defer_loading"] == true),
+        "{tools:?}"
+    );
+
+    let anthropic = AnthropicModel::new("claude-sonnet-4-5", config())
+        .unwrap()
+        .encode_request(&request, false);
+    golden("anthropic_image_request", &anthropic);
+    let result = &anthropic["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert!(
+        result["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["type"] == "image"),
+        "{result}"
+    );
+    assert_eq!(
+        anthropic["tools"][0]["input_examples"],
+        json!([{"url": "https://example.com"}])
+    );
+}
+
+/// The tools a provider client sends are exactly what `Toolbox::schemas_with` (and so
+/// `ravi tools schema`) prints for that provider: one encoder.
+#[test]
+fn provider_clients_send_what_the_toolbox_encoder_prints() {
+    let config = || ProviderConfig::new("http://127.0.0.1:1/v1").with_api_key("test-key");
+    let request = ChatRequest {
+        messages: vec![Message::user("hi")],
+        tools: vec![AnyTool::from(Arc::new(Fetch)), AnyTool::from(Arc::new(Add))],
+        strict_tools: true,
+        ..ChatRequest::default()
+    };
+    let toolbox = ravi_agents::Toolbox::from(request.tools.clone());
+    let strict = ravi_agents::SchemaOptions::strict();
+    let chat = OpenAiChatModel::new("m", config())
+        .unwrap()
+        .encode_request(&request, false);
+    assert_eq!(
+        chat["tools"],
+        json!(toolbox.schemas_with(Provider::Openai, strict))
+    );
+    let responses = OpenAiResponsesModel::new("m", config())
+        .unwrap()
+        .encode_request(&request, false);
+    assert_eq!(
+        responses["tools"],
+        json!(toolbox.schemas_with(Provider::OpenaiResponses, strict))
+    );
+    let anthropic = AnthropicModel::new("m", config())
+        .unwrap()
+        .encode_request(&request, false);
+    assert_eq!(
+        anthropic["tools"],
+        json!(toolbox.schemas_with(Provider::Anthropic, strict))
+    );
+}

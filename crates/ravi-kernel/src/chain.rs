@@ -450,18 +450,20 @@ impl InvocationResult {
     /// get a renderer's output, which applies the size limits and names the artifact.
     pub fn text(&self) -> String {
         let mut out = String::new();
+        let mut textual = false;
         for block in &self.content {
             let piece = match block {
                 ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
                 ContentBlock::Json { value } => std::borrow::Cow::Owned(value.to_string()),
                 _ => continue,
             };
-            if !out.is_empty() {
+            if textual {
                 out.push('\n');
             }
+            textual = true;
             out.push_str(&piece);
         }
-        if out.is_empty() {
+        if !textual {
             if let Some(s) = &self.structured {
                 return s.to_string();
             }

@@ -138,9 +138,18 @@ impl BridgeOutcome {
                 (_, Some(FailureReason::Timeout)) => FailureKind::Timeout,
                 _ => FailureKind::Error,
             };
+            // A failure whose text was stored whole: its preview, and where the rest is.
+            let message = match &result.artifact {
+                Some(a) => format!(
+                    "{}\n{}",
+                    a.preview,
+                    ravi_agents::render::artifact_note(a, None)
+                ),
+                None => result.text(),
+            };
             return Self::Failure {
                 kind,
-                message: result.text(),
+                message,
                 reason: result.reason,
             };
         }
@@ -259,6 +268,7 @@ fn file_json(f: &FileHandle) -> Value {
 /// `ChainFile` objects instead).
 fn script_text(content: &[ContentBlock], files: &[ravi_kernel::ChainFile]) -> String {
     let mut out = String::new();
+    let mut first = true;
     for (i, block) in content.iter().enumerate() {
         let piece = match block {
             ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
@@ -275,9 +285,10 @@ fn script_text(content: &[ContentBlock], files: &[ravi_kernel::ChainFile]) -> St
             }
             _ => continue,
         };
-        if !out.is_empty() {
+        if !first {
             out.push('\n');
         }
+        first = false;
         out.push_str(&piece);
     }
     out

@@ -34,7 +34,7 @@ mod tool;
 pub(crate) mod golden;
 
 pub use client::{CallError, ClientOptions, ElicitationPolicy, McpClient, UpstreamTool};
-pub use convert::{block_from_mcp, block_to_mcp, result_from_mcp, result_to_mcp};
+pub use convert::{block_from_mcp, block_to_mcp, render_result, result_from_mcp, result_to_mcp};
 pub use error::McpError;
 pub use invoked::{ElicitationApproval, InvokerTools};
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};

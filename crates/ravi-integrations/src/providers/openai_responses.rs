@@ -386,9 +386,14 @@ fn encode_result(
             return json!({"type": "function_call_output", "call_id": call_id,
                 "output": result_text(content, is_error)});
         }
-        // A result with images is a list of input items: the text, then each image.
-        let mut output =
-            vec![json!({"type": "input_text", "text": result_text(content, is_error)})];
+        // A result with images is a list of input items: the text, then each image (which
+        // then needs no marker in the text).
+        let texts: Vec<ravi_kernel::ContentBlock> = content
+            .iter()
+            .filter(|b| !matches!(b, ravi_kernel::ContentBlock::Image { .. }))
+            .cloned()
+            .collect();
+        let mut output = vec![json!({"type": "input_text", "text": result_text(&texts, is_error)})];
         output.extend(images);
         return json!({"type": "function_call_output", "call_id": call_id, "output": output});
     };

@@ -5,6 +5,8 @@
     mcp_sdk_client.py PLAN_JSON -- CMD ARGS...
 
 PLAN_JSON: {"calls": [{"name": "...", "arguments": {...}, "progress": true}], "mode": "auto",
+  In arguments, {"$prev": [I, "/json/pointer"]} is replaced by the value at that pointer in the
+  result of call I (e.g. the artifact ref an earlier call handed out in `_meta`).
            "elicit": {...},   (elicit: accept every elicitation with this content)
            "manual_rounds": [{"name": "...", "arguments": {...}, "request_state": "...",
                               "retry_as": "...", "retry_arguments": {...}}]}
@@ -24,6 +26,25 @@ from mcp.client.stdio import StdioServerParameters
 
 def dump(model):
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def pointer(doc, path):
+    for part in path.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    return doc
+
+
+def substitute(value, calls):
+    """Replaces {"$prev": [i, pointer]} by the value at `pointer` in call i's result."""
+    if isinstance(value, dict):
+        if set(value) == {"$prev"}:
+            index, path = value["$prev"]
+            return pointer(calls[index].get("result", {}), path)
+        return {k: substitute(v, calls) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, calls) for v in value]
+    return value
 
 
 async def main(plan, target):
@@ -51,7 +72,7 @@ async def main(plan, target):
             rec = {"name": call["name"], "progress": progress}
             try:
                 result = await client.call_tool(
-                    call["name"], call.get("arguments", {}),
+                    call["name"], substitute(call.get("arguments", {}), report["calls"]),
                     progress_callback=on_progress if call.get("progress") else None)
                 rec["result"] = dump(result)
             except Exception as e:  # JSON-RPC error or transport failure

@@ -149,8 +149,8 @@ fn ravi(rt: &tokio::runtime::Runtime, invoker: &ToolInvoker, n: usize) -> Run {
                 &ctx,
             )
             .await;
-        assert_eq!(produced.status, InvocationStatus::Ok, "{}", produced.text);
-        let art = produced.artifact_ref.clone().expect("offloaded");
+        assert_eq!(produced.status, InvocationStatus::Ok, "{}", produced.text());
+        let art = produced.artifact.clone().expect("offloaded").artifact_ref;
         let consumed = invoker
             .invoke(
                 &session,
@@ -159,8 +159,8 @@ fn ravi(rt: &tokio::runtime::Runtime, invoker: &ToolInvoker, n: usize) -> Run {
             )
             .await;
         let secs = start.elapsed().as_secs_f64();
-        assert_eq!(consumed.status, InvocationStatus::Ok, "{}", consumed.text);
-        assert!(consumed.text.starts_with(&format!("{n} ")));
+        assert_eq!(consumed.status, InvocationStatus::Ok, "{}", consumed.text());
+        assert!(consumed.text().starts_with(&format!("{n} ")));
         let peak = rss_kb("VmHWM:");
         session.close().await;
         Run {

@@ -8,7 +8,7 @@
 //! | a model (the ReAct loop, per provider) | [`model`]: the seed-002 cuts, one note per artifact and per stored file, images as image content where the provider takes them |
 //! | a code-mode script | `ravi_capabilities::chain::BridgeOutcome::from_invocation`: values, `Artifact` and `ChainFile` objects, exceptions |
 //! | an MCP client | `ravi_integrations::mcp::render_result`: content blocks (images and audio too), `structuredContent`, `_meta` |
-//! | a person (the CLI) | [`model_text`] or the outcome's JSON |
+//! | a person (the CLI) | [`plain`] or the outcome's JSON |
 //!
 //! ```
 //! use ravi_agents::render::{ModelRender, model};

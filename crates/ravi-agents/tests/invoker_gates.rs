@@ -99,7 +99,7 @@ async fn budget_exhausted_after_max_tool_calls() {
     assert_failed(
         &r,
         FailureReason::BudgetExhausted,
-        "budget exhausted: this chain already made 2 of its 2 allowed tool calls; stop calling \
+        "budget exhausted: this session already made 2 of its 2 allowed tool calls; stop calling \
          tools and finish with the results you have",
     );
     assert_eq!(s.call_count(), 2);

@@ -12,6 +12,10 @@
 //!   vs `std::fs::write` (no fsync, not atomic).
 //! - `builtin/shell_true`: `LocalBackend` shell `true` (process group, env clearing, capture),
 //!   vs `std::process::Command::new("/bin/sh").arg("-c").arg("true").output()`.
+//! - `offload/read_write_roundtrip_200mb_{memory,fs}_store`: the real `read_file` keeping a
+//!   200 MB file whole as an artifact and `write_file` streaming it back to a new file, both
+//!   through the `ToolInvoker`, with the in-memory and the file-system blob store, vs
+//!   `std::fs::copy`; and each one's peak memory over the file's size.
 
 #![allow(
     missing_docs,
@@ -159,6 +163,148 @@ fn figures(quick: bool) {
         "ms/call",
         Some(("std::process::Command /bin/sh -c", peer / 1e6)),
     );
+
+    roundtrip_figures(&rt, quick);
+}
+
+fn rss_kb(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resets the peak-RSS counter (Linux `clear_refs` 5) and returns the current RSS in KiB.
+fn reset_peak() -> u64 {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    rss_kb("VmRSS:")
+}
+
+/// `read_file` → artifact → `write_file` of a 200 MB file through the invoker, vs
+/// `std::fs::copy`: time and peak memory (in multiples of the file size).
+fn roundtrip_figures(rt: &tokio::runtime::Runtime, quick: bool) {
+    use std::sync::Arc;
+
+    use ravi_agents::blob::{FsBlobStore, MemoryBlobStore};
+    use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
+    use ravi_capabilities::tools::{ReadFile, WriteFile};
+    use ravi_kernel::{BlobStore, ChainPolicy, InvocationStatus, Tool, ToolCall, ToolContext};
+
+    let size: usize = 200_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    {
+        use std::io::Write as _;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(ws.join("src.txt")).unwrap());
+        let line = format!("{}\n", "r".repeat(99));
+        for _ in 0..size / line.len() {
+            f.write_all(line.as_bytes()).unwrap();
+        }
+    }
+    let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&ws).unwrap());
+    let rounds = if quick { 1 } else { 3 };
+    let mb = size as f64 / 1e6;
+    let copy_to = ws.join("peer.txt");
+    let mut peer_best = f64::MAX;
+    let mut peer_peak = 0.0f64;
+    for _ in 0..rounds {
+        let base = reset_peak();
+        let t = Instant::now();
+        std::fs::copy(ws.join("src.txt"), &copy_to).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        if secs < peer_best {
+            peer_best = secs;
+            peer_peak = rss_kb("VmHWM:").saturating_sub(base) as f64 * 1024.0 / size as f64;
+        }
+        std::fs::remove_file(&copy_to).unwrap();
+    }
+    let stores: Vec<(&str, Arc<dyn BlobStore>)> = vec![
+        ("memory", Arc::new(MemoryBlobStore::new())),
+        (
+            "fs",
+            Arc::new(
+                FsBlobStore::open(dir.path().join("blobs"))
+                    .unwrap()
+                    .durable(false),
+            ),
+        ),
+    ];
+    for (label, store) in stores {
+        let registry = StaticRegistry::new([
+            Arc::new(ReadFile::new(backend.clone())) as Arc<dyn Tool>,
+            Arc::new(WriteFile::new(backend.clone())) as Arc<dyn Tool>,
+        ]);
+        let invoker = ToolInvoker::builder(Arc::new(registry))
+            .policy(
+                ChainPolicy::builder()
+                    .call_timeout(Duration::from_secs(600))
+                    .max_risk_unapproved(ravi_kernel::ToolRisk::High)
+                    .build()
+                    .unwrap(),
+            )
+            .blob_store(store)
+            .build();
+        let (mut best, mut peak) = (f64::MAX, 0.0f64);
+        for _ in 0..rounds {
+            let (secs, extra) = rt.block_on(async {
+                let base = reset_peak();
+                let session = invoker.open_session();
+                let ctx = ToolContext::default();
+                let t = Instant::now();
+                let read = invoker
+                    .invoke(
+                        &session,
+                        ToolCall::new("r", "read_file", serde_json::json!({"path": "src.txt"})),
+                        &ctx,
+                    )
+                    .await;
+                let art = read.artifact.clone().expect("kept whole").artifact_ref;
+                let wrote = invoker
+                    .invoke(
+                        &session,
+                        ToolCall::new(
+                            "w",
+                            "write_file",
+                            serde_json::json!({"path": "dst.txt", "content": {"$artifact": art}}),
+                        ),
+                        &ctx,
+                    )
+                    .await;
+                let secs = t.elapsed().as_secs_f64();
+                assert_eq!(wrote.status, InvocationStatus::Ok, "{}", wrote.text());
+                let extra = rss_kb("VmHWM:").saturating_sub(base) as f64 * 1024.0 / size as f64;
+                session.close().await;
+                (secs, extra)
+            });
+            assert_eq!(
+                std::fs::metadata(ws.join("dst.txt")).unwrap().len(),
+                std::fs::metadata(ws.join("src.txt")).unwrap().len()
+            );
+            std::fs::remove_file(ws.join("dst.txt")).unwrap();
+            if secs < best {
+                best = secs;
+                peak = extra;
+            }
+        }
+        let name = format!("offload/read_write_roundtrip_200mb_{label}_store");
+        figure(
+            &format!("{name}_ms"),
+            best * 1e3,
+            "ms",
+            Some(("std::fs::copy", peer_best * 1e3)),
+        );
+        figure(&format!("{name}_mb_per_s"), mb / best, "MB/s", None);
+        figure(
+            &format!("{name}_peak_rss"),
+            peak,
+            "x file size",
+            Some(("std::fs::copy", peer_peak)),
+        );
+    }
 }
 
 fn criterion_benches(c: &mut Criterion) {

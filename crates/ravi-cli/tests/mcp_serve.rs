@@ -593,9 +593,19 @@ fn serve_http_defaults_to_loopback_and_refuses_public_binds() {
     assert!(err.contains("http://127.0.0.1:8765/mcp"), "{err}");
 }
 
-/// Starts `ravi serve --http` on a free port with `extra` arguments; returns the child and the
-/// endpoint URL once it listens.
-fn serve_http(extra: &[&str]) -> (std::process::Child, String) {
+/// A `ravi serve` process, stopped (and reaped) when dropped.
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `ravi serve --http` on a free port with `extra` arguments; returns the process and
+/// the endpoint URL once it listens.
+fn serve_http(extra: &[&str]) -> (Served, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -607,12 +617,14 @@ fn serve_http(extra: &[&str]) -> (std::process::Child, String) {
         format!("127.0.0.1:{port}"),
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
-    let child = Command::new(env!("CARGO_BIN_EXE_ravi"))
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = Served(
+        Command::new(env!("CARGO_BIN_EXE_ravi"))
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     for _ in 0..100 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return (child, format!("http://127.0.0.1:{port}/mcp"));
@@ -689,8 +701,22 @@ fn python_sdk_passes_refs_between_calls_on_every_transport() {
     ];
     let report = run_python(&copy_plan("big.txt", "stdio.txt"), &stdio);
     check_copy(&report, ws.path(), &src, "stdio.txt");
+    // Binary data too: kept whole as raw bytes, written back byte for byte.
+    let bin: Vec<u8> = (0..1_100_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(ws.path().join("data.bin"), &bin).unwrap();
+    let mut plan = copy_plan("data.bin", "data_copy.bin");
+    plan["calls"].as_array_mut().unwrap().truncate(2);
+    let report = run_python(&plan, &stdio);
+    assert_eq!(
+        report["calls"][0]["result"]["_meta"]["ravi/artifact"]["mimeType"],
+        "application/octet-stream",
+        "{report}"
+    );
+    assert!(std::fs::read(ws.path().join("data_copy.bin")).unwrap() == bin);
 
-    let (mut child, url) = serve_http(&[
+    let (served, url) = serve_http(&[
         "--approve",
         "auto",
         "--workspace",
@@ -702,8 +728,7 @@ fn python_sdk_passes_refs_between_calls_on_every_transport() {
         let report = run_python(&plan, std::slice::from_ref(&url));
         check_copy(&report, ws.path(), &src, &format!("{mode}.txt"));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
 }
 
 /// 200 MB through MCP: the copy is exact and the server's peak memory stays under twice the
@@ -716,13 +741,13 @@ fn a_200_mb_copy_by_ref_over_mcp_is_exact_and_bounded() {
     let ws = tempfile::tempdir().unwrap();
     let src = big_text(&ws.path().join("huge.txt"), 2_500_000);
     let size = src.len() as u64;
-    let (mut child, url) = serve_http(&[
+    let (served, url) = serve_http(&[
         "--approve",
         "auto",
         "--workspace",
         ws.path().to_str().unwrap(),
     ]);
-    let status = format!("/proc/{}/status", child.id());
+    let status = format!("/proc/{}/status", served.0.id());
     let report = run_python(&copy_plan("huge.txt", "huge_copy.txt"), &[url]);
     let peak = std::fs::read_to_string(&status)
         .unwrap()
@@ -731,8 +756,7 @@ fn a_200_mb_copy_by_ref_over_mcp_is_exact_and_bounded() {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .unwrap()
         * 1024;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
     check_copy(&report, ws.path(), &src, "huge_copy.txt");
     assert!(
         peak < 2 * size,

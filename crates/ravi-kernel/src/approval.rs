@@ -118,6 +118,15 @@ pub trait ApprovalHandler: Send + Sync {
         let _ = request;
         true
     }
+
+    /// Whether [`notify`](Self::notify) reaches a person for `request`, so that a
+    /// `FireAndContinue` call may run on the notification alone. Defaults to
+    /// [`attended`](Self::attended); a handler that can ask but not tell (whose `notify` cannot
+    /// reach anyone from a background task) answers `false`, and the call is asked about like
+    /// a blocking one.
+    fn notifies(&self, request: &ApprovalRequest) -> bool {
+        self.attended(request)
+    }
 }
 
 /// How an approval question ended: who decided, or why nobody did. Carried by the

@@ -235,7 +235,7 @@ fn chain_types() {
         "invocation_result_budget",
         &InvocationResult::failed(
             FailureReason::BudgetExhausted,
-            "budget exhausted: this chain already made 50 of its 50 allowed tool calls",
+            "budget exhausted: this session already made 50 of its 50 allowed tool calls",
         ),
     );
     golden(

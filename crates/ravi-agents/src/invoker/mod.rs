@@ -402,7 +402,7 @@ impl ToolInvoker {
             return InvocationResult::failed(
                 FailureReason::BudgetExhausted,
                 format!(
-                    "budget exhausted: this chain already made {made} of its {} allowed tool \
+                    "budget exhausted: this session already made {made} of its {} allowed tool \
                      calls; stop calling tools and finish with the results you have",
                     policy.max_tool_calls()
                 ),
@@ -718,13 +718,16 @@ impl ToolInvoker {
                     &call.name,
                     policy.max_inline_result_bytes(),
                     status,
-                    result,
+                    *result,
                 ))
                 .await
             }
         };
-        if status == InvocationStatus::Error {
-            shaped.reason = Some(FailureReason::ToolError);
+        match (shaped.status, shaped.reason) {
+            // Shaping itself refused the result (an artifact this session cannot read).
+            (InvocationStatus::Error, Some(_)) => outcome.status = CallStatus::Error,
+            (InvocationStatus::Error, None) => shaped.reason = Some(FailureReason::ToolError),
+            _ => {}
         }
         shaped
     }
@@ -779,7 +782,7 @@ impl ToolInvoker {
                 .await;
         }
         let attended = handler.attended(&request);
-        if mode == HitlMode::FireAndContinue && attended {
+        if mode == HitlMode::FireAndContinue && handler.notifies(&request) {
             // Tell the human without waiting for the telling: a slow or failing notifier
             // neither delays nor breaks the call.
             notify_in_background(Arc::clone(handler), request, policy.approval_timeout());

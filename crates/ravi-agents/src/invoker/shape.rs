@@ -34,16 +34,17 @@ use super::InvokerSession;
 use crate::serialize;
 
 /// The common case without touching the store: one text block (or none, with no structured
-/// output) that stays inline. `Err` hands the result back for [`shape`].
+/// output) that stays inline. `Err` hands the result back (boxed: the rare path pays for the
+/// allocation, the common one keeps a small return value) for [`shape`].
 #[inline]
 pub(crate) fn inline_fast(
     has_store: bool,
     max_inline: usize,
     status: InvocationStatus,
     result: ToolExecutionResult,
-) -> Result<InvocationResult, ToolExecutionResult> {
+) -> Result<InvocationResult, Box<ToolExecutionResult>> {
     if result.artifact.is_some() {
-        return Err(result);
+        return Err(Box::new(result));
     }
     let keep = match result.content.as_slice() {
         [ContentBlock::Text { text }] => {
@@ -53,7 +54,7 @@ pub(crate) fn inline_fast(
         _ => false,
     };
     if !keep {
-        return Err(result);
+        return Err(Box::new(result));
     }
     Ok(outcome(status, result))
 }
@@ -131,23 +132,32 @@ pub(crate) async fn shape(
     }
     // The text a reader would get whole: the text and JSON blocks, or the structured output
     // when there are none.
-    let textual = out
+    let textual: Vec<usize> = out
         .content
         .iter()
-        .filter(|b| matches!(b, ContentBlock::Text { .. } | ContentBlock::Json { .. }))
-        .count();
-    let single_text =
-        textual == 1 && matches!(out.content.first(), Some(ContentBlock::Text { .. }));
-    let (full, mirror) = if textual == 0 {
+        .enumerate()
+        .filter(|(_, b)| matches!(b, ContentBlock::Text { .. } | ContentBlock::Json { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    // The one text block, when the text is a single block: its String is taken out of the
+    // outcome (and put back if it stays inline), so a large text is never held twice.
+    let single = match textual.as_slice() {
+        [i] if matches!(out.content.get(*i), Some(ContentBlock::Text { .. })) => Some(*i),
+        _ => None,
+    };
+    let (full, mirror) = if textual.is_empty() {
         match &out.structured {
             Some(s) => (s.to_string(), true),
             None => return out,
         }
     } else {
-        let full = joined_text(&out.content);
+        let full = match single.and_then(|i| out.content.get_mut(i)) {
+            Some(ContentBlock::Text { text }) => std::mem::take(text),
+            _ => joined_text(&out.content),
+        };
         // A single text that is the JSON form of the structured output falls under the JSON
         // rules; worth comparing only when some rule would cut.
-        let mirror = single_text
+        let mirror = single.is_some()
             && looks_json(&full)
             && out.structured.as_ref().is_some_and(|s| {
                 (full.len() > serialize::TEXT_LIMIT_CHARS
@@ -155,6 +165,12 @@ pub(crate) async fn shape(
                     && serde_json::to_string(s).is_ok_and(|t| t == full)
             });
         (full, mirror)
+    };
+    // Puts a taken text back into its block (the result stays inline after all).
+    let restore = |out: &mut InvocationResult, full: String| {
+        if let Some(ContentBlock::Text { text }) = single.and_then(|i| out.content.get_mut(i)) {
+            *text = full;
+        }
     };
     let would_cut = || {
         if mirror {
@@ -173,6 +189,7 @@ pub(crate) async fn shape(
     };
     let over_budget = full.len() > max_inline;
     if !over_budget && !would_cut() {
+        restore(&mut out, full);
         return out;
     }
     // Within the budget but cut by the rules: the reader gets the cut form. Over the budget:
@@ -184,6 +201,8 @@ pub(crate) async fn shape(
         out.structured
             .as_ref()
             .map_or_else(String::new, serialize::json_text)
+    } else if single.is_some() {
+        serialize::plain_text(&full)
     } else {
         crate::render::cut_text(&out.content)
     };
@@ -194,7 +213,8 @@ pub(crate) async fn shape(
     };
     let size = full.len() as u64;
     // Moving the String into Bytes does not copy: the large text is held once.
-    match put_pinned(store, session, Bytes::from(full.into_bytes()), media_type).await {
+    let data = Bytes::from(full.into_bytes());
+    match put_pinned(store, session, data.clone(), media_type).await {
         Ok(info) => {
             out.content
                 .retain(|b| !matches!(b, ContentBlock::Text { .. } | ContentBlock::Json { .. }));
@@ -210,6 +230,10 @@ pub(crate) async fn shape(
         }
         Err(e) => {
             tracing::warn!(tool, error = %e, "could not offload a large result; keeping it inline");
+            // Back into its block (no copy once the store has let go of its view).
+            if let Ok(text) = String::from_utf8(Vec::from(data)) {
+                restore(&mut out, text);
+            }
         }
     }
     out

@@ -257,7 +257,9 @@ impl Backend for LocalBackend {
     ) -> Result<WriteOutcome, BackendError> {
         use tokio::io::AsyncWriteExt as _;
         let owned = path.to_owned();
-        let (rel, tmp, file) = self.blocking(move |i| open_temp_for(i, &owned)).await?;
+        let (rel, tmp, file) = self
+            .blocking(move |i| open_temp_for(i, &owned, mode))
+            .await?;
         let max = self.inner.limits.max_stream_bytes;
         let shown = shorten(path);
         let spooled = async {
@@ -340,6 +342,7 @@ fn open_for_stream(inner: &Inner, path: &str) -> Result<(std::fs::File, u64), Ba
 fn open_temp_for(
     inner: &Inner,
     path: &str,
+    mode: WriteMode,
 ) -> Result<(PathBuf, PathBuf, std::fs::File), BackendError> {
     let rel = confine(path)?;
     if rel == Path::new(".") {
@@ -347,6 +350,22 @@ fn open_temp_for(
             path: path.to_owned(),
             reason: "the workspace root is a directory; name a file such as `notes.txt`".into(),
         });
+    }
+    // Refused before any data moves (and checked again when the file is put in place).
+    match inner.dir.symlink_metadata(&rel) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(BackendError::WrongKind {
+                path: shorten(path),
+                expected: "a file path",
+                actual: "a directory",
+            });
+        }
+        Ok(_) if mode == WriteMode::CreateNew => {
+            return Err(BackendError::AlreadyExists {
+                path: shorten(path),
+            });
+        }
+        _ => {}
     }
     ensure_parent(inner, &rel, true)?;
     let tmp = temp_name(&rel)?;

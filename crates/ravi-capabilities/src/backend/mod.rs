@@ -115,16 +115,24 @@ pub trait Backend: Send + Sync {
 
     /// Writes the file at `path` from a stream of chunks, atomically like
     /// [`write`](Self::write) (on failure the old file is left as it was), up to the
-    /// backend's streaming limit. The default collects the chunks and calls `write`.
+    /// backend's streaming limit. The default collects at most 64 MiB and calls `write`.
     async fn write_stream(
         &self,
         path: &str,
         mode: WriteMode,
         mut data: ByteStream,
     ) -> Result<WriteOutcome, BackendError> {
+        const LIMIT: usize = 64 << 20;
         let mut content = Vec::new();
         while let Some(chunk) = ravi_kernel::next_chunk(&mut data).await {
             let chunk = chunk.map_err(|e| BackendError::Unavailable(e.to_string()))?;
+            if content.len() + chunk.len() > LIMIT {
+                return Err(BackendError::TooLarge {
+                    what: format!("the content for `{path}`"),
+                    limit: format!("{LIMIT} bytes"),
+                    hint: "this backend does not stream writes; write a smaller value".into(),
+                });
+            }
             content.extend_from_slice(&chunk);
         }
         let mut payload = FilesWrite::new(path, content);

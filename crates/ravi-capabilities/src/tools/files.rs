@@ -24,6 +24,8 @@ const HEAD_BYTES: u64 = 512;
 pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 /// Bytes of a text file shown as the preview of a file kept whole as an artifact.
 const STORED_PREVIEW_BYTES: u64 = 2048;
+/// Largest stored base64 text `write_file` decodes (`encoding: "base64"` with an artifact).
+const BASE64_ARTIFACT_LIMIT: u64 = 96 << 20;
 
 /// The media type of a supported image, from its first bytes.
 pub fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
@@ -201,9 +203,12 @@ impl Tool for ReadFile {
                 if let Some(access) = ctx.artifacts.as_ref().filter(|a| a.can_store())
                     && !explicit_part
                 {
-                    return self
+                    if let Some(kept) = self
                         .keep_whole(access, &a.path, head.size, media_type)
-                        .await;
+                        .await?
+                    {
+                        return Ok(kept);
+                    }
                 }
                 return Err(ToolError::limit_exceeded(format!(
                     "`{}` is a {media_type} image of {} bytes; images larger than {MAX_IMAGE_BYTES} bytes cannot be returned",
@@ -234,9 +239,13 @@ impl Tool for ReadFile {
             } else {
                 "text/plain; charset=utf-8"
             };
-            return self
+            // `None`: the backend cannot stream, so the file is paged as without a store.
+            if let Some(kept) = self
                 .keep_whole(access, &a.path, head.size, media_type)
-                .await;
+                .await?
+            {
+                return Ok(kept);
+            }
         }
         let data = self
             .backend
@@ -265,14 +274,15 @@ impl Tool for ReadFile {
 
 impl ReadFile {
     /// Streams the whole file into the blob store and returns it as an artifact with a
-    /// preview: the head of a text, a label for binary data.
+    /// preview: the head of a text, a label for binary data. `None` when the backend cannot
+    /// stream files.
     async fn keep_whole(
         &self,
         access: &ravi_kernel::ArtifactAccess,
         path: &str,
         size: u64,
         media_type: &str,
-    ) -> Result<ToolExecutionResult, ToolError> {
+    ) -> Result<Option<ToolExecutionResult>, ToolError> {
         if size > access.max_bytes() {
             return Err(ToolError::limit_exceeded(format!(
                 "`{path}` is {size} bytes, more than the {} bytes a read can keep whole; read it \
@@ -293,10 +303,23 @@ impl ReadFile {
         } else {
             format!("[read_file: `{path}` is binary ({media_type}, {size} bytes)]")
         };
-        let file = self.backend.read_stream(path).await?;
-        let info = access
-            .put_stream(file.data, media_type)
+        let file = match self.backend.read_stream(path).await {
+            Ok(file) => file,
+            Err(crate::BackendError::Unsupported(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        // Stored in a task of its own: a caller that stops waiting midway (a timeout, a
+        // dropped call) cannot leave a half-written value or a pin nobody holds — the task
+        // finishes and hands the pin to the session (released at once if it has ended).
+        let store = {
+            let access = access.clone();
+            let media_type = media_type.to_owned();
+            tokio::spawn(async move { access.put_stream(file.data, &media_type).await })
+        };
+        let info = store
             .await
+            .map_err(|e| BlobError::Io(format!("the task storing the file failed: {e}")))
+            .and_then(|r| r)
             .map_err(|e| match e {
                 BlobError::TooLarge { limit } => ToolError::limit_exceeded(format!(
                     "`{path}` is larger than the {limit} bytes a read can keep whole; read it \
@@ -307,12 +330,12 @@ impl ReadFile {
                     format!("`{path}` could not be kept as an artifact: {other}"),
                 ),
             })?;
-        Ok(ToolExecutionResult::stored(StoredArtifact::new(
+        Ok(Some(ToolExecutionResult::stored(StoredArtifact::new(
             info.artifact_ref,
             info.size,
             media_type,
             preview,
-        )))
+        ))))
     }
 }
 
@@ -561,7 +584,13 @@ impl Tool for WriteFile {
             "type": "object",
             "properties": {
                 "path": string_schema("File path relative to the workspace root."),
-                "content": {"type": "string", "description": "The full text to write (or to append); base64 of the bytes when encoding is \"base64\"; or {\"$artifact\": ref} for a stored result."},
+                "content": {
+                    "description": "The full text to write (or to append); base64 of the bytes when encoding is \"base64\"; or {\"$artifact\": ref} to write a stored result byte for byte.",
+                    "anyOf": [
+                        {"type": "string"},
+                        {"type": "object", "properties": {"$artifact": {"type": "string", "description": "An artifact ref, art_…"}}, "required": ["$artifact"], "additionalProperties": false}
+                    ]
+                },
                 "mode": {"type": "string", "enum": ["overwrite", "create_new", "append"], "description": "What to do if the file exists (default \"overwrite\")."},
                 "encoding": {"type": "string", "enum": ["utf8", "base64"], "description": "How content is given: \"utf8\" text (default) or \"base64\" for binary files."},
             },
@@ -633,8 +662,16 @@ impl Tool for WriteFile {
                 match a.encoding {
                     Encoding::Utf8 => self.backend.write_stream(&a.path, a.mode, data).await?,
                     Encoding::Base64 => {
-                        // The stored value is base64 text: decode it whole (bounded by the
-                        // write limit), then write the bytes.
+                        // The stored value is base64 text: decode it whole (bounded: base64
+                        // of at most the write limit), then write the bytes.
+                        let size = access.stat(&artifact).await.map(|i| i.size).unwrap_or(0);
+                        if size > BASE64_ARTIFACT_LIMIT {
+                            return Err(ToolError::limit_exceeded(format!(
+                                "content is a stored value of {size} bytes; with encoding \
+                                 \"base64\" at most {BASE64_ARTIFACT_LIMIT} bytes can be \
+                                 decoded — leave encoding out to write stored bytes as they are"
+                            )));
+                        }
                         let text = collect_text(data).await?;
                         let mut payload = FilesWrite::new(a.path, decode_base64(&text)?);
                         payload.mode = a.mode;

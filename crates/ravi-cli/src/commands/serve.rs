@@ -120,6 +120,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
             config.risk_overrides(),
             approval_handler(args.approve),
             policy,
+            config
+                .policy
+                .max_tool_calls
+                .unwrap_or(super::serve_tools::SESSION_CALLS),
             blobs.clone(),
         )?;
         // Bounded memory: a client session's artifacts are unpinned when it ends (or idles

@@ -44,6 +44,24 @@ pub fn approval_handler(approve: ApproveMode) -> Arc<dyn ApprovalHandler> {
     }
 }
 
+/// How many calls one MCP client session may make when `ravi.toml` sets no
+/// `max_tool_calls`: a session lasts as long as the client stays connected (an IDE may stay
+/// for hours), so the per-script default of 50 would cut it off.
+pub const SESSION_CALLS: u32 = 10_000;
+
+/// `policy` with a budget of `calls`.
+fn with_calls(policy: &ChainPolicy, calls: u32) -> ChainPolicy {
+    ChainPolicy::builder()
+        .max_tool_calls(calls)
+        .call_timeout(policy.call_timeout())
+        .total_timeout(policy.total_timeout())
+        .max_inline_result_bytes(policy.max_inline_result_bytes())
+        .approval_timeout(policy.approval_timeout())
+        .max_risk_unapproved(policy.max_risk_unapproved())
+        .build()
+        .unwrap_or_else(|_| policy.clone())
+}
+
 /// The server-side view of `base` plus the tools of `clients`, backed by the invoker.
 /// `finish` is applied to the tool list whenever it is rebuilt (the `[risk]` overrides of
 /// `ravi.toml`); `tool_chain` is rebuilt with it, so a script can call a tool an attached
@@ -54,6 +72,7 @@ pub fn toolbox_server_tools(
     finish: Arc<FinishTools>,
     approval: Arc<dyn ApprovalHandler>,
     policy: ChainPolicy,
+    session_calls: u32,
     blobs: Arc<MemoryBlobStore>,
 ) -> anyhow::Result<Arc<dyn ServerTools>> {
     // Code mode over the same tools: the script's calls go through an invoker with the same
@@ -88,8 +107,11 @@ pub fn toolbox_server_tools(
         tools
     });
     let served = Arc::new(LiveToolbox::new(base, clients)?.with_finish(with_chain));
+    // A client's session spans its whole connection, so its budget is the session budget
+    // (`[policy] max_tool_calls` when set, else SESSION_CALLS); a script keeps the policy's.
+    let session_policy = with_calls(&policy, session_calls);
     let builder = ToolInvoker::builder(served)
-        .policy(policy)
+        .policy(session_policy)
         .blob_store(blobs)
         .approval_handler(approval)
         .top_level(true);

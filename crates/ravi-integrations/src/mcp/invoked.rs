@@ -177,6 +177,13 @@ impl ApprovalHandler for ElicitationApproval {
             || self.fallback.as_ref().is_some_and(|f| f.attended(request))
     }
 
+    /// The client can be asked but not told in passing (a notification runs in a task of its
+    /// own, away from the call's client): a `FireAndContinue` call is asked about instead,
+    /// unless the fallback can tell someone.
+    fn notifies(&self, request: &ApprovalRequest) -> bool {
+        self.fallback.as_ref().is_some_and(|f| f.notifies(request))
+    }
+
     async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
         let fallback = || async {
             match &self.fallback {

@@ -221,6 +221,9 @@ struct Handler {
     /// streamable HTTP session (rmcp builds a handler for each), dropped with the handler when
     /// the session ends.
     session: Arc<std::sync::OnceLock<ClientSession>>,
+    /// Served over a byte stream (stdio): one connection whatever the protocol revision, so
+    /// every call runs in the connection's session.
+    stream: bool,
     /// Set when the served list can change (see [`McpServer::with_list_changes`]).
     list_changes: Option<ListChanges>,
 }
@@ -271,10 +274,11 @@ impl Handler {
         }
     }
 
-    /// The client session a call runs in: a stateless request (2026-07-28) gets one of its
-    /// own; otherwise this handler's, opened on first use.
+    /// The client session a call runs in: a stateless HTTP request (2026-07-28) gets one of
+    /// its own; otherwise (a stdio connection, an HTTP session) this handler's, opened on first
+    /// use.
     fn session_for(&self, modern: bool) -> ClientSession {
-        if modern {
+        if modern && !self.stream {
             return self.tools.open_session(SessionKind::Stateless);
         }
         Arc::clone(
@@ -664,6 +668,7 @@ impl McpServer {
                 subscriptions: Arc::default(),
                 parked: Arc::default(),
                 session: Arc::default(),
+                stream: false,
                 list_changes: None,
             },
         }
@@ -727,9 +732,9 @@ impl McpServer {
         if let Some(lc) = &self.handler.list_changes {
             lc.start();
         }
-        let running = self
-            .handler
-            .for_new_session()
+        let mut handler = self.handler.for_new_session();
+        handler.stream = true;
+        let running = handler
             .serve((read, write))
             .await
             .map_err(|e| McpError::Serve(format!("initialize failed: {e}")))?;

@@ -49,6 +49,20 @@ impl ChatModel for FallbackModel {
             .join(",")
     }
 
+    /// What every model of the chain takes (the request may go to any of them): images only
+    /// when all take them, up to the smallest limit.
+    fn media_support(&self) -> ravi_kernel::MediaSupport {
+        let limits: Option<Vec<u64>> = self
+            .models
+            .iter()
+            .map(|m| m.media_support().image_max_bytes)
+            .collect();
+        match limits.and_then(|l| l.into_iter().min()) {
+            Some(max) => ravi_kernel::MediaSupport::images(max),
+            None => ravi_kernel::MediaSupport::text_only(),
+        }
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let mut last = ModelError::BadRequest {
             status: 0,

@@ -202,13 +202,11 @@ impl Tool for ReadFile {
             if head.size > MAX_IMAGE_BYTES {
                 if let Some(access) = ctx.artifacts.as_ref().filter(|a| a.can_store())
                     && !explicit_part
-                {
-                    if let Some(kept) = self
+                    && let Some(kept) = self
                         .keep_whole(access, &a.path, head.size, media_type)
                         .await?
-                    {
-                        return Ok(kept);
-                    }
+                {
+                    return Ok(kept);
                 }
                 return Err(ToolError::limit_exceeded(format!(
                     "`{}` is a {media_type} image of {} bytes; images larger than {MAX_IMAGE_BYTES} bytes cannot be returned",

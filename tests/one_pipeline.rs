@@ -189,7 +189,7 @@ async fn code_mode(args: Value) -> Seen {
 }
 
 async fn mcp_client(args: Value) -> Seen {
-    let tools = InvokerTools::new(configured(Arc::new(toolbox())).top_level(true));
+    let tools = InvokerTools::new(configured(Arc::new(toolbox())));
     let server = McpServer::new(Arc::new(tools));
     let handle = server
         .bind_http("127.0.0.1:0".parse().unwrap(), HttpOptions::default())

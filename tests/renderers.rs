@@ -115,11 +115,12 @@ fn result_of(c: &Case) -> ToolExecutionResult {
     if let Some(bytes) = &c.image {
         content.push(ContentBlock::image_bytes("image/png", bytes));
     }
-    ToolExecutionResult {
-        content,
-        is_error: c.is_error,
-        structured_content: c.structured.clone(),
-        ..ToolExecutionResult::default()
+    {
+        let mut r = ToolExecutionResult::default();
+        r.content = content;
+        r.is_error = c.is_error;
+        r.structured_content = c.structured.clone();
+        r
     }
 }
 

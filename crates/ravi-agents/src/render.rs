@@ -28,7 +28,7 @@
 //! ```
 
 use ravi_kernel::{
-    ChainFile, ContentBlock, InvocationResult, MediaSource, MediaSupport, StoredArtifact,
+    ContentBlock, InvocationResult, MediaFile, MediaSource, MediaSupport, StoredArtifact,
 };
 use serde_json::Value;
 
@@ -231,7 +231,7 @@ pub fn artifact_note(a: &StoredArtifact, read_tool: Option<&str>) -> String {
 }
 
 /// The one note a model reads about a stored media file.
-pub fn file_note(kind: &str, f: &ChainFile) -> String {
+pub fn file_note(kind: &str, f: &MediaFile) -> String {
     let r = &f.artifact_ref;
     format!(
         "[{kind} {} ({}, {} bytes) stored as artifact {r}; pass {{\"$artifact\": \"{r}\"}} to \
@@ -322,7 +322,7 @@ mod tests {
         r.content
             .push(ContentBlock::image_bytes("image/png", &[1, 2, 3]));
         r.files
-            .push(ChainFile::new("/workspace/media/t_0.png", "image/png", 3, aref()).for_block(0));
+            .push(MediaFile::new("/workspace/media/t_0.png", "image/png", 3, aref()).for_block(0));
         let text = model_text(&r, &ModelRender::default().with_read_tool("read_result"));
         assert_eq!(
             text.matches("art_0123456789abcdefghijklmnop").count() >= 2,

@@ -549,9 +549,10 @@ async fn a_caller_deadline_shortens_the_approval_wait() {
         .unwrap();
     let inv = with_handler(Arc::new(h.clone()), policy);
     let s = inv.open_session();
-    let ctx = ToolContext {
-        deadline: Some(Instant::now() + Duration::from_millis(100)),
-        ..ToolContext::default()
+    let ctx = {
+        let mut r = ToolContext::default();
+        r.deadline = Some(Instant::now() + Duration::from_millis(100));
+        r
     };
     let started = Instant::now();
     let r = inv

@@ -14,8 +14,8 @@ use ravi_agents::guardrail::{FnGuardrail, FnOutputGuardrail, GuardrailVerdict};
 use ravi_agents::hooks::HookRegistry;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_agents::kernel::{
-    ApprovalResolution, CallStatus, ChainPolicy, FailureReason, HookEvent, InvocationResult,
-    InvocationStatus, ProgressEvent, ProgressKind, Skill, ToolContext,
+    ApprovalResolution, CallSource, CallStatus, ChainPolicy, FailureReason, HookEvent,
+    InvocationResult, InvocationStatus, ProgressEvent, ProgressKind, Skill, ToolContext,
 };
 use serde_json::json;
 
@@ -133,9 +133,10 @@ async fn unknown_tool_names_close_matches() {
 }
 
 #[tokio::test]
-async fn type_gate_refuses_hosted_provider_defined_and_tool_chain() {
+async fn type_gate_refuses_hosted_provider_defined_and_what_a_tool_refuses() {
     let inv = invoker();
-    let s = inv.open_session();
+    // A code-mode script's session: the messages say where the call came from.
+    let s = inv.open_session().with_source(CallSource::CodeMode);
     let ctx = ToolContext::default();
     let r = inv
         .invoke(&s, call("c1", "web_search", json!({})), &ctx)
@@ -143,41 +144,34 @@ async fn type_gate_refuses_hosted_provider_defined_and_tool_chain() {
     assert_failed(
         &r,
         FailureReason::NotCallable,
-        "tool `web_search` is hosted by the model provider and cannot be called from a chain; \
-         call it directly in a model turn",
+        "tool `web_search` is hosted by the model provider and cannot be called from a \
+         code-mode script; call it directly in a model turn",
     );
     let r = inv.invoke(&s, call("c2", "shell", json!({})), &ctx).await;
     assert_failed(
         &r,
         FailureReason::NotCallable,
         "tool `shell` is provider-defined (it answers provider-shaped calls) and cannot be \
-         called from a chain; call it directly in a model turn",
+         called from a code-mode script; call it directly in a model turn",
     );
-    let r = inv
-        .invoke(&s, call("c3", "tool_chain", json!({})), &ctx)
-        .await;
+    // The tool's own refusal (`Tool::refuses`), by source: no tool name is special.
+    let r = inv.invoke(&s, call("c3", "nested", json!({})), &ctx).await;
     assert_failed(
         &r,
         FailureReason::NotCallable,
-        "tool `tool_chain` cannot be called from inside a chain: chains do not nest; call the \
-         tools you need directly",
+        "`nested` refuses calls from a code-mode script",
     );
     assert!(s.trace().iter().all(|r| !r.executed));
 }
 
-/// A top-level invoker (a model turn, an MCP client) runs `tool_chain` like any tool; hosted
-/// tools stay refused there too.
+/// The same invoker runs a tool for the sources it accepts; hosted tools stay refused.
 #[tokio::test]
-async fn top_level_invoker_runs_tool_chain() {
-    let inv = ToolInvoker::builder(Arc::new(registry()))
-        .top_level(true)
-        .build();
-    let s = inv.open_session();
+async fn a_tool_runs_for_the_sources_it_accepts() {
+    let inv = invoker();
+    let s = inv.open_session().with_source(CallSource::ModelTurn);
     let ctx = ToolContext::default();
-    let r = inv
-        .invoke(&s, call("c1", "tool_chain", json!({})), &ctx)
-        .await;
-    assert_result(&r, InvocationStatus::Ok, "chained");
+    let r = inv.invoke(&s, call("c1", "nested", json!({})), &ctx).await;
+    assert_result(&r, InvocationStatus::Ok, "nested ran");
     let r = inv
         .invoke(&s, call("c2", "web_search", json!({})), &ctx)
         .await;
@@ -1098,9 +1092,10 @@ async fn time_spent_waiting_for_approval_comes_out_of_the_call_timeout_and_the_m
 async fn an_earlier_caller_deadline_ends_the_call_and_the_message_says_whose_limit_it_was() {
     let inv = invoker(); // call_timeout: the default 60 s
     let s = inv.open_session();
-    let ctx = ToolContext {
-        deadline: Some(Instant::now() + Duration::from_millis(100)),
-        ..ToolContext::default()
+    let ctx = {
+        let mut r = ToolContext::default();
+        r.deadline = Some(Instant::now() + Duration::from_millis(100));
+        r
     };
     let started = Instant::now();
     let r = tokio::time::timeout(
@@ -1131,9 +1126,10 @@ async fn an_earlier_caller_deadline_ends_the_call_and_the_message_says_whose_lim
         (CallStatus::Timeout, true)
     );
     // A deadline that already passed does not start the tool at all.
-    let late = ToolContext {
-        deadline: Some(Instant::now()),
-        ..ToolContext::default()
+    let late = {
+        let mut r = ToolContext::default();
+        r.deadline = Some(Instant::now());
+        r
     };
     let r = inv.invoke(&s, call("c2", "noop", json!({})), &late).await;
     assert_failed(
@@ -1155,9 +1151,10 @@ async fn an_earlier_caller_deadline_ends_the_call_and_the_message_says_whose_lim
         .policy(policy)
         .build();
     let s = inv.open_session();
-    let far = ToolContext {
-        deadline: Some(Instant::now() + Duration::from_secs(30)),
-        ..ToolContext::default()
+    let far = {
+        let mut r = ToolContext::default();
+        r.deadline = Some(Instant::now() + Duration::from_secs(30));
+        r
     };
     let r = inv.invoke(&s, call("c1", "hang", json!({})), &far).await;
     assert_failed(

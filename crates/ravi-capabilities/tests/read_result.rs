@@ -91,9 +91,10 @@ async fn setup() -> (Arc<MemStore>, ToolContext, String, String) {
         )
         .await
         .unwrap();
-    let ctx = ToolContext {
-        artifacts: Some(ArtifactAccess::new(store.clone(), scope)),
-        ..ToolContext::default()
+    let ctx = {
+        let mut r = ToolContext::default();
+        r.artifacts = Some(ArtifactAccess::new(store.clone(), scope));
+        r
     };
     (
         store,
@@ -189,12 +190,13 @@ async fn overview_ranges_lines_and_regex() {
 #[tokio::test]
 async fn scoping_and_bad_arguments() {
     let (store, ctx, text, _) = setup().await;
-    let sibling = ToolContext {
-        artifacts: Some(ArtifactAccess::new(
+    let sibling = {
+        let mut r = ToolContext::default();
+        r.artifacts = Some(ArtifactAccess::new(
             store,
             BlobScope::root("run").child("session-b"),
-        )),
-        ..ToolContext::default()
+        ));
+        r
     };
     let err = ReadResult
         .execute(&sibling, json!({"ref": text}))

@@ -364,8 +364,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let toolbox = Toolbox::try_from_tools(fixtures().into_iter().map(AnyTool::Function))?;
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .blob_store(Arc::new(MemoryBlobStore::new()))
-        .approval_handler(Arc::new(AutoApprovalHandler::approving()))
-        .top_level(true);
+        .approval_handler(Arc::new(AutoApprovalHandler::approving()));
     let server = McpServer::new(Arc::new(InvokerTools::new(invoker)))
         .with_resources(Arc::new(Resources))
         .with_prompts(Arc::new(Prompts))

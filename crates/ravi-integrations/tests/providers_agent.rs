@@ -129,7 +129,7 @@ async fn shell_round(stream: bool) {
     assert_eq!(sent[0]["tools"], json!([{"type": "shell"}]));
     assert_eq!(sent[1].get("stream").is_some(), stream);
     if stream {
-        assert!(events.lock().unwrap().iter().any(|e| matches!(e, AgentEvent::ToolCallFinished { tool, status, .. } if tool == "shell" && status == "ok")));
+        assert!(events.lock().unwrap().iter().any(|e| matches!(e, AgentEvent::ToolCallFinished { tool, status, .. } if tool == "shell" && *status == ravi_kernel::InvocationStatus::Ok)));
         let tail = &sent[1]["input"].as_array().unwrap()[1..];
         assert_eq!(
             tail,

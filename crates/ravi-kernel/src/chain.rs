@@ -214,6 +214,23 @@ pub enum InvocationStatus {
     Denied,
 }
 
+impl InvocationStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Error => "error",
+            Self::Denied => "denied",
+        }
+    }
+}
+
+impl std::fmt::Display for InvocationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a call did not succeed, as a program reads it: a chain maps it onto the script's
 /// exception classes, a loop or dashboard groups failures by it, and nobody has to parse the
 /// model-facing message (whose wording may change) to tell a spent budget from a tool that
@@ -300,7 +317,7 @@ impl std::fmt::Display for FailureReason {
 /// A media result the invoker stored and exposed as a file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct ChainFile {
+pub struct MediaFile {
     /// Where the file appears, e.g. `/workspace/media/screenshot_0.png`.
     pub path: String,
     /// IANA media type.
@@ -315,7 +332,7 @@ pub struct ChainFile {
     pub block: Option<usize>,
 }
 
-impl ChainFile {
+impl MediaFile {
     /// A stored media file exposed at `path`.
     pub fn new(
         path: impl Into<String>,
@@ -380,7 +397,7 @@ pub struct InvocationResult {
     pub artifact: Option<StoredArtifact>,
     /// Media blocks stored as files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<ChainFile>,
+    pub files: Vec<MediaFile>,
 }
 
 impl InvocationResult {
@@ -506,13 +523,30 @@ impl CallStatus {
             Self::Timeout => "timeout",
         }
     }
+
+    /// The trace status of an outcome, derived from its status and reason in this one place:
+    /// a time-out (which may have had side effects) is told apart from other errors.
+    pub fn of(result: &InvocationResult) -> Self {
+        match (result.status, result.reason) {
+            (InvocationStatus::Ok, _) => Self::Ok,
+            (InvocationStatus::Denied, _) => Self::Denied,
+            (_, Some(FailureReason::Timeout)) => Self::Timeout,
+            _ => Self::Error,
+        }
+    }
+}
+
+impl std::fmt::Display for CallStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One entry of a chain's trace. Appended for every call on every outcome, so after a crash
 /// the model can see which side effects already happened and not repeat them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct ChainCallRecord {
+pub struct CallRecord {
     /// Position in the chain, from 0.
     pub seq: u32,
     /// The call's id.
@@ -539,7 +573,7 @@ pub struct ChainCallRecord {
     pub app_data: Option<serde_json::Value>,
 }
 
-impl ChainCallRecord {
+impl CallRecord {
     /// A record with an empty summary and no artifact; set those fields afterwards.
     pub fn new(
         seq: u32,
@@ -582,6 +616,25 @@ pub enum ChainStatus {
     ResourceExhausted,
 }
 
+impl ChainStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Error => "error",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::ResourceExhausted => "resource_exhausted",
+        }
+    }
+}
+
+impl std::fmt::Display for ChainStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An uncaught error of a script, as the model needs it to fix the script.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -622,7 +675,7 @@ pub struct ChainRunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ChainError>,
     /// Every call that was made, in order, on every outcome.
-    pub call_trace: Vec<ChainCallRecord>,
+    pub call_trace: Vec<CallRecord>,
     /// Wall time of the run.
     pub duration_ms: u64,
 }
@@ -632,7 +685,7 @@ impl ChainRunResult {
     pub fn new(
         status: ChainStatus,
         output_text: impl Into<String>,
-        call_trace: Vec<ChainCallRecord>,
+        call_trace: Vec<CallRecord>,
         duration_ms: u64,
     ) -> Self {
         Self {

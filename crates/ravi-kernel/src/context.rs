@@ -363,11 +363,61 @@ impl std::fmt::Debug for ArtifactAccess {
     }
 }
 
+/// Where a call comes from. Carried by the session the call runs in (and by the tool's
+/// context), so a tool can refuse a source ([`Tool::refuses`](crate::Tool::refuses)) and a
+/// trace can tell them apart, without anyone comparing tool names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallSource {
+    /// Application code calling the invoker itself (the default).
+    #[default]
+    Direct,
+    /// A model's turn in the ReAct loop.
+    ModelTurn,
+    /// A code-mode script (`tool_chain`).
+    CodeMode,
+    /// An MCP client of `ravi serve`.
+    Mcp,
+}
+
+impl CallSource {
+    /// The wire name: `direct`, `model_turn`, `code_mode`, `mcp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::ModelTurn => "model_turn",
+            Self::CodeMode => "code_mode",
+            Self::Mcp => "mcp",
+        }
+    }
+
+    /// How a message to the model names where the call came from ("a code-mode script").
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Direct => "application code",
+            Self::ModelTurn => "a model's turn",
+            Self::CodeMode => "a code-mode script",
+            Self::Mcp => "an MCP client",
+        }
+    }
+}
+
+impl std::fmt::Display for CallSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Everything a tool may consult while it runs, besides its arguments.
 ///
 /// Built by the invoker per call; a tool called directly (tests, scripts) can use
-/// [`ToolContext::default`].
+/// [`ToolContext::default`] or [`ToolContext::new`] and the `with_*` methods.
+///
+/// `#[non_exhaustive]`: fields may be read and set, but a context is built with its
+/// constructors, so fields can be added without breaking callers.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct ToolContext {
     /// The id of the call being executed (empty outside an invoker).
     pub call_id: String,
@@ -379,6 +429,12 @@ pub struct ToolContext {
     pub progress: Option<Arc<dyn ProgressSink>>,
     /// The calling session's artifacts, when the call comes through an invoker with a store.
     pub artifacts: Option<ArtifactAccess>,
+    /// Where the call comes from.
+    pub source: CallSource,
+    /// The pipeline running this call, for a tool that makes calls of its own through it (code
+    /// mode): `ravi_agents::invoker::ToolInvoker::from_context` reads it back. Opaque here:
+    /// the kernel does not know the invoker.
+    pub caller: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -389,6 +445,8 @@ impl std::fmt::Debug for ToolContext {
             .field("deadline", &self.deadline)
             .field("progress", &self.progress.is_some())
             .field("artifacts", &self.artifacts)
+            .field("source", &self.source)
+            .field("caller", &self.caller.is_some())
             .finish()
     }
 }
@@ -400,6 +458,55 @@ impl ToolContext {
             call_id: call_id.into(),
             ..Self::default()
         }
+    }
+
+    /// A context for the call `call_id` watching `cancellation` (no token is allocated: the
+    /// invoker's per-call constructor).
+    pub fn for_call(call_id: impl Into<String>, cancellation: CancellationToken) -> Self {
+        Self {
+            call_id: call_id.into(),
+            cancellation,
+            deadline: None,
+            progress: None,
+            artifacts: None,
+            source: CallSource::Direct,
+            caller: None,
+        }
+    }
+
+    /// The same context with `token` as its cancellation.
+    #[must_use]
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = token;
+        self
+    }
+
+    /// The same context with a deadline.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The same context reporting progress to `sink`.
+    #[must_use]
+    pub fn with_progress(mut self, sink: Arc<dyn ProgressSink>) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// The same context with access to a session's artifacts.
+    #[must_use]
+    pub fn with_artifacts(mut self, artifacts: ArtifactAccess) -> Self {
+        self.artifacts = Some(artifacts);
+        self
+    }
+
+    /// The same context for a call from `source`.
+    #[must_use]
+    pub fn with_source(mut self, source: CallSource) -> Self {
+        self.source = source;
+        self
     }
 
     /// Fails once the run is cancelled; call it between steps of long work.

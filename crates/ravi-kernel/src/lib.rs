@@ -5,7 +5,7 @@
 //! ([`ToolExecutionResult`], [`ContentBlock`]), how risky it is ([`ToolRisk`], [`HitlMode`]),
 //! how approvals are asked and answered ([`ApprovalRequest`], [`ApprovalDecision`],
 //! [`ApprovalHandler`]), the limits and records of a chain of calls ([`ChainPolicy`],
-//! [`InvocationResult`], [`ChainCallRecord`], [`ChainRunResult`]), and the registry and blob
+//! [`InvocationResult`], [`CallRecord`], [`ChainRunResult`]), and the registry and blob
 //! store contracts ([`ToolRegistry`], [`BlobStore`], [`ArtifactRef`]), and the provider-neutral
 //! conversation model ([`Message`], [`MessagePart`], [`ChatModel`]).
 //!
@@ -62,12 +62,12 @@ pub use blob::{
     byte_stream_once, next_chunk,
 };
 pub use chain::{
-    CallStatus, ChainCallRecord, ChainError, ChainFile, ChainPolicy, ChainPolicyBuilder,
-    ChainRunResult, ChainStatus, FailureReason, InvocationResult, InvocationStatus,
+    CallRecord, CallStatus, ChainError, ChainPolicy, ChainPolicyBuilder, ChainRunResult,
+    ChainStatus, FailureReason, InvocationResult, InvocationStatus, MediaFile,
 };
 pub use content::{ContentBlock, MediaSource};
 pub use context::{
-    ArtifactAccess, ArtifactPins, CancellationToken, Cancelled, CancelledError,
+    ArtifactAccess, ArtifactPins, CallSource, CancellationToken, Cancelled, CancelledError,
     DEFAULT_MAX_ARTIFACT_BYTES, ProgressEvent, ProgressKind, ProgressSink, ToolContext,
 };
 pub use conversation::{
@@ -83,7 +83,18 @@ pub use risk::{HitlMode, ToolRisk};
 pub use skill::Skill;
 pub use tool::{
     AnyTool, FunctionSpec, HostedTool, Provider, ProviderDefinedTool, ProviderSpec, Tool, ToolCall,
+    ToolKind,
 };
+
+/// The record of one call in a trace, under its former name (it describes every invoker call,
+/// not only a code-mode chain's).
+#[deprecated(since = "0.1.0", note = "renamed to `CallRecord`")]
+pub type ChainCallRecord = CallRecord;
+
+/// A stored media file, under its former name (any call's media, not only a chain's; scripts
+/// still see it as the Python class `ChainFile`).
+#[deprecated(since = "0.1.0", note = "renamed to `MediaFile`")]
+pub type ChainFile = MediaFile;
 
 /// Re-exported so implementors of the async traits use the same macro version as the kernel.
 pub use async_trait::async_trait;

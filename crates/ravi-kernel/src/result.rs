@@ -10,7 +10,12 @@ use crate::content::ContentBlock;
 ///
 /// A failure the model can act on is still a result (`is_error = true`), never a Rust error that
 /// would end the run: the model reads the message and fixes its next call.
+///
+/// `#[non_exhaustive]`: built with [`text`](Self::text), [`json`](Self::json),
+/// [`blocks`](Self::blocks), [`error`](Self::error), [`stored`](Self::stored) and the `with_*`
+/// methods, so fields can be added without breaking tools.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ToolExecutionResult {
     /// What the model reads.
     #[serde(default)]
@@ -81,6 +86,20 @@ impl ToolExecutionResult {
             artifact: Some(artifact),
             ..Self::default()
         }
+    }
+
+    /// Sets the structured output (without adding its JSON text; see [`json`](Self::json)).
+    #[must_use]
+    pub fn with_structured(mut self, value: serde_json::Value) -> Self {
+        self.structured_content = Some(value);
+        self
+    }
+
+    /// Marks the result as a failure (its content then explains why).
+    #[must_use]
+    pub fn failed(mut self) -> Self {
+        self.is_error = true;
+        self
     }
 
     /// Attaches application data (never shown to the model).
@@ -155,9 +174,12 @@ impl ToolErrorKind {
 /// A tool failure with a model-facing message and an operator-facing detail.
 ///
 /// Tools return it from `execute`; the invoker turns it into an error result whose text is
-/// `message` (phrased for the model) while `detail` stays in the trace and app data.
+/// `message` (phrased for the model) while the kind, retry hint and `detail` travel beside it.
+///
+/// `#[non_exhaustive]`: built with [`ToolError::new`] and the per-kind constructors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct ToolError {
     /// The failure class.
     pub kind: ToolErrorKind,

@@ -109,7 +109,10 @@ pub struct ProviderSpec {
 }
 
 /// A call the model (or a script) asked for.
+///
+/// `#[non_exhaustive]`: built with [`ToolCall::new`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ToolCall {
     /// The provider's call id, echoed back with the result.
     pub id: String,
@@ -173,6 +176,14 @@ pub trait Tool: Send + Sync {
     /// Example argument objects, for providers that accept them (Anthropic `input_examples`).
     fn input_examples(&self) -> Vec<serde_json::Value> {
         Vec::new()
+    }
+
+    /// Why the tool refuses to be called from `source`, or `None` to accept it (the default).
+    /// The invoker's type gate asks before anything runs; `tool_chain` refuses calls from a
+    /// code-mode script (chains do not nest).
+    fn refuses(&self, source: crate::CallSource) -> Option<String> {
+        let _ = source;
+        None
     }
 
     /// Whether the tool reads `{"$artifact": ref}` arguments itself, streaming the stored
@@ -249,6 +260,36 @@ pub trait ProviderDefinedTool: Send + Sync {
     ) -> Result<ToolExecutionResult, ToolError>;
 }
 
+/// The three tool kinds, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ToolKind {
+    /// A local function tool ([`Tool`]).
+    Function,
+    /// A provider-hosted tool ([`HostedTool`]).
+    Hosted,
+    /// A provider-defined, locally executed tool ([`ProviderDefinedTool`]).
+    ProviderDefined,
+}
+
+impl ToolKind {
+    /// The name used everywhere a kind is shown: `function`, `hosted`, `provider-defined`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Function => "function",
+            Self::Hosted => "hosted",
+            Self::ProviderDefined => "provider-defined",
+        }
+    }
+}
+
+impl std::fmt::Display for ToolKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Any of the three tool kinds, cheap to clone.
 #[derive(Clone)]
 #[non_exhaustive]
@@ -263,13 +304,8 @@ pub enum AnyTool {
 
 impl std::fmt::Debug for AnyTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self {
-            Self::Function(_) => "Function",
-            Self::Hosted(_) => "Hosted",
-            Self::ProviderDefined(_) => "ProviderDefined",
-        };
         f.debug_struct("AnyTool")
-            .field("kind", &kind)
+            .field("kind", &self.kind())
             .field("name", &self.name())
             .field("risk", &self.risk())
             .finish()
@@ -277,6 +313,15 @@ impl std::fmt::Debug for AnyTool {
 }
 
 impl AnyTool {
+    /// Which of the three kinds this is.
+    pub fn kind(&self) -> ToolKind {
+        match self {
+            Self::Function(_) => ToolKind::Function,
+            Self::Hosted(_) => ToolKind::Hosted,
+            Self::ProviderDefined(_) => ToolKind::ProviderDefined,
+        }
+    }
+
     /// The tool's name.
     pub fn name(&self) -> &str {
         match self {

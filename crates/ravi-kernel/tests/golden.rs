@@ -182,7 +182,7 @@ fn chain_types() {
         &[0x89, b'P', b'N', b'G'],
     ));
     offloaded.files.push(
-        ChainFile::new("/workspace/media/screenshot_0.png", "image/png", 4, art(1)).for_block(0),
+        MediaFile::new("/workspace/media/screenshot_0.png", "image/png", 4, art(1)).for_block(0),
     );
     offloaded.app_data = Some(json!({"card": "screenshot"}));
     golden("invocation_result_offloaded", &offloaded);
@@ -199,7 +199,7 @@ fn chain_types() {
     let mut tool_error = InvocationResult::failed(FailureReason::ToolError, "no file a.txt");
     tool_error.error = Some(ToolError::not_found("no file a.txt").with_detail("ENOENT"));
     golden("invocation_result_tool_error", &tool_error);
-    let mut read = ChainCallRecord::new(
+    let mut read = CallRecord::new(
         0,
         "c0",
         "read_file",
@@ -209,7 +209,7 @@ fn chain_types() {
         true,
     );
     read.summary = "hello".into();
-    let mut shell = ChainCallRecord::new(
+    let mut shell = CallRecord::new(
         1,
         "c1",
         "shell",

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ravi_kernel::{
-    ArtifactAccess, ArtifactPins, ArtifactRef, BlobScope, BlobStore, CallStatus, ChainCallRecord,
-    Skill,
+    ArtifactAccess, ArtifactPins, ArtifactRef, BlobScope, BlobStore, CallRecord, CallSource,
+    CallStatus, Skill,
 };
 
 use crate::blob::new_scope_id;
@@ -55,6 +55,9 @@ pub(crate) struct Record {
 pub struct InvokerSession {
     pub(crate) inner: Arc<SessionInner>,
     pub(crate) skills: Arc<[Skill]>,
+    pub(crate) source: CallSource,
+    /// The budget when it differs from the policy's `max_tool_calls`.
+    pub(crate) budget: Option<u32>,
 }
 
 impl std::fmt::Debug for InvokerSession {
@@ -64,6 +67,7 @@ impl std::fmt::Debug for InvokerSession {
             .field("call_count", &self.call_count())
             .field("closed", &self.is_closed())
             .field("skills", &self.skills.len())
+            .field("source", &self.source)
             .finish()
     }
 }
@@ -85,7 +89,37 @@ impl InvokerSession {
                 state: Mutex::new(SessionState::default()),
             }),
             skills: Arc::from(Vec::new()),
+            source: CallSource::Direct,
+            budget: None,
         }
+    }
+
+    /// The same session allowed `calls` calls instead of the policy's `max_tool_calls`: for a
+    /// session that lasts as long as a client stays connected (`ravi serve`), while the scripts
+    /// it runs keep the policy's budget.
+    #[must_use]
+    pub fn with_budget(mut self, calls: u32) -> Self {
+        self.budget = Some(calls);
+        self
+    }
+
+    /// How many calls this session may make under `policy`.
+    pub fn budget(&self, policy: &ravi_kernel::ChainPolicy) -> u32 {
+        self.budget.unwrap_or_else(|| policy.max_tool_calls())
+    }
+
+    /// The same session for calls from `source` (a model's turn, a code-mode script, an MCP
+    /// client): tools see it in their context and may refuse it, and the type gate tells
+    /// the model where a refused call came from. Clones made earlier keep their source.
+    #[must_use]
+    pub fn with_source(mut self, source: CallSource) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Where this session's calls come from.
+    pub fn source(&self) -> CallSource {
+        self.source
     }
 
     /// The same session restricted by `skills`: a call to a tool that none of them allows is
@@ -122,6 +156,7 @@ impl InvokerSession {
             self.inner.max_artifact_bytes,
         );
         child.skills = Arc::clone(&self.skills);
+        child.source = self.source;
         child
     }
 
@@ -166,7 +201,7 @@ impl InvokerSession {
     }
 
     /// A copy of the trace: one record per call that reached the invoker, in order.
-    pub fn trace(&self) -> Vec<ChainCallRecord> {
+    pub fn trace(&self) -> Vec<CallRecord> {
         let Ok(state) = self.inner.state.lock() else {
             return Vec::new();
         };
@@ -175,7 +210,7 @@ impl InvokerSession {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let mut record = ChainCallRecord::new(
+                let mut record = CallRecord::new(
                     u32::try_from(i).unwrap_or(u32::MAX),
                     r.call_id.clone(),
                     r.tool.clone(),

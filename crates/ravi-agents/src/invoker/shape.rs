@@ -3,7 +3,7 @@
 //! from the outcome this builds.
 //!
 //! - Media blocks with inline bytes are stored, pinned to the session and listed as a
-//!   [`ChainFile`] at `/workspace/media/<tool>_<n>.<ext>`; the block itself stays in the
+//!   [`MediaFile`] at `/workspace/media/<tool>_<n>.<ext>`; the block itself stays in the
 //!   outcome's content (an MCP client or a vision model gets the real bytes).
 //! - With a store, a result whose text (or JSON) is larger than `max_inline_result_bytes`, or
 //!   that a model renderer would cut (seed 002: plain text above 12,000 characters, JSON
@@ -25,7 +25,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use bytes::Bytes;
 use ravi_kernel::{
-    BlobError, BlobInfo, BlobStore, ChainFile, ContentBlock, InvocationResult, InvocationStatus,
+    BlobError, BlobInfo, BlobStore, ContentBlock, InvocationResult, InvocationStatus, MediaFile,
     MediaSource, StoredArtifact, ToolExecutionResult,
 };
 use serde_json::Value;
@@ -305,7 +305,7 @@ async fn store_media(
                 let n = session.next_media_index();
                 let path = format!("/workspace/media/{tool}_{n}.{}", extension(media_type));
                 out.files.push(
-                    ChainFile::new(path, media_type.clone(), size, info.artifact_ref)
+                    MediaFile::new(path, media_type.clone(), size, info.artifact_ref)
                         .for_block(index),
                 );
             }

@@ -6,17 +6,18 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use ravi_kernel::{
-    AnyTool, ApprovalDecision, ApprovalHandler, BlobScope, BlobStore, CancellationToken,
-    ChainPolicy, ChatModel, ChatRequest, ChatResponse, ContentBlock, FailureReason, HitlMode,
-    InvocationStatus, Message, MessagePart, ModelError, Role, Skill, StopReason, StreamEvent, Tool,
-    ToolCall, ToolChoice, ToolContext, ToolRegistry, ToolRisk, args_digest,
+    AnyTool, ApprovalDecision, ApprovalHandler, BlobScope, BlobStore, CallSource,
+    CancellationToken, ChainPolicy, ChatModel, ChatRequest, ChatResponse, ContentBlock,
+    FailureReason, HitlMode, InvocationStatus, Message, MessagePart, ModelError, Role, Skill,
+    StopReason, StreamEvent, Tool, ToolCall, ToolChoice, ToolContext, ToolRegistry, ToolRisk,
+    args_digest,
 };
 
 use super::dispatch::{DecisionBook, InvokerView};
 use super::state::{PendingApproval, RunResult, RunState, RunStop};
 use super::strict::strip_strict_nulls;
 use crate::hooks::HookRegistry;
-use crate::invoker::{InvokerSession, ToolInvoker};
+use crate::invoker::{InvokerSession, ToolInvoker, ToolInvokerBuilder};
 use crate::render::{ModelRender, model as render_model};
 use crate::toolbox::Toolbox;
 use crate::validate::ArgumentValidator;
@@ -57,8 +58,10 @@ pub enum AgentEvent {
         call_id: String,
         /// The tool.
         tool: String,
-        /// `ok`, `error`, `denied` or `cancelled`.
-        status: String,
+        /// The outcome.
+        status: InvocationStatus,
+        /// Why it did not succeed (`cancelled`, `approval_denied`, `tool_error`, …).
+        reason: Option<FailureReason>,
         /// Wall time.
         duration_ms: u64,
         /// The start of the text the model gets.
@@ -169,20 +172,18 @@ pub struct ReActAgent {
     skills: Vec<Skill>,
     max_turns: u32,
     max_parallel: usize,
-    policy: ChainPolicy,
-    approval: Option<Arc<dyn ApprovalHandler>>,
+    /// How every run's invoker is configured (policy, approvals, store, hooks, guardrails,
+    /// progress, validator); its registry is the agent's tools as the invoker sees them.
+    invoker: ToolInvokerBuilder,
     pause_on_approval: bool,
-    hooks: HookRegistry,
-    blob_store: Option<Arc<dyn BlobStore>>,
     observer: Option<Arc<dyn AgentObserver>>,
     max_tokens: Option<u32>,
     tool_choice: ToolChoice,
     parallel_tool_calls: Option<bool>,
     strict_tools: bool,
-    /// The tools as every run's invoker sees them, and the schemas compiled for them: kept
-    /// across runs and resumes so each schema is compiled once.
+    /// The tools as every run's invoker sees them: kept across runs and resumes so the
+    /// schemas compiled for them (in the builder's validator) are compiled once.
     view: Arc<InvokerView>,
-    validator: Arc<ArgumentValidator>,
 }
 
 impl std::fmt::Debug for ReActAgent {
@@ -209,21 +210,18 @@ impl ReActAgent {
         tools: impl IntoAgentTools,
     ) -> Self {
         let tools = tools.into_registry();
+        let view = Arc::new(InvokerView::new(Arc::clone(&tools)));
         Self {
             name: name.into(),
             model,
-            view: Arc::new(InvokerView::new(Arc::clone(&tools))),
-            validator: Arc::new(ArgumentValidator::new()),
+            invoker: ToolInvoker::builder(Arc::clone(&view) as Arc<dyn ToolRegistry>),
+            view,
             tools,
             system_prompt: None,
             skills: Vec::new(),
             max_turns: DEFAULT_MAX_TURNS,
             max_parallel: DEFAULT_MAX_PARALLEL,
-            policy: ChainPolicy::default(),
-            approval: None,
             pause_on_approval: false,
-            hooks: HookRegistry::new(),
-            blob_store: None,
             observer: None,
             max_tokens: None,
             tool_choice: ToolChoice::Auto,
@@ -269,7 +267,7 @@ impl ReActAgent {
     /// The limits every call is held to (budget, timeouts, inline size, approval threshold).
     #[must_use]
     pub fn with_policy(mut self, policy: ChainPolicy) -> Self {
-        self.policy = policy;
+        self.invoker = self.invoker.policy(policy);
         self
     }
 
@@ -277,7 +275,17 @@ impl ReActAgent {
     /// with [`Self::pause_on_approval`], the run pauses).
     #[must_use]
     pub fn with_approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
-        self.approval = Some(handler);
+        self.invoker = self.invoker.approval_handler(handler);
+        self
+    }
+
+    /// Configures every run's invoker from `builder` — policy, approval handler, blob store,
+    /// hooks, input and output guardrails, progress sink, validator — instead of the agent's
+    /// own settings (the builder's registry is replaced by the agent's tools). Settings made
+    /// after this call (`with_policy`, …) apply on top.
+    #[must_use]
+    pub fn with_invoker(mut self, builder: ToolInvokerBuilder) -> Self {
+        self.invoker = builder.with_registry(Arc::clone(&self.view) as Arc<dyn ToolRegistry>);
         self
     }
 
@@ -292,14 +300,14 @@ impl ReActAgent {
     /// Lifecycle hooks (fired by the invoker for every call).
     #[must_use]
     pub fn with_hooks(mut self, hooks: HookRegistry) -> Self {
-        self.hooks = hooks;
+        self.invoker = self.invoker.hooks(hooks);
         self
     }
 
     /// Where large results are offloaded; the model gets a preview and a ref.
     #[must_use]
     pub fn with_blob_store(mut self, store: Arc<dyn BlobStore>) -> Self {
-        self.blob_store = Some(store);
+        self.invoker = self.invoker.blob_store(store);
         self
     }
 
@@ -314,7 +322,7 @@ impl ReActAgent {
     /// tools (each agent otherwise keeps its own, across all its runs).
     #[must_use]
     pub fn with_validator(mut self, validator: Arc<ArgumentValidator>) -> Self {
-        self.validator = validator;
+        self.invoker = self.invoker.validator(validator);
         self
     }
 
@@ -407,7 +415,8 @@ impl ReActAgent {
     /// Gives up a paused run: releases the artifacts it kept pinned for its resume. (A
     /// finished run holds nothing; its state needs no discarding.)
     pub async fn discard(&self, mut state: RunState) {
-        let (Some(store), false) = (&self.blob_store, state.pins.is_empty()) else {
+        let (Some(store), false) = (self.invoker.configured_blob_store(), state.pins.is_empty())
+        else {
             return;
         };
         for r in std::mem::take(&mut state.pins) {
@@ -420,22 +429,17 @@ impl ReActAgent {
     /// Continues from `state` (a fresh run, a conversation to go on with, or a paused run
     /// whose `decisions` are filled in).
     pub async fn run_state(&self, mut state: RunState, cancel: CancellationToken) -> RunResult {
-        let book = Arc::new(DecisionBook::new(self.approval.clone()));
+        let handler = self.invoker.configured_approval_handler().cloned();
+        let has_handler = handler.is_some();
+        let book = Arc::new(DecisionBook::new(handler));
         for (call_id, (digest, decision)) in &state.decisions {
             book.record(call_id, digest, *decision);
         }
-        let mut builder = ToolInvoker::builder(Arc::clone(&self.view) as Arc<dyn ToolRegistry>)
-            .validator(Arc::clone(&self.validator))
-            .policy(self.policy.clone())
-            .hooks(self.hooks.clone())
-            .top_level(true);
+        let mut builder = self.invoker.clone();
         // Without an application handler and without decisions given on resume nobody can
         // answer: the invoker has no handler and denies (fail closed), saying so.
-        if self.approval.is_some() || !state.decisions.is_empty() {
+        if has_handler || !state.decisions.is_empty() {
             builder = builder.approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>);
-        }
-        if let Some(store) = &self.blob_store {
-            builder = builder.blob_store(Arc::clone(store));
         }
         let invoker = builder.build();
         // The budget spans the whole run: calls made before a pause (recorded in the state's
@@ -449,6 +453,7 @@ impl ReActAgent {
             .clone();
         let session = invoker
             .open_session_in(scope)
+            .with_source(CallSource::ModelTurn)
             .with_skills(self.skills.clone())
             .with_calls_already_made(u32::try_from(trace_before).unwrap_or(u32::MAX));
         session.adopt_pins(std::mem::take(&mut state.pins)).await;
@@ -663,7 +668,7 @@ impl ReActAgent {
                     AnyTool::ProviderDefined(t) => (t.risk(), HitlMode::Blocking),
                     _ => continue,
                 };
-                if risk.needs_approval(self.policy.max_risk_unapproved())
+                if risk.needs_approval(self.invoker.configured_policy().max_risk_unapproved())
                     && mode.effective(risk) != HitlMode::FireAndContinue
                 {
                     pending.push(PendingApproval {
@@ -734,10 +739,11 @@ impl ReActAgent {
             risk: tool.as_ref().map(AnyTool::risk),
             arguments: call.arguments.clone(),
         });
-        let (content, status, app_data) = if cancel.is_cancelled() {
+        let (content, status, reason, app_data) = if cancel.is_cancelled() {
             (
                 vec![ContentBlock::text(cancelled_text(&call.name))],
-                "cancelled",
+                InvocationStatus::Error,
+                Some(FailureReason::Cancelled),
                 None,
             )
         } else if let Some(AnyTool::Hosted(_)) = tool {
@@ -747,7 +753,8 @@ impl ReActAgent {
                      the provider's next turn",
                     call.name
                 ))],
-                "ok",
+                InvocationStatus::Ok,
+                None,
                 None,
             )
         } else {
@@ -755,22 +762,12 @@ impl ReActAgent {
             // them like any invalid arguments, with a trace record, hooks and a budget count.
             // Cancellation goes through the context, which the invoker watches: dropping the
             // call's future instead would leave it half-recorded.
-            let ctx = ToolContext {
-                call_id: call.id.clone(),
-                cancellation: cancel.child(),
-                artifacts: session.artifact_access(),
-                ..ToolContext::default()
-            };
+            let ctx = ToolContext::for_call(call.id.clone(), cancel.child());
             let mut r = invoker.invoke(session, call.clone(), &ctx).await;
-            let status = match (r.status, r.reason) {
-                (InvocationStatus::Ok, _) => "ok",
-                (_, Some(FailureReason::Cancelled)) => "cancelled",
-                (InvocationStatus::Denied, _) => "denied",
-                _ => "error",
-            };
             (
                 render_model(&r, &self.model_render()),
-                status,
+                r.status,
+                r.reason,
                 r.app_data.take(),
             )
         };
@@ -785,7 +782,8 @@ impl ReActAgent {
             self.emit(AgentEvent::ToolCallFinished {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
-                status: status.to_owned(),
+                status,
+                reason,
                 duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 preview,
                 app_data,
@@ -794,7 +792,7 @@ impl ReActAgent {
         MessagePart::ToolResult {
             tool_use_id: call.id.clone(),
             content,
-            is_error: status != "ok",
+            is_error: status != InvocationStatus::Ok,
         }
     }
 

@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use ravi_kernel::{
-    ApprovalDecision, ArtifactRef, BlobScope, ChainCallRecord, Message, MessagePart, ToolRisk,
-    Usage,
+    ApprovalDecision, ArtifactRef, BlobScope, CallRecord, Message, MessagePart, ToolRisk, Usage,
 };
 use serde::{Deserialize, Serialize};
 
@@ -69,7 +68,7 @@ pub struct RunState {
     /// Token usage summed over the run.
     pub usage: Usage,
     /// One record per call that reached the invoker, across every resume.
-    pub trace: Vec<ChainCallRecord>,
+    pub trace: Vec<CallRecord>,
     /// Results already computed for the last assistant turn, by call id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub partial_results: BTreeMap<String, MessagePart>,
@@ -127,7 +126,7 @@ impl RunResult {
     }
 
     /// The per-call trace.
-    pub fn trace(&self) -> &[ChainCallRecord] {
+    pub fn trace(&self) -> &[CallRecord] {
         &self.state.trace
     }
 

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ravi_agents::invoker::{StaticRegistry, TOOL_CHAIN_NAME};
+use ravi_agents::invoker::StaticRegistry;
 use ravi_agents::kernel::{
-    AnyTool, ContentBlock, HitlMode, HostedTool, Provider, ProviderDefinedTool, ProviderSpec, Tool,
-    ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRisk,
+    AnyTool, CallSource, ContentBlock, HitlMode, HostedTool, Provider, ProviderDefinedTool,
+    ProviderSpec, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRisk,
 };
 use serde_json::{Value, json};
 
@@ -19,6 +19,8 @@ pub struct TestTool {
     pub hitl: HitlMode,
     pub schema: Value,
     pub run: Box<dyn Fn(&ToolContext, Value) -> Behaviour + Send + Sync>,
+    /// A source the tool refuses calls from.
+    pub refuse_from: Option<CallSource>,
 }
 
 pub enum Behaviour {
@@ -45,6 +47,10 @@ impl Tool for TestTool {
     }
     fn hitl_mode(&self) -> HitlMode {
         self.hitl
+    }
+    fn refuses(&self, source: CallSource) -> Option<String> {
+        (Some(source) == self.refuse_from)
+            .then(|| format!("`{}` refuses calls from {}", self.name, source.describe()))
     }
     async fn execute(
         &self,
@@ -92,6 +98,7 @@ pub fn tool(
         hitl: HitlMode::Blocking,
         schema: json!({"type": "object"}),
         run: Box::new(run),
+        refuse_from: None,
     }
 }
 
@@ -204,7 +211,12 @@ pub fn registry() -> StaticRegistry {
             ..tool("delete_repo", ToolRisk::Critical, |_, _| ok("deleted"))
         })
         .into(),
-        Arc::new(tool(TOOL_CHAIN_NAME, ToolRisk::Safe, |_, _| ok("chained"))).into(),
+        // Refuses calls from code-mode scripts (as `tool_chain` does).
+        Arc::new(TestTool {
+            refuse_from: Some(CallSource::CodeMode),
+            ..tool("nested", ToolRisk::Safe, |_, _| ok("nested ran"))
+        })
+        .into(),
         // `chars` characters of text.
         Arc::new(tool("text", ToolRisk::Safe, |_, args| {
             ok(&"x".repeat(args["chars"].as_u64().unwrap_or(10) as usize))
@@ -213,9 +225,10 @@ pub fn registry() -> StaticRegistry {
         // A structured-only result: a list of `n` numbers, no text block.
         Arc::new(tool("rows", ToolRisk::Safe, |_, args| {
             let n = args["n"].as_u64().unwrap_or(10);
-            Behaviour::Return(Ok(ToolExecutionResult {
-                structured_content: Some(json!((0..n).collect::<Vec<u64>>())),
-                ..ToolExecutionResult::default()
+            Behaviour::Return(Ok({
+                let mut r = ToolExecutionResult::default();
+                r.structured_content = Some(json!((0..n).collect::<Vec<u64>>()));
+                r
             }))
         }))
         .into(),
@@ -231,9 +244,10 @@ pub fn registry() -> StaticRegistry {
         // A structured-only object whose JSON form is about `chars` characters long.
         Arc::new(tool("blob", ToolRisk::Safe, |_, args| {
             let n = args["chars"].as_u64().unwrap_or(10) as usize;
-            Behaviour::Return(Ok(ToolExecutionResult {
-                structured_content: Some(json!({"blob": "x".repeat(n)})),
-                ..ToolExecutionResult::default()
+            Behaviour::Return(Ok({
+                let mut r = ToolExecutionResult::default();
+                r.structured_content = Some(json!({"blob": "x".repeat(n)}));
+                r
             }))
         }))
         .into(),

@@ -266,7 +266,7 @@ fn file_json(f: &FileHandle) -> Value {
 /// The text of a result as a script gets it: text blocks whole, JSON blocks as JSON, links and
 /// media that were not stored as files as one-line markers (stored media arrive as
 /// `ChainFile` objects instead).
-fn script_text(content: &[ContentBlock], files: &[ravi_kernel::ChainFile]) -> String {
+fn script_text(content: &[ContentBlock], files: &[ravi_kernel::MediaFile]) -> String {
     let mut out = String::new();
     let mut first = true;
     for (i, block) in content.iter().enumerate() {
@@ -297,7 +297,7 @@ fn script_text(content: &[ContentBlock], files: &[ravi_kernel::ChainFile]) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ravi_kernel::{ArtifactRef, ChainFile, StoredArtifact};
+    use ravi_kernel::{ArtifactRef, MediaFile, StoredArtifact};
 
     #[test]
     fn structured_content_wins_over_text() {
@@ -339,7 +339,7 @@ mod tests {
         r.content
             .push(ContentBlock::image_bytes("image/png", &[1, 2, 3]));
         r.files
-            .push(ChainFile::new("/workspace/media/a.png", "image/png", 3, aref()).for_block(0));
+            .push(MediaFile::new("/workspace/media/a.png", "image/png", 3, aref()).for_block(0));
         assert_eq!(
             BridgeOutcome::from_invocation(r.clone()).envelope(),
             json!({"ok": {"$ravi": "file", "path": "/workspace/media/a.png",

@@ -26,7 +26,7 @@ pub use describe::{bindings, chain_description, python_name, signature};
 pub use sandbox::{
     Sandbox, SandboxConfig, SandboxLimits, SandboxRun, ToolBinding, default_cwasm_path,
 };
-pub use tool::{ToolChainTool, limits_from, status_str, summary_text};
+pub use tool::{TOOL_CHAIN_NAME, ToolChainTool, limits_from, summary_text};
 
 use std::path::PathBuf;
 

@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ravi_agents::invoker::{InvokerSession, TOOL_CHAIN_NAME, ToolInvoker};
+use ravi_agents::invoker::{InvokerSession, ToolInvoker};
 use ravi_kernel::{
-    AnyTool, CallStatus, ChainCallRecord, ChainRunResult, ChainStatus, FunctionSpec, Tool,
-    ToolCall, ToolContext, ToolError, ToolExecutionResult, args_digest,
+    AnyTool, CallRecord, CallSource, CallStatus, ChainPolicy, ChainRunResult, ChainStatus,
+    FunctionSpec, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry,
+    args_digest,
 };
 use serde_json::{Value, json};
 
@@ -22,15 +23,26 @@ use super::sandbox::{Sandbox, SandboxLimits, ToolBinding};
 /// How many trace lines the model-facing summary lists before eliding the rest.
 const SUMMARY_CALLS: usize = 20;
 
-/// Runs model-written Python against the invoker's toolbox.
+/// The name of the code-mode tool. It refuses calls from a code-mode script: scripts do not
+/// nest.
+pub const TOOL_CHAIN_NAME: &str = "tool_chain";
+
+/// Runs model-written Python against a toolbox, every call of which goes through a
+/// [`ToolInvoker`].
 ///
-/// Each run opens its own [`InvokerSession`] (budget, trace, pins), so calls from the script
-/// are held to the invoker's policy exactly as direct calls are, and closes it at the end,
-/// releasing the artifacts it pinned. The functions a script can call are the invoker's
-/// registry's function tools, except `tool_chain` itself; they are fixed when the tool is
-/// built.
+/// Called as a tool through an invoker (a model's turn, an MCP client), a script's calls go
+/// through *that* invoker — the same registry, policy, approvals, blob store, hooks and
+/// guardrails as the direct calls — in a session of their own (budget, trace; source
+/// [`CallSource::CodeMode`]) whose artifacts live in the caller's scope, so the refs a script's
+/// results name resolve in the caller's later calls. Run directly ([`ToolChainTool::run`]) it
+/// uses the invoker it was built with. The functions a script can call are the registry's
+/// function tools, except `tool_chain` itself; they are fixed when the tool is built.
 pub struct ToolChainTool {
-    invoker: ToolInvoker,
+    /// The invoker for direct runs, and for calls through an invoker that did not put itself
+    /// in the context.
+    invoker: Option<ToolInvoker>,
+    /// The policy the description and the wall clock are derived from.
+    policy: ChainPolicy,
     sandbox: Arc<Sandbox>,
     limits: SandboxLimits,
     specs: Vec<FunctionSpec>,
@@ -48,17 +60,37 @@ impl std::fmt::Debug for ToolChainTool {
 }
 
 impl ToolChainTool {
-    /// The tool over `invoker`, with the shared sandbox and default limits (the wall clock
-    /// capped by the policy's `total_timeout`).
+    /// The tool over `invoker`'s registry, with the shared sandbox and default limits (the wall
+    /// clock capped by the policy's `total_timeout`).
     pub fn new(invoker: ToolInvoker) -> Result<Self, SandboxError> {
         Ok(Self::with_sandbox(invoker, Sandbox::shared()?))
     }
 
-    /// The tool over `invoker` running scripts in `sandbox`.
+    /// The tool over `invoker`'s registry, running scripts in `sandbox`.
     pub fn with_sandbox(invoker: ToolInvoker, sandbox: Arc<Sandbox>) -> Self {
-        let specs: Vec<FunctionSpec> = invoker
-            .registry()
-            .all()
+        let mut tool = Self::build(&invoker.registry().all(), invoker.policy().clone(), sandbox);
+        tool.invoker = Some(invoker);
+        tool
+    }
+
+    /// The tool over the functions of `registry`, for the registry's own invoker: a script's
+    /// calls go through the invoker that runs `tool_chain` (the policy sets the description's
+    /// budget and caps the wall clock). Used where `tool_chain` is one of the registry's tools
+    /// (`ravi serve`, `ravi agent`): one invoker serves the direct calls and the scripts'.
+    pub fn for_registry(
+        registry: &dyn ToolRegistry,
+        policy: ChainPolicy,
+    ) -> Result<Self, SandboxError> {
+        Ok(Self::build(&registry.all(), policy, Sandbox::shared()?))
+    }
+
+    /// [`for_registry`](Self::for_registry) over a tool list (a registry being assembled).
+    pub fn for_tools(tools: &[AnyTool], policy: ChainPolicy) -> Result<Self, SandboxError> {
+        Ok(Self::build(tools, policy, Sandbox::shared()?))
+    }
+
+    fn build(tools: &[AnyTool], policy: ChainPolicy, sandbox: Arc<Sandbox>) -> Self {
+        let specs: Vec<FunctionSpec> = tools
             .iter()
             .filter_map(AnyTool::as_function)
             .filter(|t| t.name() != TOOL_CHAIN_NAME)
@@ -67,7 +99,8 @@ impl ToolChainTool {
         let mut tool = Self {
             bindings: bindings(&specs),
             specs,
-            invoker,
+            invoker: None,
+            policy,
             sandbox,
             limits: SandboxLimits::default(),
             description: String::new(),
@@ -85,9 +118,8 @@ impl ToolChainTool {
     }
 
     fn set_limits(&mut self, mut limits: SandboxLimits) {
-        limits.timeout = limits.timeout.min(self.invoker.policy().total_timeout());
-        self.description =
-            chain_description(&self.specs, &limits, self.invoker.policy().max_tool_calls());
+        limits.timeout = limits.timeout.min(self.policy.total_timeout());
+        self.description = chain_description(&self.specs, &limits, self.policy.max_tool_calls());
         self.limits = limits;
     }
 
@@ -110,22 +142,30 @@ impl ToolChainTool {
         ctx: &ToolContext,
     ) -> ChainRunResult {
         let started = Instant::now();
+        // The invoker running this call, else the one the tool was built with.
+        let Some(invoker) = ToolInvoker::from_context(ctx).or_else(|| self.invoker.clone()) else {
+            return ChainRunResult::new(ChainStatus::Error, "", Vec::new(), 0).with_error(
+                ravi_kernel::ChainError::new(
+                    "RuntimeError",
+                    "tool_chain was called outside an invoker and has none of its own; build \
+                     it with ToolChainTool::new(invoker)",
+                    "",
+                ),
+            );
+        };
         // Called through an invoker (a model's turn, an MCP client), the run's artifacts live
         // in the caller's scope, so the refs its results name resolve in the caller's later
         // calls; the caller then holds their pins.
         let guard = match &ctx.artifacts {
-            Some(access) => self.invoker.session_guard_in(access.scope().clone()),
-            None => self.invoker.session_guard(),
+            Some(access) => invoker.session_guard_in(access.scope().clone()),
+            None => invoker.session_guard(),
         };
-        let session = guard.session().clone();
+        let session = guard.session().clone().with_source(CallSource::CodeMode);
         let cancel = ctx.cancellation.child();
         let bridge = Arc::new(InvokerBridge {
-            invoker: self.invoker.clone(),
+            invoker: invoker.clone(),
             session: session.clone(),
-            ctx: ToolContext {
-                cancellation: cancel.clone(),
-                ..ctx.clone()
-            },
+            ctx: ctx.clone().with_cancellation(cancel.clone()),
             deadline: started + self.limits.timeout,
             next_id: AtomicU64::new(0),
             in_flight: Mutex::new(BTreeMap::new()),
@@ -148,7 +188,7 @@ impl ToolChainTool {
         if let Some(access) = &ctx.artifacts {
             for r in session.detach_pins() {
                 if !access.adopt_pin(r.clone())
-                    && let Some(store) = self.invoker.blob_store()
+                    && let Some(store) = invoker.blob_store()
                     && let Err(e) = store.unpin(&r).await
                 {
                     tracing::warn!(artifact = %r, error = %e, "could not release a chain result's pin");
@@ -203,6 +243,16 @@ impl Tool for ToolChainTool {
     // Safe on its own: every call the script makes is approved (or not) by the invoker
     // individually, with that tool's risk.
 
+    /// Scripts do not nest: a script's own `tool_chain` call is refused.
+    fn refuses(&self, source: CallSource) -> Option<String> {
+        (source == CallSource::CodeMode).then(|| {
+            format!(
+                "tool `{TOOL_CHAIN_NAME}` cannot be called from inside a code-mode script: \
+                 scripts do not nest; call the tools you need directly"
+            )
+        })
+    }
+
     async fn execute(
         &self,
         ctx: &ToolContext,
@@ -234,7 +284,7 @@ pub fn summary_text(r: &ChainRunResult) -> String {
     if let Some(e) = &r.error {
         s.push_str(&format!(
             "[{}] {}: {}\n",
-            status_str(r.status),
+            r.status.as_str(),
             e.exc_type,
             e.message
         ));
@@ -264,18 +314,6 @@ pub fn summary_text(r: &ChainRunResult) -> String {
     s
 }
 
-/// The wire name of a chain status.
-pub fn status_str(s: ChainStatus) -> &'static str {
-    match s {
-        ChainStatus::Ok => "ok",
-        ChainStatus::Error => "error",
-        ChainStatus::Timeout => "timeout",
-        ChainStatus::Cancelled => "cancelled",
-        ChainStatus::ResourceExhausted => "resource_exhausted",
-        _ => "unknown",
-    }
-}
-
 struct InFlight {
     tool: String,
     /// Kept to digest only if the run is stopped mid-call (the rare case).
@@ -296,7 +334,7 @@ struct InvokerBridge {
 impl InvokerBridge {
     /// Records for calls the run was stopped in the middle of (the invoker never got to
     /// record them): they may have had their effect, so they are reported as timeouts.
-    fn interrupted(&self, first_seq: usize) -> Vec<ChainCallRecord> {
+    fn interrupted(&self, first_seq: usize) -> Vec<CallRecord> {
         let left = self
             .in_flight
             .lock()
@@ -305,7 +343,7 @@ impl InvokerBridge {
         left.into_iter()
             .enumerate()
             .map(|(i, (id, c))| {
-                let mut record = ChainCallRecord::new(
+                let mut record = CallRecord::new(
                     u32::try_from(first_seq + i).unwrap_or(u32::MAX),
                     format!("{}chain-{id}", self.prefix()),
                     c.tool,
@@ -346,15 +384,12 @@ impl ToolBridge for InvokerBridge {
             );
         }
         let call_id = format!("{}chain-{id}", self.prefix());
-        let ctx = ToolContext {
-            call_id: call_id.clone(),
-            deadline: Some(
-                self.ctx
-                    .deadline
-                    .map_or(self.deadline, |d| d.min(self.deadline)),
-            ),
-            ..self.ctx.clone()
-        };
+        let mut ctx = self.ctx.clone().with_deadline(
+            self.ctx
+                .deadline
+                .map_or(self.deadline, |d| d.min(self.deadline)),
+        );
+        ctx.call_id.clone_from(&call_id);
         let result = self
             .invoker
             .invoke(&self.session, ToolCall::new(call_id, tool, args), &ctx)
@@ -366,7 +401,7 @@ impl ToolBridge for InvokerBridge {
     }
 
     fn budget(&self) -> Value {
-        let max = self.invoker.policy().max_tool_calls();
+        let max = self.session.budget(self.invoker.policy());
         let used = self.session.call_count();
         json!({"calls_used": used, "calls_remaining": max.saturating_sub(used)})
     }

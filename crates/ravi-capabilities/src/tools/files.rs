@@ -358,9 +358,10 @@ fn binary_result(
             data.offset, data.size
         ));
     }
-    ToolExecutionResult {
-        content: vec![ContentBlock::text(text)],
-        structured_content: Some(json!({
+    {
+        let mut r = ToolExecutionResult::default();
+        r.content = vec![ContentBlock::text(text)];
+        r.structured_content = Some(json!({
             "path": path,
             "encoding": "base64",
             "media_type": media_type,
@@ -368,8 +369,8 @@ fn binary_result(
             "offset": data.offset,
             "bytes": data.data.len(),
             "eof": end >= data.size,
-        })),
-        ..ToolExecutionResult::default()
+        }));
+        r
     }
 }
 
@@ -496,10 +497,11 @@ impl Tool for ListFiles {
         }
         let structured = serde_json::to_value(&listing)
             .map_err(|e| ToolError::internal(format!("could not encode the listing: {e}")))?;
-        Ok(ToolExecutionResult {
-            content: vec![ContentBlock::text(text)],
-            structured_content: Some(structured),
-            ..ToolExecutionResult::default()
+        Ok({
+            let mut r = ToolExecutionResult::default();
+            r.content = vec![ContentBlock::text(text)];
+            r.structured_content = Some(structured);
+            r
         })
     }
 }
@@ -679,13 +681,14 @@ impl Tool for WriteFile {
             }
         };
         let verb = if out.created { "created" } else { "updated" };
-        Ok(ToolExecutionResult {
-            content: vec![ContentBlock::text(format!(
+        Ok({
+            let mut r = ToolExecutionResult::default();
+            r.content = vec![ContentBlock::text(format!(
                 "{verb} {} ({} bytes written, {} bytes now)",
                 out.path, out.bytes_written, out.size
-            ))],
-            structured_content: serde_json::to_value(&out).ok(),
-            ..ToolExecutionResult::default()
+            ))];
+            r.structured_content = serde_json::to_value(&out).ok();
+            r
         })
     }
 }

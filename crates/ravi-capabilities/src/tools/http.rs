@@ -441,11 +441,12 @@ impl Tool for HttpGet {
                 }
             }
         }
-        Ok(ToolExecutionResult {
-            content,
-            is_error: status.is_client_error() || status.is_server_error(),
-            structured_content: Some(structured),
-            ..ToolExecutionResult::default()
+        Ok({
+            let mut r = ToolExecutionResult::default();
+            r.content = content;
+            r.is_error = status.is_client_error() || status.is_server_error();
+            r.structured_content = Some(structured);
+            r
         })
     }
 }

@@ -138,11 +138,12 @@ impl Tool for Shell {
                 }
             }
         }
-        Ok(ToolExecutionResult {
-            content: vec![ContentBlock::text(text)],
-            is_error: out.timed_out,
-            structured_content: serde_json::to_value(&out).ok(),
-            ..ToolExecutionResult::default()
+        Ok({
+            let mut r = ToolExecutionResult::default();
+            r.content = vec![ContentBlock::text(text)];
+            r.is_error = out.timed_out;
+            r.structured_content = serde_json::to_value(&out).ok();
+            r
         })
     }
 }

@@ -25,7 +25,10 @@ use ravi_agents::react::{AgentEvent, AgentObserver, ReActAgent, RunStop};
 use ravi_capabilities::tools::ReadResult;
 use ravi_integrations::mcp::{McpClient, McpServerSpec};
 use ravi_integrations::providers::{ProviderError, model_from_spec};
-use ravi_kernel::{AnyTool, CancellationToken, ChainPolicy, Skill, ToolChoice, ToolRegistry as _};
+use ravi_kernel::{
+    AnyTool, CancellationToken, ChainPolicy, FailureReason, InvocationStatus, Skill, ToolChoice,
+    ToolRegistry as _,
+};
 
 use super::mcp_attach::{McpArgs, attach_specs};
 use crate::Exit;
@@ -487,15 +490,25 @@ impl AgentObserver for Display {
             AgentEvent::ToolCallFinished {
                 tool,
                 status,
+                reason,
                 duration_ms,
                 preview,
                 ..
             } => {
                 self.running.fetch_sub(1, Ordering::AcqRel);
                 self.clear_line();
-                let mark = if status == "ok" { "✓" } else { "✗" };
+                let mark = if *status == InvocationStatus::Ok {
+                    "✓"
+                } else {
+                    "✗"
+                };
+                // A cancelled call reads as such; other failures by their status.
+                let shown = match reason {
+                    Some(FailureReason::Cancelled) => "cancelled",
+                    _ => status.as_str(),
+                };
                 let preview = preview.lines().next().unwrap_or("");
-                eprintln!("{mark} {tool} {status} ({duration_ms} ms) {preview}");
+                eprintln!("{mark} {tool} {shown} ({duration_ms} ms) {preview}");
             }
             _ => {}
         }

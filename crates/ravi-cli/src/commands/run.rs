@@ -16,7 +16,7 @@ use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::backend::{Backend, LocalBackend};
-use ravi_capabilities::chain::{ToolChainTool, limits_from, status_str};
+use ravi_capabilities::chain::{ToolChainTool, limits_from};
 use ravi_capabilities::tools::{
     Calculator, DeleteFile, FileExists, ListFiles, ReadFile, ReadResult, Shell, WriteFile,
 };
@@ -256,7 +256,7 @@ fn readable_trace(r: &ChainRunResult) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "── {} in {} ms, {} tool call{} ──\n",
-        status_str(r.status),
+        r.status.as_str(),
         r.duration_ms,
         r.call_trace.len(),
         if r.call_trace.len() == 1 { "" } else { "s" }

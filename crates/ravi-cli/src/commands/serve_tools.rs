@@ -10,8 +10,8 @@ use std::sync::Arc;
 use clap::ValueEnum;
 use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
 use ravi_agents::blob::MemoryBlobStore;
-use ravi_agents::invoker::{TOOL_CHAIN_NAME, ToolInvoker};
-use ravi_capabilities::chain::ToolChainTool;
+use ravi_agents::invoker::ToolInvoker;
+use ravi_capabilities::chain::{TOOL_CHAIN_NAME, ToolChainTool};
 use ravi_integrations::mcp::{
     ElicitationApproval, FinishTools, InvokerTools, LiveToolbox, McpClient, ServerTools,
 };
@@ -49,23 +49,12 @@ pub fn approval_handler(approve: ApproveMode) -> Arc<dyn ApprovalHandler> {
 /// for hours), so the per-script default of 50 would cut it off.
 pub const SESSION_CALLS: u32 = 10_000;
 
-/// `policy` with a budget of `calls`.
-fn with_calls(policy: &ChainPolicy, calls: u32) -> ChainPolicy {
-    ChainPolicy::builder()
-        .max_tool_calls(calls)
-        .call_timeout(policy.call_timeout())
-        .total_timeout(policy.total_timeout())
-        .max_inline_result_bytes(policy.max_inline_result_bytes())
-        .approval_timeout(policy.approval_timeout())
-        .max_risk_unapproved(policy.max_risk_unapproved())
-        .build()
-        .unwrap_or_else(|_| policy.clone())
-}
-
-/// The server-side view of `base` plus the tools of `clients`, backed by the invoker.
-/// `finish` is applied to the tool list whenever it is rebuilt (the `[risk]` overrides of
-/// `ravi.toml`); `tool_chain` is rebuilt with it, so a script can call a tool an attached
-/// server added later.
+/// The server-side view of `base` plus the tools of `clients`, with code mode's `tool_chain`
+/// over all of them, served through one invoker: an MCP client's calls and its scripts' calls
+/// meet the same policy, approvals, blob store and trace. `finish` is applied to the tool list
+/// whenever it is rebuilt (the `[risk]` and `[hitl]` overrides of `ravi.toml`); `tool_chain` is
+/// rebuilt with it, so a script can call a tool an attached server added later. A client
+/// session's budget is `session_calls`; a script keeps the policy's.
 pub fn toolbox_server_tools(
     base: Vec<AnyTool>,
     clients: Vec<McpClient>,
@@ -75,45 +64,35 @@ pub fn toolbox_server_tools(
     session_calls: u32,
     blobs: Arc<MemoryBlobStore>,
 ) -> anyhow::Result<Arc<dyn ServerTools>> {
-    // Code mode over the same tools: the script's calls go through an invoker with the same
-    // approvals and store, so an artifact a chain returns can be passed to a later call.
-    let chain_tools =
-        Arc::new(LiveToolbox::new(base.clone(), clients.clone())?.with_finish(finish.clone()));
-    let chain_invoker = ToolInvoker::builder(chain_tools)
-        .policy(policy.clone())
-        .blob_store(blobs.clone())
-        .approval_handler(approval.clone())
-        .build();
-    let chain_ok = match ToolChainTool::new(chain_invoker.clone()) {
+    let code_mode = match ravi_capabilities::chain::Sandbox::shared() {
         Ok(_) => true,
         Err(e) => {
             eprintln!("ravi serve: tool_chain is not offered (code-mode sandbox: {e})");
             false
         }
     };
+    let chain_policy = policy.clone();
     let with_chain: Arc<FinishTools> = Arc::new(move |tools| {
         let mut tools = finish(tools);
-        if !chain_ok {
+        if !code_mode {
             return tools;
         }
         if tools.iter().any(|t| t.name() == TOOL_CHAIN_NAME) {
             eprintln!("ravi serve: a served tool is named `tool_chain`; code mode is not offered");
             return tools;
         }
-        match ToolChainTool::new(chain_invoker.clone()) {
+        match ToolChainTool::for_tools(&tools, chain_policy.clone()) {
             Ok(chain) => tools.push(AnyTool::Function(Arc::new(chain))),
             Err(e) => eprintln!("ravi serve: tool_chain is not offered: {e}"),
         }
         tools
     });
     let served = Arc::new(LiveToolbox::new(base, clients)?.with_finish(with_chain));
-    // A client's session spans its whole connection, so its budget is the session budget
-    // (`[policy] max_tool_calls` when set, else SESSION_CALLS); a script keeps the policy's.
-    let session_policy = with_calls(&policy, session_calls);
     let builder = ToolInvoker::builder(served)
-        .policy(session_policy)
+        .policy(policy)
         .blob_store(blobs)
-        .approval_handler(approval)
-        .top_level(true);
-    Ok(Arc::new(InvokerTools::new(builder)))
+        .approval_handler(approval);
+    Ok(Arc::new(
+        InvokerTools::new(builder).with_session_budget(session_calls),
+    ))
 }

@@ -63,12 +63,13 @@ pub fn result_from_mcp(result: &Value) -> ToolExecutionResult {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let app_data = result.get("_meta").map(|m| json!({"mcp_meta": m}));
-    ToolExecutionResult {
-        content,
-        is_error,
-        structured_content,
-        app_data,
-        ..ToolExecutionResult::default()
+    {
+        let mut r = ToolExecutionResult::default();
+        r.content = content;
+        r.is_error = is_error;
+        r.structured_content = structured_content;
+        r.app_data = app_data;
+        r
     }
 }
 
@@ -319,11 +320,12 @@ mod tests {
     proptest! {
         #[test]
         fn text_blocks_round_trip(texts in proptest::collection::vec(".{0,40}", 0..6), err: bool) {
-            let r = ToolExecutionResult {
-                content: texts.iter().map(|t| ContentBlock::text(t.clone())).collect(),
-                is_error: err,
-                ..ToolExecutionResult::default()
-            };
+            let r = {
+                        let mut r = ToolExecutionResult::default();
+                        r.content = texts.iter().map(|t| ContentBlock::text(t.clone())).collect();
+                        r.is_error = err;
+                        r
+                    };
             prop_assert_eq!(result_from_mcp(&result_to_mcp(&r)), r);
         }
     }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use ravi_agents::invoker::{InvokerSession, ToolInvoker, ToolInvokerBuilder};
 use ravi_kernel::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobScope, InvocationResult, ToolCall,
-    ToolContext,
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobScope, CallSource, InvocationResult,
+    ToolCall, ToolContext,
 };
 use serde_json::{Value, json};
 
@@ -63,6 +63,8 @@ pub struct InvokerTools {
     invoker: ToolInvoker,
     /// The scope stateless requests share.
     stateless_scope: BlobScope,
+    /// The budget of a client session, when it differs from the policy's.
+    session_budget: Option<u32>,
 }
 
 impl std::fmt::Debug for InvokerTools {
@@ -76,7 +78,7 @@ impl std::fmt::Debug for InvokerTools {
 impl InvokerTools {
     /// Serves the registry of the invoker `builder` builds, through that invoker.
     pub fn new(builder: ToolInvokerBuilder) -> Self {
-        Self::from_invoker(builder.top_level(true).build())
+        Self::from_invoker(builder.build())
     }
 
     /// Serves the registry of `invoker`, through it.
@@ -84,7 +86,17 @@ impl InvokerTools {
         Self {
             invoker,
             stateless_scope: BlobScope::root(ravi_agents::blob::new_scope_id()),
+            session_budget: None,
         }
+    }
+
+    /// Gives each client session a budget of `calls` instead of the policy's
+    /// `max_tool_calls`: a session lasts as long as its client stays connected, while a
+    /// `tool_chain` script it runs keeps the policy's budget.
+    #[must_use]
+    pub fn with_session_budget(mut self, calls: u32) -> Self {
+        self.session_budget = Some(calls);
+        self
     }
 
     /// The invoker every call goes through.
@@ -109,7 +121,11 @@ impl ServerTools for InvokerTools {
             SessionKind::Stateless => self.invoker.open_session_in(self.stateless_scope.clone()),
             _ => self.invoker.open_session(),
         };
-        Arc::new(session)
+        let session = session.with_source(CallSource::Mcp);
+        Arc::new(match self.session_budget {
+            Some(calls) => session.with_budget(calls),
+            None => session,
+        })
     }
 
     async fn call(
@@ -127,7 +143,8 @@ impl ServerTools for InvokerTools {
             // A session opened by someone else's `open_session`: run the call on its own.
             None => {
                 let guard = self.invoker.session_guard();
-                let r = self.invoker.invoke(guard.session(), call, &ctx).await;
+                let session = guard.session().clone().with_source(CallSource::Mcp);
+                let r = self.invoker.invoke(&session, call, &ctx).await;
                 guard.close().await;
                 Some(r)
             }

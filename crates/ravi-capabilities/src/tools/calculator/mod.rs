@@ -96,10 +96,11 @@ impl Tool for Calculator {
             };
             ToolError::invalid_arguments(format!("cannot evaluate `{expression}`: {e}.{hint}"))
         })?;
-        Ok(ToolExecutionResult {
-            content: vec![ContentBlock::text(format_number(value))],
-            structured_content: Some(json!({"expression": expression, "result": value})),
-            ..ToolExecutionResult::default()
+        Ok({
+            let mut r = ToolExecutionResult::default();
+            r.content = vec![ContentBlock::text(format_number(value))];
+            r.structured_content = Some(json!({"expression": expression, "result": value}));
+            r
         })
     }
 }

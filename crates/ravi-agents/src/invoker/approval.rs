@@ -1,0 +1,241 @@
+//! Step 6, approval: ask the handler within the approval timeout, fail closed, and say who
+//! refused.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt as _;
+use ravi_kernel::{
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution, FailureReason,
+    HitlMode, HookEvent, InvocationResult, Tool, ToolCall, ToolContext, ToolRisk,
+};
+
+use super::{ToolInvoker, digest, exec};
+use crate::blob::new_scope_id;
+
+impl ToolInvoker {
+    /// Step 6: asks the handler within the approval timeout (and before the caller's
+    /// deadline), watching the caller's cancellation. `Err` is the trace status and the
+    /// denial to return. Fails closed: no handler, a handler nobody attends, no answer in time
+    /// (unless the tool's mode continues on timeout), a failing handler — all deny, and the
+    /// denial says which it was.
+    pub(super) async fn approve(
+        &self,
+        call: &ToolCall,
+        hash: &[u8; 32],
+        tool: &Arc<dyn Tool>,
+        risk: ToolRisk,
+        ctx: &ToolContext,
+    ) -> Result<(), Box<InvocationResult>> {
+        let inner = &*self.inner;
+        let policy = &inner.policy;
+        let mode = tool.hitl_mode().effective(risk);
+        let Some(handler) = &inner.approval else {
+            return self
+                .approval_refused(call, risk, ApprovalResolution::NoHandler, None)
+                .await;
+        };
+        let now = chrono::Utc::now();
+        // A caller that must have an answer sooner than the policy's wait shortens it.
+        let wait = match ctx.deadline {
+            Some(d) => policy
+                .approval_timeout()
+                .min(d.saturating_duration_since(Instant::now())),
+            None => policy.approval_timeout(),
+        };
+        let request = ApprovalRequest::new(
+            format!("apr_{}", new_scope_id().trim_start_matches("ses_")),
+            call,
+            risk,
+            mode,
+            approval_reason(risk, policy.max_risk_unapproved()),
+            now,
+            now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+        );
+        debug_assert_eq!(request.args_digest, digest::hex(hash));
+        if !inner.hooks.is_empty() {
+            inner
+                .hooks
+                .dispatch(&HookEvent::ApprovalRequested {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    risk,
+                })
+                .await;
+        }
+        let attended = handler.attended(&request);
+        if mode == HitlMode::FireAndContinue && handler.notifies(&request) {
+            // Tell the human without waiting for the telling: a slow or failing notifier
+            // neither delays nor breaks the call.
+            notify_in_background(Arc::clone(handler), request, policy.approval_timeout());
+            self.approval_resolved(call, ApprovalResolution::Notified)
+                .await;
+            return Ok(());
+        }
+        // An unattended handler answers by rule: a `FireAndContinue` call is asked about like
+        // a blocking one (a notification nobody reads must not let it through).
+        let asked = Instant::now();
+        let answer = tokio::select! {
+            biased;
+            () = ctx.cancellation.cancelled() => Answer::Cancelled,
+            a = exec::bounded(wait, AssertUnwindSafe(handler.request(&request)).catch_unwind()) => {
+                match a {
+                    Some(Ok(decision)) => Answer::Decided(decision),
+                    Some(Err(_panic)) => Answer::Failed,
+                    None => Answer::TimedOut,
+                }
+            }
+        };
+        let resolution = match answer {
+            Answer::Decided(ApprovalDecision::Approved) => ApprovalResolution::Approved,
+            Answer::Decided(ApprovalDecision::Denied) if attended => ApprovalResolution::Denied,
+            Answer::Decided(ApprovalDecision::Denied) => ApprovalResolution::DeniedByPolicy,
+            Answer::Decided(ApprovalDecision::Unanswered) => ApprovalResolution::Unanswered,
+            Answer::Decided(ApprovalDecision::Skipped) => ApprovalResolution::Skipped,
+            // A decision this version does not know is no approval.
+            Answer::Decided(_) => ApprovalResolution::Unrecognized,
+            Answer::Failed => ApprovalResolution::HandlerFailed,
+            Answer::Cancelled => {
+                self.approval_resolved(call, ApprovalResolution::Cancelled)
+                    .await;
+                return Err(Box::new(InvocationResult::failed(
+                    FailureReason::Cancelled,
+                    format!(
+                        "the call to `{}` was cancelled while waiting for approval; it did \
+                             not run",
+                        call.name
+                    ),
+                )));
+            }
+            Answer::TimedOut if mode == HitlMode::ContinueOnTimeout => {
+                ApprovalResolution::ApprovedOnTimeout
+            }
+            Answer::TimedOut => ApprovalResolution::TimedOut,
+        };
+        if resolution.is_approved() {
+            self.approval_resolved(call, resolution).await;
+            return Ok(());
+        }
+        // The wait actually given (the caller's deadline may have shortened it).
+        let waited = asked.elapsed().min(wait);
+        self.approval_refused(call, risk, resolution, Some(waited))
+            .await
+    }
+
+    /// Reports a refused approval to the hooks and builds the denial, worded by who refused.
+    async fn approval_refused(
+        &self,
+        call: &ToolCall,
+        risk: ToolRisk,
+        resolution: ApprovalResolution,
+        waited: Option<Duration>,
+    ) -> Result<(), Box<InvocationResult>> {
+        self.approval_resolved(call, resolution).await;
+        let tool = &call.name;
+        let message = match resolution {
+            ApprovalResolution::NoHandler => format!(
+                "`{tool}` needs approval (risk {risk}) but no approval handler is configured, \
+                 so the call was denied without asking anyone; do not retry it from here"
+            ),
+            ApprovalResolution::DeniedByPolicy => format!(
+                "`{tool}` needs approval (risk {risk}) and this run's approval policy denies \
+                 every such call (no human was asked); do not retry it from here"
+            ),
+            ApprovalResolution::Denied => format!(
+                "a human denied the call to `{tool}`; do not retry it with the same arguments"
+            ),
+            ApprovalResolution::Unanswered => format!(
+                "approval for `{tool}` got no valid answer (nobody answered the request for \
+                 these arguments), so the call was denied"
+            ),
+            ApprovalResolution::Skipped => format!(
+                "approval for `{tool}` was not granted (the human skipped it), so the call was \
+                 denied"
+            ),
+            ApprovalResolution::Unrecognized => format!(
+                "approval for `{tool}` was not granted (the handler gave a decision this version \
+                 does not know), so the call was denied"
+            ),
+            ApprovalResolution::HandlerFailed => format!(
+                "the approval handler failed while asking about `{tool}`, so the call was denied"
+            ),
+            ApprovalResolution::TimedOut => format!(
+                "approval for `{tool}` timed out after {} ms with no answer, so the call was \
+                 denied; call the tool directly outside the chain if it is still needed",
+                waited.unwrap_or_default().as_millis()
+            ),
+            other => format!("approval for `{tool}` was not granted ({other})"),
+        };
+        Err(Box::new(InvocationResult::failed(
+            FailureReason::ApprovalDenied,
+            message,
+        )))
+    }
+
+    async fn approval_resolved(&self, call: &ToolCall, resolution: ApprovalResolution) {
+        if self.inner.hooks.is_empty() {
+            return;
+        }
+        self.inner
+            .hooks
+            .dispatch(&HookEvent::ApprovalResolved {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                approved: resolution.is_approved(),
+                resolution,
+            })
+            .await;
+    }
+}
+
+/// How an approval wait ended.
+enum Answer {
+    Decided(ApprovalDecision),
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+/// Sends a `FireAndContinue` notification without waiting for it: on the runtime when there
+/// is one (bounded by `limit`, a panic contained in its task), else polled once in place.
+fn notify_in_background(
+    handler: Arc<dyn ApprovalHandler>,
+    request: ApprovalRequest,
+    limit: Duration,
+) {
+    let notify = async move {
+        match exec::bounded(
+            limit,
+            AssertUnwindSafe(handler.notify(&request)).catch_unwind(),
+        )
+        .await
+        {
+            Some(Ok(())) => {}
+            Some(Err(panic)) => tracing::warn!(
+                tool = %request.tool,
+                panic = %exec::panic_message(panic.as_ref()),
+                "the approval handler panicked while being notified; the call went ahead"
+            ),
+            None => tracing::warn!(
+                tool = %request.tool,
+                "the approval handler did not take a notification in time; the call went ahead"
+            ),
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn(notify);
+        }
+        // Without a runtime `bounded` polls once and gives up, so this cannot block.
+        Err(_) => futures::executor::block_on(notify),
+    }
+}
+
+fn approval_reason(risk: ToolRisk, max: ToolRisk) -> String {
+    if risk == ToolRisk::Critical {
+        "critical tools always need a human's approval".into()
+    } else {
+        format!("risk {risk} is above the policy's unapproved maximum ({max})")
+    }
+}

@@ -1,4 +1,6 @@
-//! The set of built-in tools and their places in the capability tree.
+//! The built-in tools, listed once: their names, their places in the capability tree, how each
+//! is built over a backend, and their discovery registrations all come from the one table in
+//! this file.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,18 +12,66 @@ use crate::BackendError;
 use crate::backend::{Backend, LocalBackend};
 use crate::tools::*;
 
-/// Names of every built-in tool, in listing order.
-pub const BUILTIN_NAMES: [&str; 9] = [
-    "calculator",
-    "read_file",
-    "file_exists",
-    "list_files",
-    "write_file",
-    "delete_file",
-    "shell",
-    "http_get",
-    "read_result",
-];
+/// Generates, from one list, [`BUILTIN_NAMES`], the constructor over a backend and the
+/// discovery registrations (`Catalog::discover` finds each one under its category, tags and
+/// aliases).
+macro_rules! builtins {
+    ($(
+        $(#[$cfg:meta])*
+        $name:literal in $category:literal, tags [$($tag:literal),*], aliases [$($alias:literal),*],
+        make |$backend:ident, $http:ident| $make:expr;
+    )*) => {
+        /// Names of every built-in tool of this build, in listing order.
+        pub const BUILTIN_NAMES: &[&str] = &[$($(#[$cfg])* $name,)*];
+
+        /// Every built-in tool over `backend`, in listing order.
+        fn make_builtins(
+            backend: &Arc<dyn Backend>,
+            http: &HttpPolicy,
+        ) -> Result<Vec<AnyTool>, BackendError> {
+            let mut tools: Vec<AnyTool> = Vec::with_capacity(BUILTIN_NAMES.len());
+            $(
+                $(#[$cfg])*
+                {
+                    let $backend = backend;
+                    let $http = http;
+                    tools.push(AnyTool::Function(Arc::new($make)));
+                }
+            )*
+            Ok(tools)
+        }
+
+        $(
+            $(#[$cfg])*
+            register_tool!(name: $name, category: $category, tags: [$($tag),*],
+                aliases: [$($alias),*], build: || default_builtin($name));
+        )*
+    };
+}
+
+// Categories follow seed 004's category tree (`system`, `development/execution`, `research`,
+// `data/exploration`, `general`), so the catalog and the CapabilityRegistry agree.
+builtins! {
+    "calculator" in "general/math", tags ["arithmetic", "math", "safe"], aliases ["calc"],
+        make |_b, _h| Calculator;
+    "read_file" in "system/files", tags ["files", "read", "images"], aliases ["cat"],
+        make |b, _h| ReadFile::new(Arc::clone(b));
+    "file_exists" in "system/files", tags ["files", "read"], aliases [],
+        make |b, _h| FileExists::new(Arc::clone(b));
+    "list_files" in "system/files", tags ["files", "list", "directory"], aliases ["ls"],
+        make |b, _h| ListFiles::new(Arc::clone(b));
+    "write_file" in "system/files", tags ["files", "write"], aliases [],
+        make |b, _h| WriteFile::new(Arc::clone(b));
+    "delete_file" in "system/files", tags ["files", "delete", "destructive"], aliases ["rm"],
+        make |b, _h| DeleteFile::new(Arc::clone(b));
+    "shell" in "development/execution", tags ["shell", "command", "process"], aliases ["bash", "sh"],
+        make |b, _h| Shell::new(Arc::clone(b));
+    #[cfg(feature = "http")]
+    "http_get" in "research/web", tags ["http", "fetch", "network"], aliases ["fetch"],
+        make |_b, h| HttpGet::new(h.clone()).map_err(|e| BackendError::Unavailable(e.message))?;
+    "read_result" in "data/exploration", tags ["artifacts", "results", "read"], aliases [],
+        make |_b, _h| ReadResult;
+}
 
 /// The built-in tools over the current directory as workspace, with the default HTTP policy.
 ///
@@ -29,12 +79,17 @@ pub const BUILTIN_NAMES: [&str; 9] = [
 /// http_get, read_result) are still returned.
 pub fn builtin_tools() -> Vec<AnyTool> {
     builtin_tools_in(".", HttpPolicy::default()).unwrap_or_else(|_| {
-        let mut tools: Vec<AnyTool> = vec![AnyTool::Function(Arc::new(Calculator))];
-        if let Ok(http) = HttpGet::new(HttpPolicy::default()) {
-            tools.push(AnyTool::Function(Arc::new(http)));
-        }
-        tools.push(AnyTool::Function(Arc::new(ReadResult)));
-        tools
+        let no_workspace = ["calculator", "http_get", "read_result"];
+        // Any backend will do for tools that never touch it; they are built over a directory
+        // that cannot be opened only in name.
+        std::env::temp_dir()
+            .canonicalize()
+            .ok()
+            .and_then(|tmp| builtin_tools_in(tmp, HttpPolicy::default()).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| no_workspace.contains(&t.name()))
+            .collect()
     })
 }
 
@@ -52,19 +107,7 @@ pub fn builtin_tools_with(
     backend: Arc<dyn Backend>,
     http: HttpPolicy,
 ) -> Result<Vec<AnyTool>, BackendError> {
-    let http = HttpGet::new(http).map_err(|e| BackendError::Unavailable(e.message))?;
-    let b = || Arc::clone(&backend);
-    Ok(vec![
-        AnyTool::Function(Arc::new(Calculator)),
-        AnyTool::Function(Arc::new(ReadFile::new(b()))),
-        AnyTool::Function(Arc::new(FileExists::new(b()))),
-        AnyTool::Function(Arc::new(ListFiles::new(b()))),
-        AnyTool::Function(Arc::new(WriteFile::new(b()))),
-        AnyTool::Function(Arc::new(DeleteFile::new(b()))),
-        AnyTool::Function(Arc::new(Shell::new(b()))),
-        AnyTool::Function(Arc::new(http)),
-        AnyTool::Function(Arc::new(ReadResult)),
-    ])
+    make_builtins(&backend, &http)
 }
 
 /// Builds one built-in tool over the current directory, for discovery registrations (which
@@ -79,23 +122,15 @@ fn default_builtin(name: &str) -> AnyTool {
         .unwrap_or_else(|| AnyTool::Function(Arc::new(Calculator)))
 }
 
-// Categories follow seed 004's category tree (`system`, `development/execution`, `research`,
-// `data/exploration`, `general`), so the catalog and the CapabilityRegistry agree.
-register_tool!(name: "calculator", category: "general/math", tags: ["arithmetic", "math", "safe"],
-    aliases: ["calc"], build: || default_builtin("calculator"));
-register_tool!(name: "read_file", category: "system/files", tags: ["files", "read", "images"],
-    aliases: ["cat"], build: || default_builtin("read_file"));
-register_tool!(name: "file_exists", category: "system/files", tags: ["files", "read"],
-    build: || default_builtin("file_exists"));
-register_tool!(name: "list_files", category: "system/files", tags: ["files", "list", "directory"],
-    aliases: ["ls"], build: || default_builtin("list_files"));
-register_tool!(name: "write_file", category: "system/files", tags: ["files", "write"],
-    build: || default_builtin("write_file"));
-register_tool!(name: "delete_file", category: "system/files", tags: ["files", "delete", "destructive"],
-    aliases: ["rm"], build: || default_builtin("delete_file"));
-register_tool!(name: "shell", category: "development/execution", tags: ["shell", "command", "process"],
-    aliases: ["bash", "sh"], build: || default_builtin("shell"));
-register_tool!(name: "http_get", category: "research/web", tags: ["http", "fetch", "network"],
-    aliases: ["fetch"], build: || default_builtin("http_get"));
-register_tool!(name: "read_result", category: "data/exploration", tags: ["artifacts", "results", "read"],
-    build: || default_builtin("read_result"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_builds_every_named_tool_in_order() {
+        let dir = std::env::temp_dir();
+        let tools = builtin_tools_in(&dir, HttpPolicy::default()).unwrap_or_default();
+        let names: Vec<&str> = tools.iter().map(AnyTool::name).collect();
+        assert_eq!(names, BUILTIN_NAMES);
+    }
+}

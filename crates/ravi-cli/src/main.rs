@@ -8,6 +8,7 @@
 mod approval;
 mod commands;
 mod config;
+mod setup;
 mod table;
 
 use clap::{Parser, Subcommand};

@@ -221,6 +221,21 @@ fn a_config_file_selects_tools_overrides_risk_and_sets_the_budget() {
 }
 
 #[test]
+fn ravi_run_offers_the_same_built_ins_as_the_other_commands() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = ravi(
+        &["run", "-", "--workspace", ws.path().to_str().unwrap()],
+        Some(
+            "names = ['calculator', 'read_file', 'file_exists', 'list_files', 'write_file', \
+             'delete_file', 'shell', 'http_get', 'read_result']\n\
+             print([n for n in names if n not in globals()])\n",
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[]\n");
+}
+
+#[test]
 fn ctrl_c_cancels_the_run_and_still_prints_the_trace() {
     let ws = tempfile::tempdir().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_ravi"))

@@ -48,6 +48,54 @@ fn list_shows_risk_and_category() {
 }
 
 #[test]
+fn list_and_call_honour_ravi_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ravi.toml"),
+        "builtin = [\"calculator\", \"write_file\"]\n\n[risk]\ncalculator = \"high\"\n\n\
+         [policy]\nmax_risk_unapproved = \"sensitive\"\n",
+    )
+    .unwrap();
+    let out = ravi(&["tools", "list", "--json"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<(&str, &str)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["builtin"] == true)
+        .map(|t| (t["name"].as_str().unwrap(), t["risk"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, [("calculator", "high"), ("write_file", "high")]);
+
+    // The override makes the calculator need approval, which nobody gives here.
+    let out = ravi(
+        &[
+            "tools",
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "1+1"}"#,
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    // A tool the file does not select is not there.
+    let out = ravi(
+        &[
+            "tools",
+            "call",
+            "read_file",
+            "--args",
+            r#"{"path": "ravi.toml"}"#,
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no tool named `read_file`"));
+}
+
+#[test]
 fn call_safe_tool_prints_the_result() {
     let dir = tempfile::tempdir().unwrap();
     let out = ravi(

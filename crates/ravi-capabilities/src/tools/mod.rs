@@ -4,7 +4,9 @@
 
 pub mod calculator;
 pub mod files;
+#[cfg(feature = "http")]
 pub mod http;
+pub mod http_policy;
 pub mod read_result;
 pub mod shell;
 
@@ -14,7 +16,9 @@ use ravi_kernel::ToolError;
 
 pub use calculator::Calculator;
 pub use files::{DeleteFile, FileExists, ListFiles, ReadFile, WriteFile};
-pub use http::{HttpGet, HttpPolicy};
+#[cfg(feature = "http")]
+pub use http::HttpGet;
+pub use http_policy::HttpPolicy;
 pub use read_result::ReadResult;
 pub use shell::Shell;
 

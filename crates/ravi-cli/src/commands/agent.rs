@@ -26,14 +26,13 @@ use ravi_capabilities::tools::ReadResult;
 use ravi_integrations::mcp::{McpClient, McpServerSpec};
 use ravi_integrations::providers::{ProviderError, model_from_spec};
 use ravi_kernel::{
-    AnyTool, CancellationToken, ChainPolicy, FailureReason, InvocationStatus, Skill, ToolChoice,
+    AnyTool, CancellationToken, FailureReason, InvocationStatus, Skill, ToolChoice,
     ToolRegistry as _,
 };
 
-use super::mcp_attach::{McpArgs, attach_specs};
+use super::mcp_attach::McpArgs;
 use crate::Exit;
-use crate::approval::CliApprovalHandler;
-use crate::config::RaviConfig;
+use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
 
 /// Arguments of `ravi agent`.
 #[derive(Debug, Args)]
@@ -78,7 +77,11 @@ pub struct AgentArgs {
     /// Use the provider's strict schema mode (OpenAI): arguments always match the schemas.
     #[arg(long)]
     pub strict: bool,
-    /// Approve every call without asking (for scripted use).
+    /// Who approves calls above the policy's risk threshold (Critical calls always ask): `ask`
+    /// at the terminal (denied without one), `all` (scripted use) or `none`.
+    #[arg(long, value_enum, default_value_t = ApproveMode::Ask, conflicts_with = "yes")]
+    pub approve: ApproveMode,
+    /// Approve every call without asking: `--approve all`.
     #[arg(long)]
     pub yes: bool,
     /// Print the whole run (transcript, trace, usage) as JSON at the end.
@@ -100,49 +103,25 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         }
         Err(e) => bail!("--model: {e}"),
     };
-    let (config, config_path) = RaviConfig::discover(args.config.as_deref())?;
+    let setup = Setup::load(args.config.as_deref(), args.workspace.clone())?;
     let flag_specs = args.mcp.specs()?;
     let flag_names: Vec<String> = flag_specs.iter().map(|s| s.name.clone()).collect();
-    let attached = config.mcp_with_flags(config_path.as_deref(), flag_specs)?;
+    let attached = setup
+        .config
+        .mcp_with_flags(setup.config_path.as_deref(), flag_specs)?;
     let sources = ToolSources::parse(args.tools.as_deref(), &attached, &flag_names)?;
-    let policy = match &config_path {
-        Some(path) => config.policy(path)?,
-        None => ChainPolicy::default(),
-    };
-    let root = args
-        .workspace
-        .clone()
-        .or_else(|| config.workspace.clone())
-        .unwrap_or_else(|| ".".into());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")?;
+    let policy = setup.policy()?;
+    let runtime = runtime()?;
     let (toolbox, clients) = runtime.block_on(async {
-        let mut base = Vec::new();
-        if sources.builtin {
-            let builtins = ravi_capabilities::builtin_tools_in(
-                &root,
-                ravi_capabilities::HttpPolicy::default(),
-            )
-            .with_context(|| format!("opening the workspace {}", root.display()))?;
-            base = config.select_builtins(builtins);
+        let mut base = if sources.builtin {
+            setup.builtins()?
+        } else {
+            Vec::new()
+        };
+        if !base.iter().any(|t| t.name() == ReadResult::NAME) {
+            base.push(AnyTool::Function(Arc::new(ReadResult)));
         }
-        let mut toolbox = Toolbox::try_from_tools(base)?;
-        let clients = attach_specs(sources.servers, &mut toolbox).await?;
-        let finished = (|| {
-            if !toolbox.contains(ReadResult::NAME) {
-                toolbox.try_add(AnyTool::Function(Arc::new(ReadResult)))?;
-            }
-            Toolbox::try_from_tools(config.apply_risk(toolbox.all()))
-        })();
-        match finished {
-            Ok(toolbox) => anyhow::Ok((toolbox, clients)),
-            Err(e) => {
-                close_all(&clients).await;
-                Err(e.into())
-            }
-        }
+        setup.toolbox(base, sources.servers).await
     })?;
     let tool_choice = match parse_tool_choice(args.tool_choice.as_deref(), &toolbox) {
         Ok(c) => c,
@@ -174,6 +153,27 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         }
     }
     let display = Arc::new(Display::new());
+    let mode = if args.yes {
+        ApproveMode::All
+    } else {
+        args.approve
+    };
+    let on_prompt = {
+        let display = Arc::clone(&display);
+        move |prompting: bool| {
+            display.paused.store(prompting, Ordering::Release);
+            if prompting {
+                display.clear_line();
+            }
+        }
+    };
+    let approval = match approval_handler(mode, Asker::Agent(Some(Box::new(on_prompt)))) {
+        Ok(a) => a,
+        Err(e) => {
+            runtime.block_on(close_all(&clients));
+            return Err(e);
+        }
+    };
     let mut agent = ReActAgent::new("ravi", model, toolbox)
         .with_max_turns(args.max_turns)
         .with_policy(policy)
@@ -182,7 +182,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         .with_tool_choice(tool_choice)
         .with_strict_tools(args.strict)
         .with_observer(display.clone() as Arc<dyn AgentObserver>)
-        .with_approval_handler(Arc::new(approval_handler(args.yes, &display)));
+        .with_approval_handler(approval);
     if args.no_parallel {
         agent = agent.with_parallel_tool_calls(false);
     }
@@ -517,25 +517,6 @@ impl AgentObserver for Display {
 
 /// Asks on the terminal; with no terminal (or `--yes`), decides without asking: approve
 /// with `--yes`, deny otherwise (fail closed). The spinner pauses while a prompt is shown.
-fn approval_handler(yes: bool, display: &Arc<Display>) -> CliApprovalHandler {
-    let handler = CliApprovalHandler::terminal();
-    if yes {
-        return handler.approve_without_asking("--yes");
-    }
-    if !std::io::stdin().is_terminal() {
-        return handler.deny_without_asking("no terminal to ask on, denied (use --yes to approve)");
-    }
-    let display = Arc::clone(display);
-    handler.on_prompt(move |prompting| {
-        if prompting {
-            display.paused.store(true, Ordering::Release);
-            display.clear_line();
-        } else {
-            display.paused.store(false, Ordering::Release);
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! builds a toolbox. Flatten [`McpArgs`] into the command's arguments (`#[command(flatten)] mcp:
 //! McpArgs`), then either
 //!
-//! - call [`McpArgs::attach`] (or [`build_toolbox`]) for a toolbox that is a snapshot of the
+//! - call [`McpArgs::attach`] (or `Setup::toolbox`) for a toolbox that is a snapshot of the
 //!   servers' tools, enough for a one-shot command; or
 //! - merge the specs with `ravi.toml`'s ([`RaviConfig::mcp_with_flags`], which refuses a name
 //!   given twice), [`connect_specs`] them and build a [`LiveToolbox`] over the clients, whose
@@ -95,19 +95,4 @@ pub async fn attach_specs(
         }
     }
     Ok(clients)
-}
-
-/// The toolbox every command starts from: the given base tools plus every attached MCP
-/// server's tools. Keep the returned clients alive (and close them) as long as the toolbox is
-/// used: stdio servers run as child processes of the command.
-///
-/// Commands that build a toolbox (`tools`, `run`, `agent`, `serve`) flatten [`McpArgs`] into
-/// their arguments and call this inside their async runtime.
-pub async fn build_toolbox(
-    base: Vec<AnyTool>,
-    mcp: &McpArgs,
-) -> anyhow::Result<(Toolbox, Vec<McpClient>)> {
-    let mut toolbox = Toolbox::try_from_tools(base)?;
-    let clients = mcp.attach(&mut toolbox).await?;
-    Ok((toolbox, clients))
 }

@@ -11,36 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use clap::{Args, ValueEnum};
-use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
+use clap::Args;
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::invoker::ToolInvoker;
-use ravi_capabilities::backend::{Backend, LocalBackend};
 use ravi_capabilities::chain::{ToolChainTool, limits_from};
-use ravi_capabilities::tools::{
-    Calculator, DeleteFile, FileExists, ListFiles, ReadFile, ReadResult, Shell, WriteFile,
-};
-use ravi_kernel::{
-    AnyTool, ApprovalHandler, ChainPolicy, ChainRunResult, ChainStatus, ToolContext,
-};
+use ravi_kernel::{ChainPolicy, ChainRunResult, ChainStatus, ToolContext};
 
-use ravi_agents::Toolbox;
-use ravi_kernel::ToolRegistry as _;
-
-use super::mcp_attach::{McpArgs, attach_specs};
+use super::mcp_attach::McpArgs;
 use crate::Exit;
-use crate::config::RaviConfig;
-
-/// How risky calls are approved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ApproveMode {
-    /// Ask on the terminal for each risky call.
-    Ask,
-    /// Approve every call.
-    All,
-    /// Deny every call that needs approval.
-    None,
-}
+use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
 
 /// Arguments of `ravi run`.
 #[derive(Debug, Args)]
@@ -54,10 +33,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// Wall-clock limit of the whole run, in seconds (default: ravi.toml's
-    /// `total_timeout_secs`, else 30).
+    /// `total_timeout_secs`, else the policy's 300).
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
-    /// Limit of one tool call, in seconds (default: ravi.toml's `call_timeout_secs`, else 60).
+    /// Limit of one tool call, in seconds (default: ravi.toml's `call_timeout_secs`, else the
+    /// policy's 60).
     #[arg(long, value_name = "SECS")]
     call_timeout: Option<f64>,
     /// How many tool calls the script may make (default: ravi.toml's `max_tool_calls`, else 50).
@@ -66,7 +46,8 @@ pub struct RunArgs {
     /// Memory cap of the sandbox, in MiB.
     #[arg(long, value_name = "N", default_value_t = 256)]
     memory_mb: usize,
-    /// How risky calls are approved (default: ask on a terminal, none otherwise).
+    /// Who approves calls above the policy's risk threshold: `ask` (at the terminal; the
+    /// default on one), `all`, or `none` (the default without a terminal).
     #[arg(long, value_enum)]
     approve: Option<ApproveMode>,
     /// MCP servers whose tools the script may call too (`--mcp`, `--mcp-url`).
@@ -86,40 +67,28 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
-/// The built-in toolbox over `backend`.
-fn builtin_toolbox(backend: Arc<dyn Backend>) -> Vec<AnyTool> {
-    vec![
-        AnyTool::Function(Arc::new(Calculator)),
-        AnyTool::Function(Arc::new(ListFiles::new(backend.clone()))),
-        AnyTool::Function(Arc::new(FileExists::new(backend.clone()))),
-        AnyTool::Function(Arc::new(ReadFile::new(backend.clone()))),
-        AnyTool::Function(Arc::new(WriteFile::new(backend.clone()))),
-        AnyTool::Function(Arc::new(DeleteFile::new(backend.clone()))),
-        AnyTool::Function(Arc::new(Shell::new(backend))),
-        AnyTool::Function(Arc::new(ReadResult)),
-    ]
-}
-
 /// Runs `ravi run`.
 pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
-    let (config, config_path) = RaviConfig::discover(args.config.as_deref())?;
-    let from_file = &config.policy;
+    let setup = Setup::load(args.config.as_deref(), args.workspace.clone())?;
+    let from_file = &setup.config.policy;
+    let defaults = ChainPolicy::default();
+    // The policy is the source of the defaults; the flags override it.
     let timeout = seconds(
         "timeout",
         args.timeout
             .or(from_file.total_timeout_secs)
-            .unwrap_or(30.0),
+            .unwrap_or(defaults.total_timeout().as_secs_f64()),
     )?;
     let call_timeout = seconds(
         "call-timeout",
         args.call_timeout
             .or(from_file.call_timeout_secs)
-            .unwrap_or(60.0),
+            .unwrap_or(defaults.call_timeout().as_secs_f64()),
     )?;
     let max_tool_calls = args
         .max_tool_calls
         .or(from_file.max_tool_calls)
-        .unwrap_or(50);
+        .unwrap_or(defaults.max_tool_calls());
     if args.memory_mb < 16 || args.memory_mb > 1024 {
         bail!(
             "--memory-mb must be between 16 and 1024, got {}",
@@ -142,17 +111,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
             .map_or_else(|| args.script.clone(), |n| n.to_string_lossy().into_owned());
         (s, name)
     };
-    let workspace = match args.workspace.or_else(|| config.workspace.clone()) {
-        Some(w) => w,
-        None => std::env::current_dir().context("finding the current directory")?,
-    };
-    let backend: Arc<dyn Backend> = Arc::new(
-        LocalBackend::open(&workspace)
-            .with_context(|| format!("opening the workspace {}", workspace.display()))?,
-    );
     // Approvals get most of a call's time; the invoker requires them to be shorter.
     let approval_timeout = match from_file.approval_timeout_secs {
         Some(s) if args.call_timeout.is_none() => seconds("approval_timeout_secs", s)?,
+        _ if args.call_timeout.is_none() && from_file.call_timeout_secs.is_none() => {
+            defaults.approval_timeout()
+        }
         _ => call_timeout.mul_f64(0.9),
     };
     let mut policy = ChainPolicy::builder()
@@ -166,7 +130,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
     if let Some(n) = from_file.max_inline_result_bytes {
         policy = policy.max_inline_result_bytes(n);
     }
-    let policy = policy.build().with_context(|| match &config_path {
+    let policy = policy.build().with_context(|| match &setup.config_path {
         Some(p) => format!("invalid limits (from the command line and {})", p.display()),
         None => "invalid limits".to_owned(),
     })?;
@@ -177,36 +141,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
             ApproveMode::None
         },
     );
-    let approval: Arc<dyn ApprovalHandler> = match mode {
-        // The controlling terminal, so a script piped on stdin does not compete with the
-        // answers. Without one nobody can answer: every risky call is denied.
-        ApproveMode::Ask => match crate::approval::CliApprovalHandler::tty() {
-            Ok(h) => Arc::new(h),
-            Err(e) => {
-                eprintln!(
-                    "ravi: warning: cannot open the terminal to ask for approvals ({e}); calls \
-                     that need approval will be denied"
-                );
-                Arc::new(DenyAllApprovalHandler)
-            }
-        },
-        ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
-        ApproveMode::None => Arc::new(DenyAllApprovalHandler),
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let approval = approval_handler(mode, Asker::Run)?;
+    let builtins = setup.builtins()?;
+    let specs = setup.mcp_specs(&args.mcp)?;
+    let rt = runtime()?;
     // Attached MCP servers run as child processes (or connections) for the whole run.
-    let (toolbox, clients) = rt.block_on(async {
-        let builtins = config.select_builtins(builtin_toolbox(backend));
-        let mut toolbox = Toolbox::try_from_tools(builtins)?;
-        // The file's servers and the flags' together: one name given by both is an error.
-        let specs = config.mcp_with_flags(config_path.as_deref(), args.mcp.specs()?)?;
-        let clients = attach_specs(specs, &mut toolbox).await?;
-        let toolbox = Toolbox::try_from_tools(config.apply_risk(toolbox.all()))?;
-        anyhow::Ok((toolbox, clients))
-    })?;
+    let (toolbox, clients) = rt.block_on(setup.toolbox(builtins, specs))?;
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)
         .approval_handler(approval)

@@ -8,13 +8,12 @@ use anyhow::Context as _;
 use clap::Args;
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_integrations::mcp::{HttpOptions, LiveToolbox, McpServer};
-
 use ravi_kernel::ToolRegistry as _;
 
 use super::mcp_attach::{McpArgs, connect_specs};
-use super::serve_tools::{ApproveMode, approval_handler, toolbox_server_tools};
+use super::serve_tools::toolbox_server_tools;
 use crate::Exit;
-use crate::config::RaviConfig;
+use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
 
 /// Arguments of `ravi serve`.
 #[derive(Debug, Args)]
@@ -39,7 +38,9 @@ pub struct ServeArgs {
     /// directory).
     #[arg(long)]
     pub workspace: Option<std::path::PathBuf>,
-    /// Who approves calls above the policy's risk threshold (Critical tools always ask).
+    /// Who approves calls above the policy's risk threshold (Critical tools always ask):
+    /// `elicit` asks the client's user, `ask` the terminal running ravi (only with `--http`),
+    /// `all` approves and `none` denies without asking.
     #[arg(long, value_enum, default_value_t = ApproveMode::Elicit)]
     pub approve: ApproveMode,
     #[command(flatten)]
@@ -61,26 +62,17 @@ const BLOB_GC_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Runs `ravi serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(serve(args))
+    // Refused before anything starts: an approval mode nobody can answer.
+    let approval = approval_handler(args.approve, Asker::Serve { stdio: args.stdio })?;
+    let setup = Setup::load(args.config.as_deref(), args.workspace.clone())?;
+    runtime()?.block_on(serve(args, setup, approval))
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
-    if args.stdio && args.approve == ApproveMode::Terminal {
-        anyhow::bail!(
-            "--approve terminal needs --http: with --stdio, stdin carries the MCP protocol, so \
-             nobody can answer a prompt there; use --approve elicit, deny or auto"
-        );
-    }
-    let (config, config_path) = RaviConfig::discover(args.config.as_deref())?;
-    let root = args
-        .workspace
-        .clone()
-        .or_else(|| config.workspace.clone())
-        .unwrap_or_else(|| ".".into());
+async fn serve(
+    args: ServeArgs,
+    setup: Setup,
+    approval: Arc<dyn ravi_kernel::ApprovalHandler>,
+) -> anyhow::Result<Exit> {
     if let Some(addr) = args.http
         && !addr.ip().is_loopback()
         && args.allow_host.is_empty()
@@ -91,34 +83,28 @@ async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
              use with --allow-host HOST to serve beyond loopback on purpose"
         );
     }
-    let builtins =
-        ravi_capabilities::builtin_tools_in(&root, ravi_capabilities::HttpPolicy::default())
-            .with_context(|| format!("opening the workspace {}", root.display()))?;
-    let base = config.select_builtins(builtins);
-    let specs = config.mcp_with_flags(config_path.as_deref(), args.mcp.specs()?)?;
-    let clients = connect_specs(specs).await?;
+    let base = setup.builtins()?;
+    let clients = connect_specs(setup.mcp_specs(&args.mcp)?).await?;
+    let config = &setup.config;
     let served = async {
-        let policy = match &config_path {
-            Some(path) => {
-                let listed = LiveToolbox::new(base.clone(), clients.clone())?;
-                let unknown = config.unknown_risk_names(&listed.names());
-                if !unknown.is_empty() {
-                    eprintln!(
-                        "ravi serve: warning: {}: [risk] names tools that are not served: {}",
-                        path.display(),
-                        unknown.join(", ")
-                    );
-                }
-                config.policy(path)?
+        if let Some(path) = &setup.config_path {
+            let listed = LiveToolbox::new(base.clone(), clients.clone())?;
+            let unknown = config.unknown_risk_names(&listed.names());
+            if !unknown.is_empty() {
+                eprintln!(
+                    "ravi serve: warning: {}: [risk] names tools that are not served: {}",
+                    path.display(),
+                    unknown.join(", ")
+                );
             }
-            None => ravi_kernel::ChainPolicy::default(),
-        };
+        }
+        let policy = setup.policy()?;
         let blobs = Arc::new(MemoryBlobStore::new());
         let tools = toolbox_server_tools(
             base,
             clients.clone(),
             config.risk_overrides(),
-            approval_handler(args.approve),
+            approval,
             policy,
             config
                 .policy

@@ -7,42 +7,11 @@
 
 use std::sync::Arc;
 
-use clap::ValueEnum;
-use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::chain::{TOOL_CHAIN_NAME, ToolChainTool};
-use ravi_integrations::mcp::{
-    ElicitationApproval, FinishTools, InvokerTools, LiveToolbox, McpClient, ServerTools,
-};
+use ravi_integrations::mcp::{FinishTools, InvokerTools, LiveToolbox, McpClient, ServerTools};
 use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy};
-
-/// Who approves calls above the policy's risk threshold.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum ApproveMode {
-    /// Ask the MCP client's user (elicitation: a request on protocol 2025-11-25, an input
-    /// round on 2026-07-28); deny when the client cannot ask.
-    #[default]
-    Elicit,
-    /// Deny every call that needs approval.
-    Deny,
-    /// Approve everything (only for trusted, unattended setups).
-    Auto,
-    /// Ask the operator at the terminal running `ravi serve` (tool, risk, arguments; approve,
-    /// deny or always for this tool). Only with `--http`: with `--stdio`, stdin carries the
-    /// protocol.
-    Terminal,
-}
-
-/// The approval handler of a mode.
-pub fn approval_handler(approve: ApproveMode) -> Arc<dyn ApprovalHandler> {
-    match approve {
-        ApproveMode::Elicit => Arc::new(ElicitationApproval::new(None)),
-        ApproveMode::Deny => Arc::new(DenyAllApprovalHandler),
-        ApproveMode::Auto => Arc::new(AutoApprovalHandler::approving()),
-        ApproveMode::Terminal => Arc::new(crate::approval::CliApprovalHandler::terminal()),
-    }
-}
 
 /// How many calls one MCP client session may make when `ravi.toml` sets no
 /// `max_tool_calls`: a session lasts as long as the client stays connected (an IDE may stay

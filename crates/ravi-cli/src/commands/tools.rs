@@ -1,34 +1,19 @@
 //! `ravi tools …`: list the tools Ravi knows and call one through the ToolInvoker.
 
-use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use clap::{Subcommand, ValueEnum};
-use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
+use clap::Subcommand;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::{Catalog, CatalogEntry, HttpPolicy};
-use ravi_kernel::{
-    AnyTool, ApprovalHandler, InvocationStatus, ToolCall, ToolContext, ToolRegistry as _,
-};
+use ravi_kernel::{AnyTool, InvocationStatus, ToolCall, ToolContext, ToolRegistry as _};
 use serde_json::json;
 
 use super::mcp_attach::McpArgs;
 use crate::Exit;
-use crate::config::RaviConfig;
+use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
 use crate::table::Table;
-
-/// Who answers when a call needs approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ApproveMode {
-    /// Ask on the terminal (denied when stdin is not a terminal or gives no answer).
-    Ask,
-    /// Approve every call that needs approval.
-    All,
-    /// Deny every call that needs approval.
-    None,
-}
 
 /// Subcommands of `ravi tools`.
 #[derive(Debug, Subcommand)]
@@ -39,13 +24,18 @@ pub enum ToolsCommand {
     Search(super::tools_search::SearchArgs),
     /// Report what a provider would reject or silently lose, per tool (exit 1 on rejections).
     Lint(super::tools_schema::LintArgs),
-    /// List the available tools with their risk and category.
+    /// List the available tools with their risk and category: the built-ins `ravi.toml`
+    /// selects, with its `[risk]` overrides, and the tools of the MCP servers it or the flags
+    /// attach.
     List {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
         mcp: McpArgs,
+        /// The configuration file (default: `ravi.toml` in the current directory, if present).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Run one tool through the ToolInvoker (validation, risk and approval, timeout, shaping).
     ///
@@ -61,7 +51,8 @@ pub enum ToolsCommand {
         /// directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
-        /// Who approves calls above the policy's risk line (write_file, delete_file, shell).
+        /// Who approves calls above the policy's risk line (write_file, delete_file, shell):
+        /// `ask` at the terminal (denied without one), `all`, or `none`.
         #[arg(long, value_enum, default_value_t = ApproveMode::Ask)]
         approve: ApproveMode,
         /// Print the InvocationResult as JSON.
@@ -82,19 +73,31 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
         ToolsCommand::Schema(args) => super::tools_schema::schema(args),
         ToolsCommand::Search(args) => super::tools_search::search(args),
         ToolsCommand::Lint(args) => super::tools_schema::lint(args),
-        ToolsCommand::List { json, mcp } => {
-            if mcp.mcp.is_empty() && mcp.mcp_url.is_empty() {
-                list(Catalog::discover().entries(), &[], json);
+        ToolsCommand::List { json, mcp, config } => {
+            let setup = Setup::load(config.as_deref(), None)?;
+            let specs = setup.mcp_specs(&mcp)?;
+            let catalog = Catalog::discover();
+            // The built-ins as the file selects and re-rates them, in catalog order.
+            let chosen = setup
+                .config
+                .apply_risk(setup.config.select_builtins(catalog.toolbox()?.all()));
+            let entries: Vec<CatalogEntry> = catalog
+                .entries()
+                .iter()
+                .filter_map(|e| {
+                    let tool = chosen.iter().find(|t| t.name() == e.name())?;
+                    let mut e = e.clone();
+                    e.tool = tool.clone();
+                    Some(e)
+                })
+                .collect();
+            if specs.is_empty() {
+                list(&entries, &[], json);
                 return Ok(Exit::Ok);
             }
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            runtime.block_on(async {
-                let (toolbox, clients) = super::mcp_attach::build_toolbox(Vec::new(), &mcp).await?;
-                list(Catalog::discover().entries(), &toolbox.all(), json);
+            runtime()?.block_on(async {
+                let (toolbox, clients) = setup.toolbox(Vec::new(), specs).await?;
+                list(&entries, &toolbox.all(), json);
                 for c in clients {
                     c.close().await;
                 }
@@ -110,21 +113,8 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
             mcp,
             config,
         } => {
-            let (config, config_path) = RaviConfig::discover(config.as_deref())?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            runtime.block_on(call(
-                &name,
-                &args,
-                workspace.or_else(|| config.workspace.clone()),
-                approve,
-                json,
-                &mcp,
-                (&config, config_path.as_deref()),
-            ))
+            let setup = Setup::load(config.as_deref(), workspace)?;
+            runtime()?.block_on(call(&name, &args, &setup, approve, json, &mcp))
         }
     }
 }
@@ -202,54 +192,33 @@ fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
 async fn call(
     name: &str,
     args: &str,
-    workspace: Option<PathBuf>,
+    setup: &Setup,
     approve: ApproveMode,
     as_json: bool,
     mcp: &McpArgs,
-    (config, config_path): (&RaviConfig, Option<&std::path::Path>),
 ) -> anyhow::Result<Exit> {
     let arguments: serde_json::Value =
         serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
     if !arguments.is_object() {
         bail!("--args must be a JSON object such as '{{\"path\": \"a.txt\"}}', got {arguments}");
     }
-    let root = workspace.unwrap_or_else(|| PathBuf::from("."));
-    let catalog = Catalog::discover_in(&root, HttpPolicy::default())?;
-    let mut toolbox = catalog.toolbox()?;
-    let clients = mcp.attach(&mut toolbox).await?;
+    // The catalog (built-ins and registered tools, with their aliases) over the workspace.
+    let catalog = Catalog::discover_in(&setup.workspace, HttpPolicy::default())?;
+    let base = setup.config.select_builtins(catalog.toolbox()?.all());
+    let (toolbox, clients) = setup.toolbox(base, setup.mcp_specs(mcp)?).await?;
     let canonical = match catalog.entry(name) {
-        Some(entry) => entry.name().to_owned(),
-        None if toolbox.contains(name) => name.to_owned(),
-        None => {
-            let mut names: Vec<String> = catalog
-                .entries()
-                .iter()
-                .map(|e| CatalogEntry::name(e).to_owned())
-                .collect();
-            names.extend(toolbox.names().into_iter().filter(|n| n.contains("__")));
+        Some(entry) if toolbox.contains(entry.name()) => entry.name().to_owned(),
+        _ if toolbox.contains(name) => name.to_owned(),
+        _ => {
+            let names = toolbox.names();
+            for c in clients {
+                c.close().await;
+            }
             bail!("no tool named `{name}`; available: {}", names.join(", "));
         }
     };
-    let handler: Arc<dyn ApprovalHandler> = match approve {
-        // The same prompt as `ravi run` and `ravi agent` (tool, risk, pretty-printed
-        // arguments; y / n / always). Without a terminal nobody can answer: deny, saying how
-        // to approve instead.
-        ApproveMode::Ask if std::io::stdin().is_terminal() => {
-            Arc::new(crate::approval::CliApprovalHandler::terminal())
-        }
-        ApproveMode::Ask => Arc::new(
-            crate::approval::CliApprovalHandler::terminal().deny_without_asking(
-                "stdin is not a terminal, denied (use --approve all to allow)",
-            ),
-        ),
-        ApproveMode::All => Arc::new(AutoApprovalHandler::approving()),
-        ApproveMode::None => Arc::new(DenyAllApprovalHandler),
-    };
-    let policy = match config_path {
-        Some(path) => config.policy(path)?,
-        None => ravi_kernel::ChainPolicy::default(),
-    };
-    let toolbox = ravi_agents::Toolbox::try_from_tools(config.apply_risk(toolbox.all()))?;
+    let handler = approval_handler(approve, Asker::ToolsCall)?;
+    let policy = setup.policy()?;
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)
         .approval_handler(handler)

@@ -1,0 +1,195 @@
+//! What every command sets up the same way, in one place: the async runtime, the approval
+//! mode and its handler, the workspace and the policy (flags over `ravi.toml`), and the
+//! toolbox (the built-in tools `ravi.toml` selects, the attached MCP servers from flags and
+//! file, the `[risk]`/`[hitl]` overrides).
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+use ravi_agents::Toolbox;
+use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
+use ravi_integrations::mcp::{ElicitationApproval, McpClient, McpServerSpec};
+use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy, ToolRegistry as _};
+
+use crate::approval::CliApprovalHandler;
+use crate::commands::mcp_attach::{McpArgs, attach_specs};
+use crate::config::RaviConfig;
+
+/// The async runtime every command runs on.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")
+}
+
+/// Who approves a call above the policy's risk threshold (Critical calls always ask), for
+/// every command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApproveMode {
+    /// Ask at the terminal running ravi (tool, risk, arguments; yes / no / always for this
+    /// tool); denied when there is no terminal to ask on.
+    #[value(alias = "terminal")]
+    Ask,
+    /// Approve every call (trusted, unattended use).
+    #[value(alias = "auto", alias = "yes")]
+    All,
+    /// Deny every call that needs approval; nobody is asked.
+    #[value(alias = "deny")]
+    None,
+    /// Ask the MCP client's user (`ravi serve` only: elicitation, or an input round on
+    /// protocol 2026-07-28); denied when the client cannot be asked.
+    Elicit,
+}
+
+/// The command an approval handler is for: each reads a terminal its own way.
+pub enum Asker {
+    /// `ravi run`: the controlling terminal (`/dev/tty`), so a script piped on stdin does not
+    /// compete with the answers.
+    Run,
+    /// `ravi tools call`: stdin, when it is a terminal.
+    ToolsCall,
+    /// `ravi agent`: stdin, when it is a terminal; `on_prompt(true/false)` is told when a
+    /// prompt starts and ends (the spinner pauses).
+    Agent(Option<Box<dyn Fn(bool) + Send + Sync>>),
+    /// `ravi serve`: the terminal only with `--http` (with `--stdio`, stdin carries MCP).
+    Serve {
+        /// Served over stdio.
+        stdio: bool,
+    },
+}
+
+/// The handler of `mode` for the command `asker`. Fails closed: asking where nobody can
+/// answer denies, saying how to approve instead.
+pub fn approval_handler(
+    mode: ApproveMode,
+    asker: Asker,
+) -> anyhow::Result<Arc<dyn ApprovalHandler>> {
+    Ok(match (mode, asker) {
+        (ApproveMode::All, Asker::Agent(_)) => {
+            Arc::new(CliApprovalHandler::terminal().approve_without_asking("--approve all / --yes"))
+        }
+        (ApproveMode::All, _) => Arc::new(AutoApprovalHandler::approving()),
+        (ApproveMode::None, _) => Arc::new(DenyAllApprovalHandler),
+        (ApproveMode::Elicit, Asker::Serve { .. }) => Arc::new(ElicitationApproval::new(None)),
+        (ApproveMode::Elicit, _) => anyhow::bail!(
+            "--approve elicit asks an MCP client's user and is for `ravi serve`; use ask, all \
+             or none here"
+        ),
+        (ApproveMode::Ask, Asker::Serve { stdio: true }) => anyhow::bail!(
+            "--approve ask (terminal) needs --http: with --stdio, stdin carries the MCP \
+             protocol, so nobody can answer a prompt there; use --approve elicit, none or all"
+        ),
+        (ApproveMode::Ask, Asker::Serve { stdio: false }) => {
+            Arc::new(CliApprovalHandler::terminal())
+        }
+        (ApproveMode::Ask, Asker::Run) => match CliApprovalHandler::tty() {
+            Ok(h) => Arc::new(h),
+            Err(e) => {
+                eprintln!(
+                    "ravi: warning: cannot open the terminal to ask for approvals ({e}); calls \
+                     that need approval will be denied"
+                );
+                Arc::new(DenyAllApprovalHandler)
+            }
+        },
+        (ApproveMode::Ask, Asker::ToolsCall) if std::io::stdin().is_terminal() => {
+            Arc::new(CliApprovalHandler::terminal())
+        }
+        (ApproveMode::Ask, Asker::ToolsCall) => {
+            Arc::new(CliApprovalHandler::terminal().deny_without_asking(
+                "stdin is not a terminal, denied (use --approve all to allow)",
+            ))
+        }
+        (ApproveMode::Ask, Asker::Agent(on_prompt)) => {
+            let handler = CliApprovalHandler::terminal();
+            if !std::io::stdin().is_terminal() {
+                Arc::new(
+                    handler.deny_without_asking(
+                        "no terminal to ask on, denied (use --yes to approve)",
+                    ),
+                )
+            } else {
+                match on_prompt {
+                    Some(f) => Arc::new(handler.on_prompt(f)),
+                    None => Arc::new(handler),
+                }
+            }
+        }
+    })
+}
+
+/// `ravi.toml` and the flags every command shares, merged: a flag wins over the file.
+pub struct Setup {
+    /// The parsed file (defaults when there is none).
+    pub config: RaviConfig,
+    /// Where it was read from.
+    pub config_path: Option<PathBuf>,
+    /// The workspace: `--workspace`, else the file's `workspace`, else the current directory.
+    pub workspace: PathBuf,
+}
+
+impl Setup {
+    /// Reads `--config FILE` (else `./ravi.toml` when present) and resolves the workspace.
+    pub fn load(config: Option<&Path>, workspace: Option<PathBuf>) -> anyhow::Result<Self> {
+        let (config, config_path) = RaviConfig::discover(config)?;
+        let workspace = match workspace.or_else(|| config.workspace.clone()) {
+            Some(w) => w,
+            None => std::env::current_dir().context("finding the current directory")?,
+        };
+        Ok(Self {
+            config,
+            config_path,
+            workspace,
+        })
+    }
+
+    /// The file's policy (the defaults for unset keys, or without a file).
+    pub fn policy(&self) -> anyhow::Result<ChainPolicy> {
+        match &self.config_path {
+            Some(path) => self.config.policy(path),
+            None => Ok(ChainPolicy::default()),
+        }
+    }
+
+    /// The built-in tools over the workspace, as the file selects them.
+    pub fn builtins(&self) -> anyhow::Result<Vec<AnyTool>> {
+        let all = ravi_capabilities::builtin_tools_in(
+            &self.workspace,
+            ravi_capabilities::HttpPolicy::default(),
+        )
+        .with_context(|| format!("opening the workspace {}", self.workspace.display()))?;
+        Ok(self.config.select_builtins(all))
+    }
+
+    /// The MCP servers to attach: the file's `[[mcp]]` and the flags' (one name given by both
+    /// is an error naming the file's line).
+    pub fn mcp_specs(&self, flags: &McpArgs) -> anyhow::Result<Vec<McpServerSpec>> {
+        self.config
+            .mcp_with_flags(self.config_path.as_deref(), flags.specs()?)
+    }
+
+    /// The toolbox of a command: `base` (the built-ins, say), the tools of the servers of
+    /// `specs` (connected here; close the returned clients when done), then the file's
+    /// `[risk]`/`[hitl]` overrides. A name given twice is an error naming both tools.
+    pub async fn toolbox(
+        &self,
+        base: Vec<AnyTool>,
+        specs: Vec<McpServerSpec>,
+    ) -> anyhow::Result<(Toolbox, Vec<McpClient>)> {
+        let mut toolbox = Toolbox::try_from_tools(base)?;
+        let clients = attach_specs(specs, &mut toolbox).await?;
+        match Toolbox::try_from_tools(self.config.apply_risk(toolbox.all())) {
+            Ok(toolbox) => Ok((toolbox, clients)),
+            Err(e) => {
+                for c in &clients {
+                    c.close().await;
+                }
+                Err(e.into())
+            }
+        }
+    }
+}

@@ -8,7 +8,8 @@
 //!    `ravi-guest-<key>.cwasm` with the host's engine settings (`src/chain/engine_config.rs`).
 //!
 //! The key is a digest of every input file and the toolchain, so an incremental build does
-//! nothing unless the guest, the builder or the engine settings changed, and checkouts of
+//! nothing unless the guest, the builder, the engine settings or the host↔guest ABI
+//! (`src/chain/abi.rs`, compiled into the guest too) changed, and checkouts of
 //! different versions sharing a target directory keep separate artefacts. A file lock
 //! serialises nested builds in one target directory. The artefact's path reaches the library as `RAVI_GUEST_CWASM_BUILT`. Setting
 //! `RAVI_GUEST_CWASM` to a prebuilt artefact skips all of this.
@@ -40,9 +41,14 @@ fn run() -> BuildResult<PathBuf> {
     let guest_dir = guest_dir
         .canonicalize()
         .map_err(|e| format!("guest crate not found at {}: {e}", guest_dir.display()))?;
-    let engine_config = manifest_dir.join("src/chain/engine_config.rs");
+    // Host files the guest side compiles too: the engine settings (the builder) and the ABI
+    // (the guest).
+    let shared = [
+        manifest_dir.join("src/chain/engine_config.rs"),
+        manifest_dir.join("src/chain/abi.rs"),
+    ];
 
-    let inputs = input_files(&guest_dir, &engine_config)?;
+    let inputs = input_files(&guest_dir, &shared)?;
     for f in &inputs {
         println!("cargo:rerun-if-changed={}", f.display());
     }
@@ -128,13 +134,13 @@ fn exe(name: &str) -> String {
 }
 
 /// Every file whose change must rebuild the guest, in a stable order.
-fn input_files(guest_dir: &Path, engine_config: &Path) -> BuildResult<Vec<PathBuf>> {
+fn input_files(guest_dir: &Path, shared: &[PathBuf]) -> BuildResult<Vec<PathBuf>> {
     let mut files = vec![
         guest_dir.join("Cargo.toml"),
         guest_dir.join("Cargo.lock"),
         guest_dir.join("builder/Cargo.toml"),
-        engine_config.to_path_buf(),
     ];
+    files.extend_from_slice(shared);
     for dir in [guest_dir.join("src"), guest_dir.join("builder/src")] {
         let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| format!("reading {}: {e}", dir.display()))?

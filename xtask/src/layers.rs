@@ -40,6 +40,107 @@ const BANNED: &[(&str, &[&str])] = &[
     ("ravi-capabilities", &["rmcp"]),
 ];
 
+/// External crates a crate must not pull in when built with only some of its features
+/// (`--no-default-features` plus the listed ones): a user who turns a heavy capability off
+/// must not pay for it. The closure over all features is checked by [`BANNED`].
+const BANNED_WITHOUT: &[(&str, &[&str], &[&str])] = &[
+    // Built-in tools without code mode and without http_get: no sandbox, no HTTP client.
+    (
+        "ravi-capabilities",
+        &[],
+        &["wasmtime", "cranelift-codegen", "reqwest", "hyper"],
+    ),
+    (
+        "ravi-capabilities",
+        &["http"],
+        &["wasmtime", "cranelift-codegen"],
+    ),
+    ("ravi-capabilities", &["code-mode"], &["reqwest"]),
+    // MCP and the providers never need the code-mode sandbox.
+    (
+        "ravi-integrations",
+        &["mcp", "providers", "mcp-tls"],
+        &["wasmtime", "cranelift-codegen"],
+    ),
+    (
+        "ravi-integrations",
+        &["mcp"],
+        &["wasmtime", "cranelift-codegen"],
+    ),
+    (
+        "ravi-integrations",
+        &["providers"],
+        &["wasmtime", "rmcp", "axum"],
+    ),
+    (
+        "ravi-integrations",
+        &[],
+        &["wasmtime", "rmcp", "axum", "reqwest", "hyper"],
+    ),
+];
+
+/// Checks [`BANNED_WITHOUT`] with `cargo tree` (one resolution per feature set); returns
+/// every violation, naming the crate, the features and the path that pulls the banned crate
+/// in.
+pub fn feature_violations(manifest: &Path) -> anyhow::Result<Vec<String>> {
+    feature_violations_of(manifest, BANNED_WITHOUT)
+}
+
+fn feature_violations_of(
+    manifest: &Path,
+    rules: &[(&str, &[&str], &[&str])],
+) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (krate, features, banned) in rules {
+        let mut cmd = Command::new("cargo");
+        cmd.args(["tree", "--manifest-path"])
+            .arg(manifest)
+            .args(["-p", krate, "--no-default-features", "-e", "normal,build"])
+            .args(["--prefix", "none", "--format", "{p}"]);
+        if !features.is_empty() {
+            cmd.args(["--features", &features.join(",")]);
+        }
+        let output = cmd
+            .output()
+            .with_context(|| format!("could not run `cargo tree -p {krate}`"))?;
+        if !output.status.success() {
+            bail!(
+                "`cargo tree -p {krate} --no-default-features --features {}` failed:\n{}",
+                features.join(","),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let tree = String::from_utf8_lossy(&output.stdout);
+        let pulled: BTreeSet<&str> = tree
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        for name in banned.iter().filter(|b| pulled.contains(*b)) {
+            let why = Command::new("cargo")
+                .args(["tree", "--manifest-path"])
+                .arg(manifest)
+                .args(["-p", krate, "--no-default-features", "-e", "normal,build"])
+                .args([
+                    "--features",
+                    &features.join(","),
+                    "-i",
+                    name,
+                    "--depth",
+                    "8",
+                ])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            out.push(format!(
+                "`{krate}` with features [{}] must not pull in `{name}`:\n{}",
+                features.join(", "),
+                why.trim_end()
+            ));
+        }
+    }
+    Ok(out)
+}
+
 fn layer_of(name: &str) -> Option<u8> {
     LAYERS.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
 }
@@ -61,11 +162,22 @@ pub fn check(manifest: &Path) -> anyhow::Result<String> {
     }
     let metadata: Value =
         serde_json::from_slice(&output.stdout).context("`cargo metadata` printed invalid JSON")?;
-    let violations = violations(&metadata)?;
+    let mut violations = violations(&metadata)?;
+    let is_ravi = metadata["workspace_members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .any(|id| id.contains("ravi-capabilities"));
+    if is_ravi {
+        violations.extend(feature_violations(manifest)?);
+    }
     if violations.is_empty() {
         let members = metadata["workspace_members"].as_array().map_or(0, Vec::len);
         Ok(format!(
-            "{members} workspace crates, every edge points down, no banned crate pulled in"
+            "{members} workspace crates, every edge points down, no banned crate pulled in \
+             (also under {} reduced feature sets)",
+            if is_ravi { BANNED_WITHOUT.len() } else { 0 }
         ))
     } else {
         bail!("layering violated:\n  {}", violations.join("\n  "))
@@ -221,6 +333,38 @@ mod tests {
         );
         write_crate(tmp.path(), "ravi-agents", "");
         tmp
+    }
+
+    #[test]
+    fn a_feature_that_pulls_in_a_banned_crate_is_reported_only_when_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(
+            tmp.path().join("Cargo.toml"),
+            "[workspace]\nresolver = \"2\"\nmembers = [\"crates/*\"]\n",
+        )
+        .unwrap();
+        write_crate(tmp.path(), "wasmtime", "");
+        write_crate(
+            tmp.path(),
+            "ravi-capabilities",
+            "wasmtime = { path = \"../wasmtime\", optional = true }\n\n\
+             [features]\ncode-mode = [\"dep:wasmtime\"]\n",
+        );
+        let manifest = tmp.path().join("Cargo.toml");
+        let without: &[(&str, &[&str], &[&str])] = &[("ravi-capabilities", &[], &["wasmtime"])];
+        assert!(
+            feature_violations_of(&manifest, without)
+                .unwrap()
+                .is_empty()
+        );
+        let with: &[(&str, &[&str], &[&str])] =
+            &[("ravi-capabilities", &["code-mode"], &["wasmtime"])];
+        let found = feature_violations_of(&manifest, with).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("[code-mode] must not pull in `wasmtime`"),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub use ravi_macros::tool;
 #[doc = include_str!("../../../docs/tools.md")]
 struct ToolsGuide;
 
+/// The example of `docs/invoker.md`, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/invoker.md")]
+struct InvokerGuide;
+
 // Lets the `#[tool]` expansion's `::ravi_agents::…` paths resolve inside this crate too.
 extern crate self as ravi_agents;
 

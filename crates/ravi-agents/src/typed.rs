@@ -16,8 +16,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// The JSON Schema of `T` as a tool's `input_schema`: draft 2020-12, subschemas under `$defs`,
-/// no `$schema` or `title` (providers reject or ignore them), and always an object schema (a
-/// unit type becomes `{"type": "object", "properties": {}}`).
+/// no `$schema` or `title` (providers reject or ignore them), no top-level `description` (the
+/// doc comment of an arguments type documents Rust code; what the model reads about the tool
+/// is the tool's description), and always an object schema (a unit type becomes
+/// `{"type": "object", "properties": {}}`).
 pub fn input_schema_for<T: JsonSchema + ?Sized>() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| s.meta_schema = None)
@@ -25,6 +27,7 @@ pub fn input_schema_for<T: JsonSchema + ?Sized>() -> Value {
     let mut value = generator.into_root_schema_for::<T>().to_value();
     if let Some(obj) = value.as_object_mut() {
         obj.remove("title");
+        obj.remove("description");
         if obj.get("type").and_then(Value::as_str) == Some("null") {
             obj.insert("type".into(), "object".into());
         }
@@ -215,6 +218,16 @@ pub trait TypedTool: Send + Sync + 'static {
     fn input_examples(&self) -> Vec<Value> {
         Vec::new()
     }
+    /// Why the tool refuses calls from `source`, if it does (see [`Tool::refuses`]).
+    fn refuses(&self, source: ravi_kernel::CallSource) -> Option<String> {
+        let _ = source;
+        None
+    }
+    /// Whether the tool reads artifacts passed as arguments itself, streaming them from the
+    /// store (see [`Tool::streams_artifacts`]).
+    fn streams_artifacts(&self) -> bool {
+        false
+    }
     /// Runs the tool with deserialized arguments.
     async fn call(&self, ctx: &ToolContext, args: Self::Args) -> Self::Output;
 
@@ -273,6 +286,12 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
     fn input_examples(&self) -> Vec<Value> {
         self.inner.input_examples()
+    }
+    fn refuses(&self, source: ravi_kernel::CallSource) -> Option<String> {
+        self.inner.refuses(source)
+    }
+    fn streams_artifacts(&self) -> bool {
+        self.inner.streams_artifacts()
     }
     async fn execute(
         &self,

@@ -535,7 +535,7 @@ async fn cancelling_during_the_approval_wait_ends_the_call_at_once() {
     );
     assert_eq!(
         (s.trace()[0].status, s.trace()[0].executed),
-        (CallStatus::Error, false)
+        (CallStatus::Cancelled, false)
     );
 }
 

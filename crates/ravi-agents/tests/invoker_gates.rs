@@ -317,7 +317,7 @@ async fn cancelled_context_stops_the_call_before_it_runs() {
     );
     assert_eq!(
         (s.trace()[0].status, s.trace()[0].executed),
-        (CallStatus::Error, false)
+        (CallStatus::Cancelled, false)
     );
 }
 
@@ -341,7 +341,7 @@ async fn cancellation_while_running_ends_the_call() {
     );
     assert_eq!(
         (s.trace()[0].status, s.trace()[0].executed),
-        (CallStatus::Error, true)
+        (CallStatus::Cancelled, true)
     );
 }
 

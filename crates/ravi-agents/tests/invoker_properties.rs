@@ -55,7 +55,7 @@ fn call_for(kind: Kind) -> (&'static str, Value, CallStatus, bool) {
         Kind::Timeout => ("hang", json!({}), CallStatus::Timeout, true),
         Kind::Offloaded => ("big", json!({"bytes": 400}), CallStatus::Ok, true),
         Kind::Media => ("shot", json!({}), CallStatus::Ok, true),
-        Kind::Cancelled => ("noop", json!({}), CallStatus::Error, false),
+        Kind::Cancelled => ("noop", json!({}), CallStatus::Cancelled, false),
     }
 }
 

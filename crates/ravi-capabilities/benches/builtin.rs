@@ -24,6 +24,7 @@
     clippy::print_stdout
 )] // a bench binary
 
+use ravi_agents::Typed;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -235,8 +236,8 @@ fn roundtrip_figures(rt: &tokio::runtime::Runtime, quick: bool) {
     ];
     for (label, store) in stores {
         let registry = StaticRegistry::new([
-            Arc::new(ReadFile::new(backend.clone())) as Arc<dyn Tool>,
-            Arc::new(WriteFile::new(backend.clone())) as Arc<dyn Tool>,
+            Arc::new(Typed::new(ReadFile::new(backend.clone()))) as Arc<dyn Tool>,
+            Arc::new(Typed::new(WriteFile::new(backend.clone()))) as Arc<dyn Tool>,
         ]);
         let invoker = ToolInvoker::builder(Arc::new(registry))
             .policy(

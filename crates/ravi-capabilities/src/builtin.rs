@@ -5,11 +5,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ravi_agents::register_tool;
+use ravi_agents::{Typed, register_tool};
 use ravi_kernel::AnyTool;
 
 use crate::BackendError;
 use crate::backend::{Backend, LocalBackend};
+use ravi_agents::TypedTool as _;
+
 use crate::tools::*;
 
 /// Generates, from one list, [`BUILTIN_NAMES`], the constructor over a backend and the
@@ -19,10 +21,18 @@ macro_rules! builtins {
     ($(
         $(#[$cfg:meta])*
         $name:literal in $category:literal, tags [$($tag:literal),*], aliases [$($alias:literal),*],
-        make |$backend:ident, $http:ident| $make:expr;
+        workspace: $ws:literal, make |$backend:ident, $http:ident| $make:expr;
     )*) => {
         /// Names of every built-in tool of this build, in listing order.
         pub const BUILTIN_NAMES: &[&str] = &[$($(#[$cfg])* $name,)*];
+
+        /// Whether the built-in `name` works in the workspace (the file and shell tools).
+        fn needs_workspace(name: &str) -> bool {
+            match name {
+                $($(#[$cfg])* $name => $ws,)*
+                _ => true,
+            }
+        }
 
         /// Every built-in tool over `backend`, in listing order.
         fn make_builtins(
@@ -35,7 +45,7 @@ macro_rules! builtins {
                 {
                     let $backend = backend;
                     let $http = http;
-                    tools.push(AnyTool::Function(Arc::new($make)));
+                    tools.push(AnyTool::Function(Arc::new(Typed::new($make))));
                 }
             )*
             Ok(tools)
@@ -53,24 +63,24 @@ macro_rules! builtins {
 // `data/exploration`, `general`), so the catalog and the CapabilityRegistry agree.
 builtins! {
     "calculator" in "general/math", tags ["arithmetic", "math", "safe"], aliases ["calc"],
-        make |_b, _h| Calculator;
+        workspace: false, make |_b, _h| Calculator;
     "read_file" in "system/files", tags ["files", "read", "images"], aliases ["cat"],
-        make |b, _h| ReadFile::new(Arc::clone(b));
+        workspace: true, make |b, _h| ReadFile::new(Arc::clone(b));
     "file_exists" in "system/files", tags ["files", "read"], aliases [],
-        make |b, _h| FileExists::new(Arc::clone(b));
+        workspace: true, make |b, _h| FileExists::new(Arc::clone(b));
     "list_files" in "system/files", tags ["files", "list", "directory"], aliases ["ls"],
-        make |b, _h| ListFiles::new(Arc::clone(b));
+        workspace: true, make |b, _h| ListFiles::new(Arc::clone(b));
     "write_file" in "system/files", tags ["files", "write"], aliases [],
-        make |b, _h| WriteFile::new(Arc::clone(b));
+        workspace: true, make |b, _h| WriteFile::new(Arc::clone(b));
     "delete_file" in "system/files", tags ["files", "delete", "destructive"], aliases ["rm"],
-        make |b, _h| DeleteFile::new(Arc::clone(b));
+        workspace: true, make |b, _h| DeleteFile::new(Arc::clone(b));
     "shell" in "development/execution", tags ["shell", "command", "process"], aliases ["bash", "sh"],
-        make |b, _h| Shell::new(Arc::clone(b));
+        workspace: true, make |b, _h| Shell::new(Arc::clone(b));
     #[cfg(feature = "http")]
     "http_get" in "research/web", tags ["http", "fetch", "network"], aliases ["fetch"],
-        make |_b, h| HttpGet::new(h.clone()).map_err(|e| BackendError::Unavailable(e.message))?;
+        workspace: false, make |_b, h| HttpGet::new(h.clone()).map_err(|e| BackendError::Unavailable(e.message))?;
     "read_result" in "data/exploration", tags ["artifacts", "results", "read"], aliases [],
-        make |_b, _h| ReadResult;
+        workspace: false, make |_b, _h| ReadResult;
 }
 
 /// The built-in tools over the current directory as workspace, with the default HTTP policy.
@@ -79,7 +89,6 @@ builtins! {
 /// http_get, read_result) are still returned.
 pub fn builtin_tools() -> Vec<AnyTool> {
     builtin_tools_in(".", HttpPolicy::default()).unwrap_or_else(|_| {
-        let no_workspace = ["calculator", "http_get", "read_result"];
         // Any backend will do for tools that never touch it; they are built over a directory
         // that cannot be opened only in name.
         std::env::temp_dir()
@@ -88,7 +97,7 @@ pub fn builtin_tools() -> Vec<AnyTool> {
             .and_then(|tmp| builtin_tools_in(tmp, HttpPolicy::default()).ok())
             .unwrap_or_default()
             .into_iter()
-            .filter(|t| no_workspace.contains(&t.name()))
+            .filter(|t| !needs_workspace(t.name()))
             .collect()
     })
 }
@@ -119,7 +128,7 @@ fn default_builtin(name: &str) -> AnyTool {
         // Only reached if the current directory cannot be opened: a file tool over the
         // filesystem root would be wrong, so such a tool is replaced by the calculator's
         // harmless stand-in and the catalog drops it (its name does not match).
-        .unwrap_or_else(|| AnyTool::Function(Arc::new(Calculator)))
+        .unwrap_or_else(|| Calculator.into_any())
 }
 
 #[cfg(test)]

@@ -46,3 +46,13 @@ pub use tools::HttpPolicy;
 
 #[cfg(feature = "code-mode")]
 pub mod chain;
+
+/// The examples of `docs/builtin-tools.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/builtin-tools.md")]
+struct BuiltinToolsGuide;
+
+/// The examples of `docs/code-mode.md`, compiled as doctests.
+#[cfg(all(doctest, feature = "code-mode"))]
+#[doc = include_str!("../../../docs/code-mode.md")]
+struct CodeModeGuide;

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
 
 use proptest::prelude::*;
+use ravi_agents::Typed;
 use ravi_capabilities::tools::Calculator;
 use ravi_capabilities::tools::calculator::{evaluate, parse};
 use ravi_kernel::{Tool, ToolContext, ToolErrorKind};
@@ -242,7 +243,7 @@ proptest! {
 
 #[tokio::test]
 async fn tool_returns_the_number_and_structured_result() {
-    let out = Calculator
+    let out = Typed::new(Calculator)
         .execute(
             &ToolContext::default(),
             json!({"expression": "(3.5 + 2) * 4 ^ 2 / sqrt(16)"}),
@@ -257,28 +258,28 @@ async fn tool_returns_the_number_and_structured_result() {
 #[tokio::test]
 async fn tool_errors_say_what_to_fix() {
     let ctx = ToolContext::default();
-    let err = Calculator
+    let err = Typed::new(Calculator)
         .execute(&ctx, json!({"expression": "1/0"}))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ToolErrorKind::InvalidArguments);
     assert!(err.message.contains("division by zero"), "{}", err.message);
-    let err = Calculator
+    let err = Typed::new(Calculator)
         .execute(&ctx, json!({"expr": "1"}))
         .await
         .unwrap_err();
     assert!(
-        err.message.contains("invalid arguments for calculator"),
+        err.message.contains("invalid arguments for `calculator`"),
         "{}",
         err.message
     );
     assert!(err.message.contains("expr"), "{}", err.message);
-    let err = Calculator
+    let err = Typed::new(Calculator)
         .execute(&ctx, json!({"expression": 5}))
         .await
         .unwrap_err();
     assert!(err.message.contains("invalid type"), "{}", err.message);
-    let err = Calculator
+    let err = Typed::new(Calculator)
         .execute(&ctx, json!({"expression": "2 *"}))
         .await
         .unwrap_err();

@@ -4,6 +4,7 @@
 #![cfg(feature = "code-mode")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use ravi_agents::Typed;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -316,8 +317,12 @@ fn setup_with(
             risk: ToolRisk::Safe,
             sleep: Duration::from_secs(5),
         })));
-        tools.push(AnyTool::Function(Arc::new(ReadFile::new(backend.clone()))));
-        tools.push(AnyTool::Function(Arc::new(WriteFile::new(backend))));
+        tools.push(AnyTool::Function(Arc::new(Typed::new(ReadFile::new(
+            backend.clone(),
+        )))));
+        tools.push(AnyTool::Function(Arc::new(Typed::new(WriteFile::new(
+            backend,
+        )))));
         tools.extend(extra);
     }
     let mut builder = ToolInvoker::builder(registry.clone())
@@ -798,4 +803,121 @@ for name in ["web_search", "local_shell", "tool_chain"]:
     assert_eq!(shell.0.load(Ordering::SeqCst), 0);
     assert!(!s.chain.description().contains("web_search"));
     assert!(!s.chain.description().contains("local_shell"));
+}
+
+/// A tool that announces it started, then waits far longer than any test: it ignores
+/// cancellation (the worst case), so only the run's own cancellation can end the call.
+struct Blocking {
+    started: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl Tool for Blocking {
+    fn name(&self) -> &str {
+        "block"
+    }
+    fn description(&self) -> &str {
+        "A test tool that does not return until it is cancelled."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
+        self.started.notify_one();
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        Ok(ToolExecutionResult::text("never"))
+    }
+}
+
+/// Cancelling a run (the caller's `CancellationToken`, as `ravi run`'s Ctrl-C and a cancelled
+/// model turn do) while a tool call is in flight ends the run promptly as `cancelled`, and the
+/// interrupted call is in the trace exactly once, as `cancelled` and executed.
+#[tokio::test]
+async fn cancelling_a_run_during_a_call_records_the_call_once() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let s = setup_with(
+        None,
+        ChainPolicy::default(),
+        SandboxLimits::default(),
+        Arc::new(MemoryBlobStore::new()),
+        vec![AnyTool::Function(Arc::new(Blocking {
+            started: started.clone(),
+        }))],
+    );
+    let ctx = ToolContext::new("outer-1");
+    let cancel = ctx.cancellation.clone();
+    let canceller = tokio::spawn(async move {
+        started.notified().await;
+        cancel.cancel();
+        Instant::now()
+    });
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        s.chain.run(
+            "print('before')\nsafe_op(n=1)\nblock()\nprint('never')\n",
+            &ctx,
+        ),
+    )
+    .await
+    .expect("a cancelled run ends");
+    let cancelled_at = canceller.await.unwrap();
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(1),
+        "the run took {:?} to stop after the cancellation",
+        cancelled_at.elapsed()
+    );
+    assert_eq!(r.status, ChainStatus::Cancelled, "{r:#?}");
+    assert_eq!(
+        r.error.as_ref().map(|e| e.exc_type.as_str()),
+        Some("Cancelled")
+    );
+    assert_eq!(r.output_text, "before\n");
+    assert_eq!(
+        statuses(&r),
+        [
+            ("safe_op".into(), CallStatus::Ok),
+            ("block".into(), CallStatus::Cancelled)
+        ],
+        "{r:#?}"
+    );
+    let interrupted = &r.call_trace[1];
+    assert_eq!(
+        (
+            interrupted.seq,
+            interrupted.call_id.as_str(),
+            interrupted.executed
+        ),
+        (1, "outer-1:chain-1", true)
+    );
+
+    // A batch in flight: each of its calls is recorded once, as cancelled.
+    let ctx = ToolContext::new("outer-2");
+    let cancel = ctx.cancellation.clone();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let s = setup_with(
+        None,
+        ChainPolicy::default(),
+        SandboxLimits::default(),
+        Arc::new(MemoryBlobStore::new()),
+        vec![AnyTool::Function(Arc::new(Blocking {
+            started: started.clone(),
+        }))],
+    );
+    tokio::spawn(async move {
+        started.notified().await;
+        cancel.cancel();
+    });
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        s.chain
+            .run("parallel(block.defer(), block.defer())\n", &ctx),
+    )
+    .await
+    .expect("a cancelled run ends");
+    assert_eq!(r.status, ChainStatus::Cancelled, "{r:#?}");
+    assert_eq!(
+        statuses(&r),
+        vec![("block".to_owned(), CallStatus::Cancelled); 2],
+        "{r:#?}"
+    );
 }

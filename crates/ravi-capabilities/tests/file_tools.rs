@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
 
+use ravi_agents::Typed;
 use std::sync::Arc;
 
 use ravi_capabilities::backend::{Backend, LocalBackend};
@@ -41,18 +42,36 @@ fn risks_are_what_a_careful_operator_would_give() {
     let w = ws();
     let b = &w.backend;
     let tools: Vec<(Box<dyn Tool>, ToolRisk)> = vec![
-        (Box::new(Calculator), ToolRisk::Safe),
-        (Box::new(ReadFile::new(b.clone())), ToolRisk::Safe),
-        (Box::new(FileExists::new(b.clone())), ToolRisk::Safe),
-        (Box::new(ListFiles::new(b.clone())), ToolRisk::Sensitive),
-        (Box::new(WriteFile::new(b.clone())), ToolRisk::High),
-        (Box::new(DeleteFile::new(b.clone())), ToolRisk::Critical),
-        (Box::new(Shell::new(b.clone())), ToolRisk::Critical),
+        (Box::new(Typed::new(Calculator)), ToolRisk::Safe),
         (
-            Box::new(HttpGet::new(HttpPolicy::default()).unwrap()),
+            Box::new(Typed::new(ReadFile::new(b.clone()))),
+            ToolRisk::Safe,
+        ),
+        (
+            Box::new(Typed::new(FileExists::new(b.clone()))),
+            ToolRisk::Safe,
+        ),
+        (
+            Box::new(Typed::new(ListFiles::new(b.clone()))),
             ToolRisk::Sensitive,
         ),
-        (Box::new(ReadResult), ToolRisk::Safe),
+        (
+            Box::new(Typed::new(WriteFile::new(b.clone()))),
+            ToolRisk::High,
+        ),
+        (
+            Box::new(Typed::new(DeleteFile::new(b.clone()))),
+            ToolRisk::Critical,
+        ),
+        (
+            Box::new(Typed::new(Shell::new(b.clone()))),
+            ToolRisk::Critical,
+        ),
+        (
+            Box::new(Typed::new(HttpGet::new(HttpPolicy::default()).unwrap())),
+            ToolRisk::Sensitive,
+        ),
+        (Box::new(Typed::new(ReadResult)), ToolRisk::Safe),
     ];
     let names: Vec<&str> = tools.iter().map(|(t, _)| t.name()).collect();
     assert_eq!(
@@ -76,8 +95,8 @@ fn risks_are_what_a_careful_operator_would_give() {
 #[tokio::test]
 async fn write_then_read_text_with_paging() {
     let w = ws();
-    let write = WriteFile::new(w.backend.clone());
-    let read = ReadFile::new(w.backend.clone());
+    let write = Typed::new(WriteFile::new(w.backend.clone()));
+    let read = Typed::new(ReadFile::new(w.backend.clone()));
     let out = call(
         &write,
         json!({"path": "docs/a.md", "content": "héllo wörld"}),
@@ -150,7 +169,7 @@ async fn images_come_back_as_image_blocks_and_other_binary_as_base64() {
     let w = ws();
     std::fs::write(w.dir.path().join("dot.png"), PNG_1X1).unwrap();
     std::fs::write(w.dir.path().join("blob.bin"), [0u8, 159, 146, 150, 1, 2]).unwrap();
-    let read = ReadFile::new(w.backend.clone());
+    let read = Typed::new(ReadFile::new(w.backend.clone()));
     let out = call(&read, json!({"path": "dot.png"})).await.unwrap();
     let image = out.content.iter().find(|b| b.is_media()).unwrap();
     let ContentBlock::Image { media_type, source } = image else {
@@ -206,7 +225,7 @@ async fn binary_files_page_with_offset_and_limit() {
     let w = ws();
     let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect(); // NULs: binary
     std::fs::write(w.dir.path().join("data.bin"), &bytes).unwrap();
-    let read = ReadFile::new(w.backend.clone());
+    let read = Typed::new(ReadFile::new(w.backend.clone()));
     let mut got = Vec::new();
     let mut offset = 0u64;
     let mut calls = 0;
@@ -250,7 +269,7 @@ async fn binary_files_page_with_offset_and_limit() {
 #[tokio::test]
 async fn write_file_writes_binary_from_base64() {
     let w = ws();
-    let write = WriteFile::new(w.backend.clone());
+    let write = Typed::new(WriteFile::new(w.backend.clone()));
     let bytes = [0u8, 255, 1, 254, 0x89, b'P', b'N', b'G'];
     let out = call(
         &write,
@@ -317,12 +336,15 @@ async fn write_file_writes_binary_from_base64() {
         err.message
     );
     // The schema offers exactly the two encodings.
-    assert_eq!(
-        write.input_schema()["properties"]["encoding"]["enum"],
-        json!(["utf8", "base64"])
-    );
+    let offered: Vec<serde_json::Value> = write.input_schema()["properties"]["encoding"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["const"].clone())
+        .collect();
+    assert_eq!(offered, [json!("utf8"), json!("base64")]);
     // Round trip: what read_file returns as base64 writes back to the same bytes.
-    let read = ReadFile::new(w.backend.clone());
+    let read = Typed::new(ReadFile::new(w.backend.clone()));
     let out = call(&read, json!({"path": "bin/x.dat"})).await.unwrap();
     let encoded = out.text_content().split('\n').nth(1).unwrap().to_owned();
     call(
@@ -339,7 +361,7 @@ use ravi_capabilities::tools::files::{READ_DEFAULT_LIMIT, sniff_binary, sniff_im
 #[tokio::test]
 async fn missing_files_and_escapes_are_tool_errors() {
     let w = ws();
-    let read = ReadFile::new(w.backend.clone());
+    let read = Typed::new(ReadFile::new(w.backend.clone()));
     let err = call(&read, json!({"path": "nope.txt"})).await.unwrap_err();
     assert_eq!(err.kind, ToolErrorKind::NotFound);
     assert!(err.message.contains("list_files"), "{}", err.message);
@@ -354,7 +376,7 @@ async fn missing_files_and_escapes_are_tool_errors() {
     );
     let err = call(&read, json!({"file": "x"})).await.unwrap_err();
     assert!(
-        err.message.contains("invalid arguments for read_file"),
+        err.message.contains("invalid arguments for `read_file`"),
         "{}",
         err.message
     );
@@ -374,7 +396,7 @@ async fn list_exists_delete_tools() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, "x").unwrap();
     }
-    let list = ListFiles::new(w.backend.clone());
+    let list = Typed::new(ListFiles::new(w.backend.clone()));
     let out = call(&list, json!({})).await.unwrap();
     assert_eq!(
         out.text_content(),
@@ -403,7 +425,7 @@ async fn list_exists_delete_tools() {
         out.text_content()
     );
 
-    let exists = FileExists::new(w.backend.clone());
+    let exists = Typed::new(FileExists::new(w.backend.clone()));
     let out = call(&exists, json!({"path": "src"})).await.unwrap();
     assert_eq!(
         out.structured_content.unwrap(),
@@ -415,7 +437,7 @@ async fn list_exists_delete_tools() {
         json!({"path": "nope", "exists": false, "kind": null})
     );
 
-    let delete = DeleteFile::new(w.backend.clone());
+    let delete = Typed::new(DeleteFile::new(w.backend.clone()));
     let err = call(&delete, json!({"path": "src"})).await.unwrap_err();
     assert!(err.message.contains("recursive: true"), "{}", err.message);
     let out = call(&delete, json!({"path": "src", "recursive": true}))
@@ -428,7 +450,7 @@ async fn list_exists_delete_tools() {
 #[tokio::test]
 async fn shell_tool_guards_and_results() {
     let w = ws();
-    let shell = Shell::new(w.backend.clone());
+    let shell = Typed::new(Shell::new(w.backend.clone()));
     let err = call(&shell, json!({"command": "echo a\necho b"}))
         .await
         .unwrap_err();

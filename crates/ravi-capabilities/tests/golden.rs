@@ -163,3 +163,28 @@ fn bad_base64_is_a_clear_error() {
         .unwrap_or_default();
     assert!(err.contains("content is not valid base64"), "{err}");
 }
+
+/// The built-in tools as a provider or an MCP client sees them: name, description, risk and
+/// the schemas generated from their argument types.
+#[test]
+fn builtin_tool_declarations() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools =
+        ravi_capabilities::builtin_tools_in(dir.path(), ravi_capabilities::HttpPolicy::default())
+            .unwrap();
+    let declared: Vec<serde_json::Value> = tools
+        .iter()
+        .filter_map(|t| t.as_function())
+        .map(|t| {
+            serde_json::json!({
+                "name": t.name(),
+                "description": t.description(),
+                "risk": t.risk(),
+                "input_schema": t.input_schema(),
+                "output_schema": t.output_schema(),
+                "input_examples": t.input_examples(),
+            })
+        })
+        .collect();
+    golden("builtin_tools", &declared);
+}

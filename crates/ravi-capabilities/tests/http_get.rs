@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
 
+use ravi_agents::Typed;
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
@@ -126,16 +127,16 @@ fn server() -> u16 {
     port
 }
 
-fn allowing_loopback() -> HttpGet {
+fn allowing_loopback() -> Typed<HttpGet> {
     let mut policy = HttpPolicy::allow_only(["127.0.0.1"]);
     policy.max_bytes = 10_000;
     policy.max_redirects = 3;
     policy.timeout = Duration::from_secs(1);
-    HttpGet::new(policy).unwrap()
+    Typed::new(HttpGet::new(policy).unwrap())
 }
 
 async fn get(
-    tool: &HttpGet,
+    tool: &Typed<HttpGet>,
     url: &str,
 ) -> Result<ravi_kernel::ToolExecutionResult, ravi_kernel::ToolError> {
     tool.execute(&ToolContext::default(), json!({ "url": url }))
@@ -189,7 +190,7 @@ async fn fetches_text_json_and_images_from_an_allowed_host() {
 #[tokio::test]
 async fn default_policy_refuses_loopback_by_ip_name_and_redirect() {
     let port = server();
-    let tool = HttpGet::new(HttpPolicy::default()).unwrap();
+    let tool = Typed::new(HttpGet::new(HttpPolicy::default()).unwrap());
     for url in [
         format!("http://127.0.0.1:{port}/hello"),
         format!("http://localhost:{port}/hello"),
@@ -275,8 +276,8 @@ async fn a_large_body_is_offloaded_by_the_invoker() {
     let mut policy = HttpPolicy::allow_only(["127.0.0.1"]);
     policy.max_bytes = 100_000; // the 40,000-byte body fits under http_get's cap
     let toolbox = Toolbox::try_from_tools([
-        AnyTool::Function(Arc::new(HttpGet::new(policy).unwrap())),
-        AnyTool::Function(Arc::new(ReadResult)),
+        AnyTool::Function(Arc::new(Typed::new(HttpGet::new(policy).unwrap()))),
+        AnyTool::Function(Arc::new(Typed::new(ReadResult))),
     ])
     .unwrap();
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
@@ -346,7 +347,7 @@ async fn a_large_body_is_offloaded_by_the_invoker() {
 #[tokio::test]
 async fn a_listed_name_may_resolve_to_loopback() {
     let port = server();
-    let tool = HttpGet::new(HttpPolicy::allow_only(["localhost"])).unwrap();
+    let tool = Typed::new(HttpGet::new(HttpPolicy::allow_only(["localhost"])).unwrap());
     let out = get(&tool, &format!("http://localhost:{port}/hello"))
         .await
         .unwrap();

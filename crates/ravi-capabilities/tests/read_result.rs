@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a failed unwrap is a failed test
 
+use ravi_agents::Typed;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -107,7 +108,7 @@ async fn setup() -> (Arc<MemStore>, ToolContext, String, String) {
 #[tokio::test]
 async fn overview_ranges_lines_and_regex() {
     let (_s, ctx, text, bin) = setup().await;
-    let out = ReadResult
+    let out = Typed::new(ReadResult)
         .execute(&ctx, json!({"ref": text}))
         .await
         .unwrap();
@@ -121,7 +122,7 @@ async fn overview_ranges_lines_and_regex() {
         "{t}"
     );
 
-    let out = ReadResult
+    let out = Typed::new(ReadResult)
         .execute(&ctx, json!({"ref": text, "bytes": {"start": 0, "end": 14}}))
         .await
         .unwrap();
@@ -132,7 +133,7 @@ async fn overview_ranges_lines_and_regex() {
         out.text_content()
     );
 
-    let out = ReadResult
+    let out = Typed::new(ReadResult)
         .execute(
             &ctx,
             json!({"ref": text, "lines": {"start": 199, "end": 500}}),
@@ -147,7 +148,7 @@ async fn overview_ranges_lines_and_regex() {
         out.text_content()
     );
 
-    let out = ReadResult
+    let out = Typed::new(ReadResult)
         .execute(&ctx, json!({"ref": text, "regex": "ERROR", "context": 1}))
         .await
         .unwrap();
@@ -158,7 +159,7 @@ async fn overview_ranges_lines_and_regex() {
         "{t}"
     );
 
-    let out = ReadResult
+    let out = Typed::new(ReadResult)
         .execute(
             &ctx,
             json!({"ref": text, "regex": "ERROR", "max_matches": 2}),
@@ -171,7 +172,7 @@ async fn overview_ranges_lines_and_regex() {
         out.text_content()
     );
 
-    let out = ReadResult
+    let out = Typed::new(ReadResult)
         .execute(&ctx, json!({"ref": bin, "bytes": {"start": 0, "end": 4}}))
         .await
         .unwrap();
@@ -180,7 +181,7 @@ async fn overview_ranges_lines_and_regex() {
         "{}",
         out.text_content()
     );
-    let err = ReadResult
+    let err = Typed::new(ReadResult)
         .execute(&ctx, json!({"ref": bin, "lines": {"start": 1, "end": 2}}))
         .await
         .unwrap_err();
@@ -198,21 +199,21 @@ async fn scoping_and_bad_arguments() {
         ));
         r
     };
-    let err = ReadResult
+    let err = Typed::new(ReadResult)
         .execute(&sibling, json!({"ref": text}))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ToolErrorKind::PermissionDenied);
     assert!(err.message.contains("another session"), "{}", err.message);
 
-    let err = ReadResult
+    let err = Typed::new(ReadResult)
         .execute(&ToolContext::default(), json!({"ref": text}))
         .await
         .unwrap_err();
     assert!(err.message.contains("no artifact store"), "{}", err.message);
 
     let missing = format!("art_{:026}", 99);
-    let err = ReadResult
+    let err = Typed::new(ReadResult)
         .execute(&ctx, json!({"ref": missing}))
         .await
         .unwrap_err();
@@ -234,7 +235,10 @@ async fn scoping_and_bad_arguments() {
             "at most one",
         ),
     ] {
-        let err = ReadResult.execute(&ctx, args).await.unwrap_err();
+        let err = Typed::new(ReadResult)
+            .execute(&ctx, args)
+            .await
+            .unwrap_err();
         assert!(err.message.contains(needle), "{needle}: {}", err.message);
     }
 }

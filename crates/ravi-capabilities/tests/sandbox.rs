@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ravi_capabilities::chain::{
-    ArtifactHandle, BridgeOutcome, FailureKind, Sandbox, SandboxLimits, SandboxRun, ToolBinding,
-    ToolBridge,
+    ArtifactHandle, BridgeOutcome, Budget, FailureKind, Sandbox, SandboxLimits, SandboxRun,
+    ToolBinding, ToolBridge,
 };
 use ravi_kernel::{CancellationToken, ChainStatus};
 use serde_json::{Value, json};
@@ -56,9 +56,13 @@ impl ToolBridge for TestBridge {
         }
     }
 
-    fn budget(&self) -> Value {
+    fn budget(&self) -> Budget {
         let used = self.calls.lock().unwrap().len();
-        json!({"calls_used": used, "calls_remaining": self.max_calls.map(|m| m - used)})
+        Budget {
+            calls_used: Some(used as u64),
+            calls_remaining: self.max_calls.map(|m| (m - used) as u64),
+            seconds_remaining: None,
+        }
     }
 }
 

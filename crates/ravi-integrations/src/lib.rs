@@ -22,3 +22,13 @@ pub const LAYER: &str = "L3";
 
 #[cfg(feature = "mcp")]
 pub mod mcp;
+
+/// The examples of `docs/agents.md` and `docs/mcp.md`, compiled as doctests so the guides
+/// stay true (they need a model key or an MCP server to run, so they are `no_run`).
+#[cfg(all(doctest, feature = "mcp", feature = "providers"))]
+#[doc = include_str!("../../../docs/agents.md")]
+struct AgentsGuide;
+
+#[cfg(all(doctest, feature = "mcp", feature = "providers"))]
+#[doc = include_str!("../../../docs/mcp.md")]
+struct McpGuide;

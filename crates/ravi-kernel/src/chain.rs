@@ -497,8 +497,9 @@ impl InvocationResult {
     }
 }
 
-/// The outcome of one call as recorded in the trace; `Timeout` is kept apart from `Error` so a
-/// reader can tell "the tool failed" from "the tool may still have had its effect".
+/// The outcome of one call as recorded in the trace; `Timeout` and `Cancelled` are kept apart
+/// from `Error` so a reader can tell "the tool failed" from "the tool was stopped and may still
+/// have had its effect".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -509,8 +510,12 @@ pub enum CallStatus {
     Error,
     /// Refused by policy; the tool never ran.
     Denied,
-    /// Execution exceeded `call_timeout`; side effects may have happened.
+    /// Execution exceeded `call_timeout` or the caller's deadline; side effects may have
+    /// happened.
     Timeout,
+    /// Cancelled (the caller's cancellation token, e.g. a stopped run) before or while it
+    /// ran; when it had started (`executed`), side effects may have happened.
+    Cancelled,
 }
 
 impl CallStatus {
@@ -521,16 +526,19 @@ impl CallStatus {
             Self::Error => "error",
             Self::Denied => "denied",
             Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
         }
     }
 
     /// The trace status of an outcome, derived from its status and reason in this one place:
-    /// a time-out (which may have had side effects) is told apart from other errors.
+    /// a time-out or a cancellation (either may have had side effects) is told apart from other
+    /// errors.
     pub fn of(result: &InvocationResult) -> Self {
         match (result.status, result.reason) {
             (InvocationStatus::Ok, _) => Self::Ok,
             (InvocationStatus::Denied, _) => Self::Denied,
             (_, Some(FailureReason::Timeout)) => Self::Timeout,
+            (_, Some(FailureReason::Cancelled)) => Self::Cancelled,
             _ => Self::Error,
         }
     }

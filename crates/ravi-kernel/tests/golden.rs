@@ -253,6 +253,7 @@ fn chain_types() {
             CallStatus::Error,
             CallStatus::Denied,
             CallStatus::Timeout,
+            CallStatus::Cancelled,
         ],
     );
     golden(

@@ -28,9 +28,9 @@ __all__ = [
 
 class ToolError(Exception):
     """A tool call failed. `.tool` is the tool's name, `.status` the call's status in the
-    trace (error or timeout), `.reason` why, as the invoker classified it (tool_error,
-    timeout, invalid_arguments, not_callable, unknown_tool, ...; None if unknown), and
-    `.message` what went wrong."""
+    trace (error, timeout or cancelled), `.reason` why, as the invoker classified it
+    (tool_error, timeout, invalid_arguments, not_callable, unknown_tool, cancelled, ...; None
+    if unknown), and `.message` what went wrong."""
 
     def __init__(self, message, tool=None, status="error", reason=None):
         super().__init__(message)

@@ -78,7 +78,8 @@ impl Limit {
 /// Where a call in flight stands, for [`InFlight`]'s drop.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stage {
-    /// The pipeline runs: a drop records the call as abandoned and sends its `ToolEnd`.
+    /// The pipeline runs: a drop records the call as interrupted (cancelled, timed out or
+    /// abandoned) and sends its `ToolEnd`.
     Running,
     /// Recorded; `ToolEnd` is being delivered: a drop delivers it in the background.
     Recorded,
@@ -89,9 +90,15 @@ pub(super) enum Stage {
 /// One call from `ToolStart` to `ToolEnd`. Its drop completes step 12 if the `invoke` future
 /// is dropped before it did: the trace gets the record and the hooks get `ToolEnd`, so the
 /// start/end pairs and the trace stay complete whatever the caller does.
+///
+/// This is the one place a call interrupted midway is recorded: a code-mode run stopped by
+/// its cancellation or its wall clock drops the calls its script was waiting on, and each
+/// gets its record here (once), as `cancelled` or `timeout`.
 pub(super) struct InFlight<'a> {
     pub(super) inner: &'a Inner,
     pub(super) session: &'a InvokerSession,
+    /// The caller's context: its cancellation and deadline say why a dropped call stopped.
+    pub(super) ctx: &'a ToolContext,
     pub(super) call: ToolCall,
     pub(super) hash: [u8; 32],
     pub(super) started: Instant,
@@ -160,6 +167,48 @@ impl InFlight<'_> {
         self.stage = Stage::Recorded;
     }
 
+    /// Why a call that did not finish stopped, from what its caller asked for: its
+    /// cancellation (a cancelled run drops the calls it waits on), else a deadline that passed
+    /// (the run's wall clock), else the caller simply stopped waiting.
+    fn interruption(&self) -> (CallStatus, &'static str) {
+        let deadline = self
+            .outcome
+            .exec_ctx
+            .as_ref()
+            .and_then(|c| c.deadline)
+            .or(self.ctx.deadline);
+        let ran = self.outcome.executed;
+        if self.ctx.cancellation.is_cancelled() {
+            let summary = if ran {
+                "cancelled while the tool ran (the caller's cancellation stopped it); it may have \
+                 had partial side effects"
+            } else {
+                "cancelled before the tool ran (the caller's cancellation stopped it)"
+            };
+            (CallStatus::Cancelled, summary)
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            let summary = if ran {
+                "timed out while the tool ran (the caller's deadline passed); it may have had \
+                 partial side effects"
+            } else {
+                "timed out before the tool ran (the caller's deadline passed)"
+            };
+            (CallStatus::Timeout, summary)
+        } else if ran {
+            (
+                CallStatus::Error,
+                "abandoned: the caller stopped waiting while the tool ran (its future was \
+                 dropped); it may have had partial side effects",
+            )
+        } else {
+            (
+                CallStatus::Error,
+                "abandoned: the caller stopped waiting before the tool ran (its future was \
+                 dropped)",
+            )
+        }
+    }
+
     /// The drop of a call that did not finish step 12.
     #[cold]
     #[inline(never)]
@@ -167,19 +216,13 @@ impl InFlight<'_> {
         let end = match self.stage {
             Stage::Done => return,
             Stage::Running => {
+                let (status, summary) = self.interruption();
                 if let Some(c) = self.outcome.exec_ctx.take() {
                     self.call.id = c.call_id;
                 }
                 let duration_ms = self.duration_ms();
-                self.outcome.status = CallStatus::Error;
+                self.outcome.status = status;
                 let end = (!self.inner.hooks.is_empty()).then(|| self.end_event(duration_ms, None));
-                let summary = if self.outcome.executed {
-                    "abandoned: the caller stopped waiting while the tool ran (its future was \
-                     dropped); it may have had partial side effects"
-                } else {
-                    "abandoned: the caller stopped waiting before the tool ran (its future was \
-                     dropped)"
-                };
                 self.record(duration_ms, summary.to_owned(), None, None);
                 end
             }

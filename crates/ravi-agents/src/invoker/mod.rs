@@ -204,7 +204,9 @@ impl ToolInvoker {
     /// Runs one call through the whole pipeline. Never panics, never fails: every outcome is
     /// an [`InvocationResult`], and every outcome fires the hooks and appends a trace record —
     /// even when the caller drops this future midway (a `select!`, an aborted task): the call
-    /// is then recorded as abandoned and its `ToolEnd` is delivered in the background.
+    /// is then recorded once — as `cancelled` when `ctx.cancellation` was cancelled, as
+    /// `timeout` when `ctx.deadline` had passed, else as abandoned (`error`) — and its
+    /// `ToolEnd` is delivered in the background.
     ///
     /// To stop a call, cancel `ctx.cancellation` rather than dropping the future: the invoker
     /// watches it while waiting for approval and while the tool runs, and answers with a
@@ -222,6 +224,7 @@ impl ToolInvoker {
         let mut flight = InFlight {
             inner,
             session,
+            ctx,
             call,
             hash,
             started,

@@ -281,7 +281,7 @@ impl ToolInvoker {
                         call.name
                     ),
                 )),
-                CallStatus::Error,
+                CallStatus::Cancelled,
             ),
             Finished::NoRuntime => (
                 Err((

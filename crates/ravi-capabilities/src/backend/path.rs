@@ -71,8 +71,12 @@ pub(crate) fn io_error(op: &'static str, path: &str, err: &io::Error) -> Backend
     let path = shorten(path);
     let message = err.to_string();
     // cap-std reports a resolution that would leave the directory as PermissionDenied with this
-    // message (EXDEV from `openat2(RESOLVE_BENEATH)` is turned into it too).
-    if message.contains("outside of the filesystem") {
+    // message (EXDEV from `openat2(RESOLVE_BENEATH)` is turned into it too). No typed error to
+    // check: cap-std builds it with `io::Error::new(PermissionDenied, "a path led outside of the
+    // filesystem")` and exposes nothing else, so the kind narrows it and the text decides.
+    if err.kind() == io::ErrorKind::PermissionDenied
+        && message.contains("outside of the filesystem")
+    {
         return BackendError::Escape { path };
     }
     // ELOOP: a symlink cycle, or more links in a row than the kernel follows. No operation here

@@ -126,8 +126,11 @@ pub struct FileData {
 }
 
 /// How a write treats an existing file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
+#[schemars(inline)]
 #[non_exhaustive]
 pub enum WriteMode {
     /// Replace the file if it exists.

@@ -6,7 +6,10 @@
 
 use async_trait::async_trait;
 use ravi_kernel::{ContentBlock, FailureReason, InvocationResult, InvocationStatus};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+pub use super::abi::{ArtifactHandle, FailureKind, FileHandle};
+use super::abi::{Budget, Content, Envelope, Failure, FilesResult};
 
 /// Executes the tool calls a script makes.
 #[async_trait]
@@ -15,70 +18,11 @@ pub trait ToolBridge: Send + Sync {
     /// appear as `{"$artifact": ref}` for the executor to resolve).
     async fn call(&self, tool: &str, args: Value) -> BridgeOutcome;
 
-    /// What `budget()` reports to the script besides the time left (which the sandbox adds):
-    /// e.g. `{"calls_used": 3, "calls_remaining": 47}`.
-    fn budget(&self) -> Value {
-        json!({})
+    /// What `budget()` reports to the script about calls (the sandbox fills in
+    /// `seconds_remaining`); nothing by default.
+    fn budget(&self) -> Budget {
+        Budget::default()
     }
-}
-
-/// Which exception a failed call raises in the script, and the `.status` it carries.
-///
-/// Chosen from the invoker's typed [`FailureReason`] and status, never from the wording of
-/// the message (a tool whose error text mentions a "budget" is still a `ToolError`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FailureKind {
-    /// The tool failed (`ToolError`, status `error`).
-    Error,
-    /// Policy or a human refused the call (`ToolDenied`, status `denied`).
-    Denied,
-    /// The chain's call budget is spent (`BudgetExhausted`, status `error`). Deliberately not
-    /// a `ToolError` in the script: a per-item `except ToolError` in a loop must not swallow
-    /// it and keep calling (each refused call is still traced).
-    BudgetExhausted,
-    /// The call ran past its per-call timeout (`ToolError` with status `timeout`).
-    Timeout,
-}
-
-impl FailureKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Error => "error",
-            Self::Denied => "denied",
-            Self::BudgetExhausted => "budget_exhausted",
-            Self::Timeout => "timeout",
-        }
-    }
-}
-
-/// A large result kept on the host; only the preview enters the sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArtifactHandle {
-    /// The stored value's ref (`art_...`).
-    pub artifact_ref: String,
-    /// The first part of the text, for the script to look at.
-    pub preview: String,
-    /// Full size in bytes.
-    pub size: u64,
-    /// IANA media type, when known.
-    pub media_type: Option<String>,
-}
-
-/// A media file produced by a tool, exposed to the script by path; its bytes stay on the
-/// host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileHandle {
-    /// Where the file appears, e.g. `/workspace/media/shot_0.png`.
-    pub path: String,
-    /// IANA media type.
-    pub media_type: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// The stored bytes' ref (`art_...`), when they are in a blob store: passing the file to
-    /// another tool sends `{"$artifact": ref}`, which the invoker resolves to the bytes.
-    /// Without one, the path is sent.
-    pub artifact_ref: Option<String>,
 }
 
 /// The result of one bridged call.
@@ -89,10 +33,11 @@ pub enum BridgeOutcome {
     Value(Value),
     /// A large result kept on the host.
     Artifact(ArtifactHandle),
-    /// Media files, with the call's text or structured content when it had any.
+    /// Media files, with what else the call returned.
     Files {
-        /// The text or structured content (`Null` when there was none).
-        content: Value,
+        /// The text or structured content, or the text stored whole; `None` when there was
+        /// none.
+        content: Option<Content>,
         /// The files.
         files: Vec<FileHandle>,
     },
@@ -128,7 +73,7 @@ impl BridgeOutcome {
     /// as an artifact; stored media as files (with the text beside them); failures as
     /// exceptions chosen by the invoker's [`FailureReason`] (a spent budget is
     /// `BudgetExhausted`, a refusal `ToolDenied`, a per-call timeout a `ToolError` with status
-    /// `timeout`, anything else a `ToolError`). Reads the outcome's typed fields only — never
+    /// `timeout`, a cancellation one with status `cancelled`, anything else a `ToolError`). Reads the outcome's typed fields only — never
     /// another renderer's text.
     pub fn from_invocation(result: InvocationResult) -> Self {
         if result.status != InvocationStatus::Ok {
@@ -136,6 +81,7 @@ impl BridgeOutcome {
                 (_, Some(FailureReason::BudgetExhausted)) => FailureKind::BudgetExhausted,
                 (InvocationStatus::Denied, _) => FailureKind::Denied,
                 (_, Some(FailureReason::Timeout)) => FailureKind::Timeout,
+                (_, Some(FailureReason::Cancelled)) => FailureKind::Cancelled,
                 _ => FailureKind::Error,
             };
             // A failure whose text was stored whole: its preview, and where the rest is.
@@ -174,93 +120,46 @@ impl BridgeOutcome {
                 return Self::Artifact(a);
             }
             return Self::Files {
-                content: artifact_json(&a),
+                content: Some(Content::Artifact(a)),
                 files,
             };
         }
-        let content = match result.structured {
-            Some(v) => v,
-            None => {
-                let text = script_text(&result.content, &result.files);
-                if text.is_empty() && !files.is_empty() {
-                    Value::Null
-                } else {
-                    Value::String(text)
-                }
-            }
-        };
+        let structured = result.structured;
         if files.is_empty() {
-            return Self::Value(content);
+            return Self::Value(
+                structured
+                    .unwrap_or_else(|| Value::String(script_text(&result.content, &result.files))),
+            );
         }
-        Self::Files { content, files }
-    }
-
-    /// Writes the envelope as JSON without copying a plain value into a wrapper first (the
-    /// per-call path).
-    pub(crate) fn write_envelope(&self, out: &mut Vec<u8>) {
-        if let Self::Value(v) = self {
-            out.extend_from_slice(b"{\"ok\":");
-            if serde_json::to_writer(&mut *out, v).is_ok() {
-                out.push(b'}');
-                return;
-            }
-            out.clear();
-        }
-        // Serialising a `Value` into a Vec cannot fail; the fallback keeps that an invariant
-        // rather than an assumption.
-        if serde_json::to_writer(&mut *out, &self.envelope()).is_err() {
-            out.clear();
-            out.extend_from_slice(br#"{"error":{"kind":"error","message":"unencodable result"}}"#);
+        // Media with no text beside them are just the files.
+        let content = structured.or_else(|| {
+            Some(script_text(&result.content, &result.files))
+                .filter(|t| !t.is_empty())
+                .map(Value::String)
+        });
+        Self::Files {
+            content: content.map(Content::Value),
+            files,
         }
     }
 
-    /// The envelope the guest decodes (see the guest crate's ABI notes).
-    pub(crate) fn envelope(&self) -> Value {
+    /// The envelope the guest decodes ([`Envelope`]); moves the value, copies nothing.
+    pub fn into_envelope(self) -> Envelope {
         match self {
-            Self::Value(v) => json!({ "ok": v }),
-            Self::Artifact(a) => json!({ "ok": artifact_json(a) }),
-            Self::Files { content, files } => {
-                let files: Vec<Value> = files.iter().map(file_json).collect();
-                let value = match (content, files.len()) {
-                    (Value::Null, 1) => files.into_iter().next().unwrap_or(Value::Null),
-                    (Value::Null, _) => Value::Array(files),
-                    (c, _) => json!({ "content": c, "files": files }),
-                };
-                json!({ "ok": value })
-            }
+            Self::Value(v) => Envelope::Ok(v),
+            Self::Artifact(a) => Envelope::Artifact(a),
+            Self::Files { content, files } => Envelope::Files(FilesResult { content, files }),
             Self::Failure {
                 kind,
                 message,
                 reason,
-            } => {
-                json!({ "error": {
-                    "kind": kind.as_str(),
-                    "message": message,
-                    "reason": reason.map(FailureReason::as_str),
-                } })
-            }
+            } => Envelope::Error(Failure {
+                kind,
+                message,
+                reason: reason.map(|r| r.as_str().to_owned()),
+            }),
         }
     }
-}
-
-fn artifact_json(a: &ArtifactHandle) -> Value {
-    json!({
-        "$ravi": "artifact",
-        "ref": a.artifact_ref,
-        "preview": a.preview,
-        "size": a.size,
-        "media_type": a.media_type,
-    })
-}
-
-fn file_json(f: &FileHandle) -> Value {
-    json!({
-        "$ravi": "file",
-        "path": f.path,
-        "media_type": f.media_type,
-        "size": f.size,
-        "ref": f.artifact_ref,
-    })
 }
 
 /// The text of a result as a script gets it: text blocks whole, JSON blocks as JSON, links and
@@ -298,18 +197,27 @@ fn script_text(content: &[ContentBlock], files: &[ravi_kernel::MediaFile]) -> St
 mod tests {
     use super::*;
     use ravi_kernel::{ArtifactRef, MediaFile, StoredArtifact};
+    use serde_json::json;
+
+    /// The envelope as the guest receives it: the exact wire JSON.
+    fn wire(r: InvocationResult) -> Value {
+        serde_json::to_value(BridgeOutcome::from_invocation(r).into_envelope())
+            .unwrap_or_else(|e| unreachable!("an envelope always serialises: {e}"))
+    }
 
     #[test]
     fn structured_content_wins_over_text() {
         let mut r = InvocationResult::ok("{\"a\":1}");
         r.structured = Some(json!({"a": 1}));
+        assert_eq!(wire(r), json!({"ok": {"a": 1}}));
+        assert_eq!(wire(InvocationResult::ok("hi")), json!({"ok": "hi"}));
+        // A value shaped like a handle is still a plain value: only the envelope's variant
+        // makes a handle.
+        let mut r = InvocationResult::ok("");
+        r.structured = Some(json!({"ref": "art_0123456789abcdefghijklmnop", "preview": ""}));
         assert_eq!(
-            BridgeOutcome::from_invocation(r).envelope(),
-            json!({"ok": {"a": 1}})
-        );
-        assert_eq!(
-            BridgeOutcome::from_invocation(InvocationResult::ok("hi")).envelope(),
-            json!({"ok": "hi"})
+            wire(r),
+            json!({"ok": {"ref": "art_0123456789abcdefghijklmnop", "preview": ""}})
         );
     }
 
@@ -327,9 +235,9 @@ mod tests {
             "first bytes",
         ));
         assert_eq!(
-            BridgeOutcome::from_invocation(r).envelope(),
-            json!({"ok": {"$ravi": "artifact", "ref": "art_0123456789abcdefghijklmnop",
-                          "preview": "first bytes", "size": 1_000_000, "media_type": "text/plain"}})
+            wire(r),
+            json!({"artifact": {"ref": "art_0123456789abcdefghijklmnop", "preview": "first bytes",
+                                "size": 1_000_000, "media_type": "text/plain"}})
         );
     }
 
@@ -340,19 +248,22 @@ mod tests {
             .push(ContentBlock::image_bytes("image/png", &[1, 2, 3]));
         r.files
             .push(MediaFile::new("/workspace/media/a.png", "image/png", 3, aref()).for_block(0));
-        assert_eq!(
-            BridgeOutcome::from_invocation(r.clone()).envelope(),
-            json!({"ok": {"$ravi": "file", "path": "/workspace/media/a.png",
-                          "media_type": "image/png", "size": 3,
-                          "ref": "art_0123456789abcdefghijklmnop"}})
-        );
+        let file = json!({"path": "/workspace/media/a.png", "media_type": "image/png", "size": 3,
+                          "ref": "art_0123456789abcdefghijklmnop"});
+        assert_eq!(wire(r.clone()), json!({"files": {"files": [file]}}));
         r.content.insert(0, ContentBlock::text("caption"));
         r.files[0].block = Some(1);
-        let env = BridgeOutcome::from_invocation(r).envelope();
-        assert_eq!(env["ok"]["content"], "caption", "{env}");
         assert_eq!(
-            env["ok"]["files"][0]["path"], "/workspace/media/a.png",
-            "{env}"
+            wire(r.clone()),
+            json!({"files": {"content": {"value": "caption"}, "files": [file]}})
+        );
+        // Text stored whole beside the media: the artifact is the content.
+        r.artifact = Some(StoredArtifact::new(aref(), 9, "text/plain", "caption"));
+        assert_eq!(
+            wire(r),
+            json!({"files": {"content": {"artifact": {
+                "ref": "art_0123456789abcdefghijklmnop", "preview": "caption", "size": 9,
+                "media_type": "text/plain"}}, "files": [file]}})
         );
     }
 
@@ -363,34 +274,71 @@ mod tests {
             (
                 InvocationResult::failed(R::ApprovalDenied, "no approval"),
                 "denied",
-                Some("approval_denied"),
+                "approval_denied",
             ),
             (
                 InvocationResult::failed(R::BudgetExhausted, "3 of 3 calls used"),
                 "budget_exhausted",
-                Some("budget_exhausted"),
+                "budget_exhausted",
             ),
             (
                 InvocationResult::failed(R::Timeout, "took too long"),
                 "timeout",
-                Some("timeout"),
+                "timeout",
+            ),
+            (
+                InvocationResult::failed(R::Cancelled, "stopped"),
+                "cancelled",
+                "cancelled",
             ),
             (
                 InvocationResult::failed(R::NotCallable, "hosted"),
                 "error",
-                Some("not_callable"),
+                "not_callable",
             ),
             // The wording of a message never picks the exception.
             (
                 InvocationResult::failed(R::ToolError, "quota budget exceeded; timed out"),
                 "error",
-                Some("tool_error"),
+                "tool_error",
             ),
         ];
         for (r, kind, reason) in cases {
-            let env = BridgeOutcome::from_invocation(r).envelope();
-            assert_eq!(env["error"]["kind"], kind, "{env}");
-            assert_eq!(env["error"]["reason"], json!(reason), "{env}");
+            let message = r.text();
+            assert_eq!(
+                wire(r),
+                json!({"error": {"kind": kind, "message": message, "reason": reason}})
+            );
         }
+    }
+
+    /// The exception's `.status` is the status the trace records for the same outcome.
+    #[test]
+    fn the_exception_status_is_the_trace_status() {
+        use FailureReason as R;
+        for reason in [
+            R::ApprovalDenied,
+            R::BudgetExhausted,
+            R::Timeout,
+            R::Cancelled,
+            R::NotCallable,
+            R::ToolError,
+        ] {
+            let r = InvocationResult::failed(reason, "x");
+            let trace = ravi_kernel::CallStatus::of(&r);
+            let BridgeOutcome::Failure { kind, .. } = BridgeOutcome::from_invocation(r) else {
+                unreachable!("a failure renders as a failure");
+            };
+            assert_eq!(kind.status(), trace.as_str(), "{reason:?}");
+        }
+    }
+
+    /// The guest sends artifact refs under the key the invoker resolves.
+    #[test]
+    fn the_abi_artifact_key_is_the_invokers() {
+        assert_eq!(
+            super::super::abi::ARTIFACT_KEY,
+            ravi_agents::invoker::ARTIFACT_KEY
+        );
     }
 }

@@ -7,12 +7,16 @@
 //! `docs/code-mode.md` for what scripts may do.
 //!
 //! - [`Sandbox`]: the engine and the loaded guest; [`Sandbox::run`] runs one script.
+//! - [`abi`]: the messages between host and guest (op codes, call batches, answer envelopes,
+//!   handles, the budget, the finish record), as serde types the guest compiles too.
 //! - [`ToolBridge`]: where the script's calls go ([`BridgeOutcome`] is what comes back).
 //! - [`chain_description`]: the `tool_chain` description for the model.
 //! - [`ToolChainTool`]: the `tool_chain` kernel tool; every call of its scripts goes through
 //!   the `ToolInvoker`, and its [`ChainRunResult`](ravi_kernel::ChainRunResult) carries a
 //!   complete trace on every outcome.
 
+// Shared verbatim with the guest, which includes it with `#[path]`.
+pub mod abi;
 mod bridge;
 mod describe;
 // Shared verbatim with the guest builder, which precompiles for exactly this engine.
@@ -21,6 +25,7 @@ mod engine_config;
 mod sandbox;
 mod tool;
 
+pub use abi::{Budget, Content};
 pub use bridge::{ArtifactHandle, BridgeOutcome, FailureKind, FileHandle, ToolBridge};
 pub use describe::{bindings, chain_description, python_name, signature};
 pub use sandbox::{

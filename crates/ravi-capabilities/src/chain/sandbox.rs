@@ -3,9 +3,9 @@
 //!
 //! Per run: take a pool slot → new store (WASI with no preopens, no env, no args, stdout and
 //! stderr into capped in-memory pipes; a memory limiter; an epoch deadline) → instantiate
-//! from the copy-on-write snapshot → write the request into guest memory → `ravi_run`,
-//! answering the guest's bridge calls asynchronously → map the outcome or the trap to a
-//! [`SandboxRun`].
+//! from the copy-on-write snapshot → write the [`RunRequest`] into guest memory → `ravi_run`,
+//! answering the guest's bridge requests ([`super::abi`]) asynchronously → map the [`Finish`]
+//! record or the trap to a [`SandboxRun`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use ravi_kernel::{CancellationToken, ChainError, ChainStatus};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::Semaphore;
 use wasmtime::{
     Caller, Engine, Extern, InstancePre, Linker, Module, ResourceLimiter, Store, Trap,
@@ -24,19 +24,17 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 
 use super::SandboxError;
+use super::abi::{
+    self, CallRequest, Envelope, Exhausted, Failure, FailureKind, Finish, MAX_BATCH, Op,
+    RunRequest, ScriptError,
+};
 use super::bridge::ToolBridge;
 use super::engine_config::{MAX_GUEST_MEMORY_BYTES, engine_config};
 
-const OP_CALL: i32 = 1;
-const OP_PARALLEL: i32 = 2;
-const OP_BUDGET: i32 = 3;
-const OP_FINISH: i32 = 4;
+pub use super::abi::ToolBinding;
 
 /// How often the epoch advances: the granularity of wall-clock deadlines and of yields.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// Most calls one `parallel(...)` may batch.
-const MAX_PARALLEL: usize = 64;
 
 /// Largest request or answer that crosses the bridge in one piece.
 const MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -63,17 +61,6 @@ impl Default for SandboxLimits {
             output_bytes: 1 << 20,
         }
     }
-}
-
-/// A tool as the script sees it: a global function `python_name` calling `tool`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolBinding {
-    /// The Python identifier.
-    pub python_name: String,
-    /// The tool's registered name.
-    pub tool: String,
-    /// The function's `__doc__`.
-    pub doc: String,
 }
 
 /// What one run produced.
@@ -159,15 +146,15 @@ impl Sandbox {
             .map_err(SandboxError::engine)?;
         linker
             .func_wrap_async(
-                "ravi",
-                "host_call",
+                abi::IMPORT_MODULE,
+                abi::HOST_CALL,
                 |caller: Caller<'_, RunState>, (op, ptr, len): (i32, i32, i32)| {
                     Box::new(host_call(caller, op, ptr, len))
                 },
             )
             .map_err(SandboxError::engine)?;
         linker
-            .func_wrap("ravi", "host_take", host_take)
+            .func_wrap(abi::IMPORT_MODULE, abi::HOST_TAKE, host_take)
             .map_err(SandboxError::engine)?;
         let pre = linker
             .instantiate_pre(&module)
@@ -224,25 +211,26 @@ impl Sandbox {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| {
-            let st = ctx.data();
-            if st.cancel.is_cancelled() {
-                return Err(wasmtime::Error::new(Interrupt::Cancelled));
-            }
-            if Instant::now() >= st.deadline {
-                return Err(wasmtime::Error::new(Interrupt::Timeout));
-            }
-            Ok(UpdateDeadline::Yield(1))
+        store.epoch_deadline_callback(|ctx| match ctx.data().interrupted() {
+            Some(why) => Err(wasmtime::Error::new(why)),
+            None => Ok(UpdateDeadline::Yield(1)),
         });
 
-        let request = json!({
-            "script": script,
-            "filename": filename,
-            "tools": tools.iter().map(|t| json!({
-                "py": t.python_name, "name": t.tool, "doc": t.doc,
-            })).collect::<Vec<_>>(),
-        })
-        .to_string();
+        let request = RunRequest {
+            script: script.into(),
+            filename: filename.into(),
+            tools: tools.into(),
+        };
+        let request = match serde_json::to_vec(&request) {
+            Ok(r) => r,
+            Err(e) => {
+                return failed_run(
+                    started,
+                    "RaviSandboxError",
+                    &format!("the run request could not be encoded: {e}"),
+                );
+            }
+        };
 
         let exec = execute(&self.pre, &mut store, request);
         // Epoch interruption stops a busy guest; this stops one waiting on a slow tool.
@@ -353,29 +341,47 @@ fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
 async fn execute(
     pre: &InstancePre<RunState>,
     store: &mut Store<RunState>,
-    request: String,
+    request: Vec<u8>,
 ) -> wasmtime::Result<()> {
     let instance = pre.instantiate_async(&mut *store).await?;
-    let alloc = instance.get_typed_func::<i32, i32>(&mut *store, "ravi_alloc")?;
-    let run = instance.get_typed_func::<(i32, i32), i32>(&mut *store, "ravi_run")?;
+    let alloc = instance.get_typed_func::<i32, i32>(&mut *store, abi::EXPORT_ALLOC)?;
+    let run = instance.get_typed_func::<(i32, i32), i32>(&mut *store, abi::EXPORT_RUN)?;
     let memory = instance
         .get_memory(&mut *store, "memory")
         .ok_or_else(|| wasmtime::format_err!("the guest exports no memory"))?;
     let len = i32::try_from(request.len())
         .map_err(|_| wasmtime::format_err!("the script is too large"))?;
     let ptr = alloc.call_async(&mut *store, len).await?;
-    memory.write(&mut *store, usize::try_from(ptr)?, request.as_bytes())?;
+    memory.write(&mut *store, usize::try_from(ptr)?, &request)?;
     run.call_async(&mut *store, (ptr, len)).await?;
     Ok(())
 }
 
 /// Why the host stopped a run.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, Copy, thiserror::Error)]
 enum Interrupt {
     #[error("the run exceeded its wall-clock limit")]
     Timeout,
     #[error("the run was cancelled")]
     Cancelled,
+}
+
+/// The guest broke the ABI (a guest bug: a script cannot reach the raw bridge); the run ends.
+#[derive(Debug, thiserror::Error)]
+enum ProtocolError {
+    #[error(transparent)]
+    UnknownOp(#[from] abi::UnknownOp),
+    #[error("the guest sent a malformed {what}: {source}")]
+    Malformed {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+}
+
+impl ProtocolError {
+    fn malformed(what: &'static str) -> impl FnOnce(serde_json::Error) -> wasmtime::Error {
+        move |source| wasmtime::Error::new(Self::Malformed { what, source })
+    }
 }
 
 struct Limiter {
@@ -424,11 +430,25 @@ struct RunState {
     limiter: Limiter,
     bridge: Arc<dyn ToolBridge>,
     pending: Vec<u8>,
-    finish: Option<Value>,
+    finish: Option<Finish>,
     deadline: Instant,
     cancel: CancellationToken,
     /// The guest's memory, looked up once per run.
     memory: Option<wasmtime::Memory>,
+}
+
+impl RunState {
+    /// Whether the run must stop now: cancelled, or past its wall-clock deadline. Checked on
+    /// every epoch tick and whenever a bridge request returns.
+    fn interrupted(&self) -> Option<Interrupt> {
+        if self.cancel.is_cancelled() {
+            Some(Interrupt::Cancelled)
+        } else if Instant::now() >= self.deadline {
+            Some(Interrupt::Timeout)
+        } else {
+            None
+        }
+    }
 }
 
 fn guest_memory(caller: &mut Caller<'_, RunState>) -> wasmtime::Result<wasmtime::Memory> {
@@ -467,81 +487,73 @@ async fn host_call(
     ptr: i32,
     len: i32,
 ) -> wasmtime::Result<i64> {
+    let op = Op::try_from(op).map_err(ProtocolError::from)?;
     let memory = guest_memory(&mut caller)?;
     let mut answer = Vec::new();
     match op {
-        OP_CALL => {
-            // The tool name, a NUL byte, then the arguments as JSON.
-            let (name, args) = {
-                let bytes = guest_bytes(&memory, &caller, ptr, len)?;
-                let nul = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
-                let name = String::from_utf8_lossy(&bytes[..nul]).into_owned();
-                let args = bytes.get(nul + 1..).unwrap_or_default();
-                (name, serde_json::from_slice::<Value>(args))
-            };
-            let outcome = match args {
-                Ok(args) => {
-                    let bridge = caller.data().bridge.clone();
-                    bridge.call(&name, args).await
-                }
-                Err(e) => super::bridge::BridgeOutcome::error(format!(
-                    "malformed call to `{name}`: the arguments are not JSON ({e})"
-                )),
-            };
-            outcome.write_envelope(&mut answer);
-        }
-        OP_PARALLEL => {
-            let parsed: Value = serde_json::from_slice(guest_bytes(&memory, &caller, ptr, len)?)
-                .unwrap_or(Value::Null);
+        Op::Call => {
+            let calls: Vec<CallRequest> =
+                serde_json::from_slice(guest_bytes(&memory, &caller, ptr, len)?)
+                    .map_err(ProtocolError::malformed("call batch"))?;
             let bridge = caller.data().bridge.clone();
-            let calls = parsed.as_array().cloned().unwrap_or_default();
-            let value = if calls.len() > MAX_PARALLEL {
-                let msg = format!(
-                    "parallel() takes at most {MAX_PARALLEL} calls, got {}",
-                    calls.len()
-                );
-                Value::Array(
-                    calls
-                        .iter()
-                        .map(|_| super::bridge::BridgeOutcome::error(msg.clone()).envelope())
-                        .collect(),
-                )
-            } else {
-                let futs = calls.iter().map(|c| call_one(bridge.as_ref(), c));
-                let results = futures::future::join_all(futs).await;
-                Value::Array(results.iter().map(|r| r.envelope()).collect())
-            };
-            serde_json::to_writer(&mut answer, &value)?;
-        }
-        OP_BUDGET => {
-            let st = caller.data();
-            let mut b = st.bridge.budget();
-            let left = st.deadline.saturating_duration_since(Instant::now());
-            if let Value::Object(m) = &mut b {
-                m.insert("seconds_remaining".into(), json!(left.as_secs_f64()));
+            let envelopes = call_batch(bridge.as_ref(), calls).await;
+            // A run stopped while it waited does not get its answers: the script would carry
+            // on (or end) as if nothing had happened. The calls' records are the invoker's.
+            if let Some(why) = caller.data().interrupted() {
+                return Err(wasmtime::Error::new(why));
             }
-            serde_json::to_writer(&mut answer, &json!({ "ok": b }))?;
+            serde_json::to_writer(&mut answer, &envelopes)?;
         }
-        OP_FINISH => {
-            let parsed: Value = serde_json::from_slice(guest_bytes(&memory, &caller, ptr, len)?)
-                .unwrap_or(Value::Null);
-            caller.data_mut().finish = Some(parsed);
+        Op::Budget => {
+            let st = caller.data();
+            let mut budget = st.bridge.budget();
+            let left = st.deadline.saturating_duration_since(Instant::now());
+            budget.seconds_remaining = Some(left.as_secs_f64());
+            serde_json::to_writer(&mut answer, &budget)?;
+        }
+        Op::Finish => {
+            let finish: Finish = serde_json::from_slice(guest_bytes(&memory, &caller, ptr, len)?)
+                .map_err(ProtocolError::malformed("finish record"))?;
+            caller.data_mut().finish = Some(finish);
             caller.data_mut().pending.clear();
             return Ok(0);
         }
-        other => wasmtime::bail!("unknown bridge operation {other}"),
     }
     let n = i64::try_from(answer.len())?;
     caller.data_mut().pending = answer;
     Ok(n)
 }
 
-async fn call_one(bridge: &dyn ToolBridge, call: &Value) -> super::bridge::BridgeOutcome {
-    let Some(name) = call.get("name").and_then(Value::as_str) else {
-        return super::bridge::BridgeOutcome::error("malformed call: no tool name");
-    };
-    let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
-    bridge.call(name, args).await
+/// Runs a batch of calls concurrently (one call is a batch of one) and answers each, in order.
+async fn call_batch(bridge: &dyn ToolBridge, mut calls: Vec<CallRequest>) -> Vec<Envelope> {
+    if calls.len() > MAX_BATCH {
+        let failure = Failure::new(
+            FailureKind::Error,
+            format!(
+                "parallel() takes at most {MAX_BATCH} calls, got {}",
+                calls.len()
+            ),
+        );
+        return vec![Envelope::Error(failure); calls.len()];
+    }
+    if calls.len() == 1
+        && let Some(c) = calls.pop()
+    {
+        // The common case, without join_all's bookkeeping.
+        return vec![
+            bridge
+                .call(&c.name, Value::Object(c.args))
+                .await
+                .into_envelope(),
+        ];
+    }
+    let calls = calls.into_iter().map(|c| async move {
+        bridge
+            .call(&c.name, Value::Object(c.args))
+            .await
+            .into_envelope()
+    });
+    futures::future::join_all(calls).await
 }
 
 fn host_take(mut caller: Caller<'_, RunState>, dst: i32) -> wasmtime::Result<()> {
@@ -565,28 +577,32 @@ fn chain_error(ty: &str, message: &str, traceback: &str) -> ChainError {
     ChainError::new(ty, message, traceback)
 }
 
-fn finish_outcome(finish: Option<&Value>) -> (ChainStatus, Option<ChainError>) {
-    let Some(f) = finish else {
-        return (
-            ChainStatus::Error,
-            Some(chain_error(
-                "RaviSandboxError",
-                "the guest ended without reporting an outcome",
-                "",
-            )),
-        );
+fn finish_outcome(finish: Option<&Finish>) -> (ChainStatus, Option<ChainError>) {
+    let err = match finish {
+        None => {
+            return (
+                ChainStatus::Error,
+                Some(chain_error(
+                    "RaviSandboxError",
+                    "the guest ended without reporting an outcome",
+                    "",
+                )),
+            );
+        }
+        Some(Finish::Ok) => return (ChainStatus::Ok, None),
+        Some(Finish::Error(e)) => e,
     };
-    if f.get("status").and_then(Value::as_str) == Some("ok") {
-        return (ChainStatus::Ok, None);
-    }
-    let s = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-    let ty = s("type");
-    let mut message = s("message");
+    let ScriptError {
+        exc_type,
+        mut message,
+        traceback,
+        exhausted,
+    } = err.clone();
     // Running out of memory or stack is a limit of the sandbox, not a bug of the script (the
     // script may still catch either exception; only an uncaught one ends the run here).
-    let status = match ty.as_str() {
-        "MemoryError" => ChainStatus::ResourceExhausted,
-        "RecursionError" => {
+    let status = match exhausted {
+        Some(Exhausted::Memory) => ChainStatus::ResourceExhausted,
+        Some(Exhausted::Stack) => {
             if message.is_empty() {
                 // RustPython raises it without a message when the guest's stack (not the
                 // Python frame count) is nearly full, e.g. after `sys.setrecursionlimit(10**6)`.
@@ -594,9 +610,9 @@ fn finish_outcome(finish: Option<&Value>) -> (ChainStatus, Option<ChainError>) {
             }
             ChainStatus::ResourceExhausted
         }
-        _ => ChainStatus::Error,
+        None => ChainStatus::Error,
     };
-    (status, Some(ChainError::new(ty, message, s("traceback"))))
+    (status, Some(ChainError::new(exc_type, message, traceback)))
 }
 
 const RECURSION_MESSAGE: &str = "maximum recursion depth exceeded: the sandbox's stack is full \
@@ -608,6 +624,8 @@ const RECURSION_MESSAGE: &str = "maximum recursion depth exceeded: the sandbox's
 /// output: the run's error already says the memory limit was hit. Only called after such a
 /// trap; drops the report (from its last occurrence) and keeps everything before it.
 fn without_oom_report(mut stderr: String) -> String {
+    // No typed signal: the report is text the guest's Rust runtime writes to stderr (stable
+    // Rust has no hook to replace it); the limiter's flag says when to look for it.
     const REPORT: &str = "memory allocation of ";
     let start = if stderr.starts_with(REPORT) {
         Some(0)
@@ -660,6 +678,9 @@ fn classify_trap(
         };
     }
     let text = format!("{err:#}");
+    // No typed error to check: wasmtime-wasi's `MemoryOutputPipe` reports a write past its
+    // capacity only as an ad-hoc `format_err!` trap ("write beyond capacity of
+    // MemoryOutputPipe"), with no error type to downcast to.
     if text.contains("write beyond capacity") {
         return output_exhausted(limits);
     }
@@ -698,16 +719,18 @@ fn classify_trap(
 mod tests {
     use super::*;
 
+    fn script_error(ty: &str, message: &str, exhausted: Exhausted) -> Finish {
+        Finish::Error(ScriptError::new(ty, message, "").exhausting(exhausted))
+    }
+
     #[test]
     fn finish_reports_map_to_statuses() {
-        assert_eq!(
-            finish_outcome(Some(&json!({"status": "ok"}))),
-            (ChainStatus::Ok, None)
-        );
-        let (status, err) = finish_outcome(Some(&json!({
-            "status": "error", "type": "ZeroDivisionError", "message": "division by zero",
-            "traceback": "Traceback ...",
-        })));
+        assert_eq!(finish_outcome(Some(&Finish::Ok)), (ChainStatus::Ok, None));
+        let (status, err) = finish_outcome(Some(&Finish::Error(ScriptError::new(
+            "ZeroDivisionError",
+            "division by zero",
+            "Traceback ...",
+        ))));
         assert_eq!(status, ChainStatus::Error);
         assert_eq!(
             err.map(|e| e.exc_type),
@@ -715,15 +738,73 @@ mod tests {
         );
         assert_eq!(finish_outcome(None).0, ChainStatus::Error);
         // Uncaught resource errors are limits; an empty RecursionError gets a message.
-        let (status, err) = finish_outcome(Some(&json!({
-            "status": "error", "type": "RecursionError", "message": "", "traceback": "",
-        })));
+        let (status, err) =
+            finish_outcome(Some(&script_error("RecursionError", "", Exhausted::Stack)));
         assert_eq!(status, ChainStatus::ResourceExhausted);
         assert_eq!(err.map(|e| e.message), Some(RECURSION_MESSAGE.to_owned()));
-        let (status, _) = finish_outcome(Some(&json!({
-            "status": "error", "type": "MemoryError", "message": "", "traceback": "",
-        })));
+        let (status, _) = finish_outcome(Some(&script_error("MemoryError", "", Exhausted::Memory)));
         assert_eq!(status, ChainStatus::ResourceExhausted);
+        // A script's own class that is merely named like one is the script's error.
+        let (status, _) = finish_outcome(Some(&Finish::Error(ScriptError::new(
+            "MemoryError",
+            "mine",
+            "",
+        ))));
+        assert_eq!(status, ChainStatus::Error);
+    }
+
+    /// The ABI's wire forms, pinned: what the guest sends and what the host answers.
+    #[test]
+    fn abi_wire_forms() {
+        use serde_json::json;
+        assert_eq!(wire(&Finish::Ok), json!({"status": "ok"}),);
+        assert_eq!(
+            wire(&Finish::Error(ScriptError::new("ValueError", "boom", "tb"))),
+            json!({"status": "error", "type": "ValueError", "message": "boom", "traceback": "tb"})
+        );
+        assert_eq!(
+            wire(&Finish::Error(
+                ScriptError::new("MemoryError", "", "tb").exhausting(Exhausted::Memory)
+            )),
+            json!({"status": "error", "type": "MemoryError", "message": "", "traceback": "tb",
+                   "exhausted": "memory"})
+        );
+        let tools = [ToolBinding {
+            python_name: "read_file".into(),
+            tool: "read_file".into(),
+            doc: "Read a file.".into(),
+        }];
+        assert_eq!(
+            wire(&RunRequest {
+                script: "print(1)".into(),
+                filename: "<tool_chain>".into(),
+                tools: tools.as_slice().into(),
+            }),
+            json!({"script": "print(1)", "filename": "<tool_chain>",
+                   "tools": [{"py": "read_file", "name": "read_file", "doc": "Read a file."}]})
+        );
+        let batch: Vec<CallRequest> =
+            serde_json::from_value(json!([{"name": "echo", "args": {"n": 1}}]))
+                .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(batch[0].name, "echo");
+        assert_eq!(batch[0].args.get("n"), Some(&json!(1)));
+        assert_eq!(
+            wire(&abi::Budget {
+                calls_used: Some(1),
+                calls_remaining: Some(49),
+                seconds_remaining: Some(1.5),
+            }),
+            json!({"calls_used": 1, "calls_remaining": 49, "seconds_remaining": 1.5})
+        );
+        assert_eq!(wire(&abi::Budget::default()), json!({}));
+        assert_eq!(Op::try_from(1), Ok(Op::Call));
+        assert_eq!(Op::try_from(4).map(Op::code), Ok(4));
+        assert_eq!(Op::try_from(2), Err(abi::UnknownOp(2)));
+    }
+
+    /// A message as its wire JSON.
+    fn wire<T: serde::Serialize>(message: &T) -> Value {
+        serde_json::to_value(message).unwrap_or_else(|e| unreachable!("{e}"))
     }
 
     #[test]

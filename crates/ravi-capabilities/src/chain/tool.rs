@@ -1,21 +1,20 @@
 //! `tool_chain`: the kernel tool that runs a model's script in the sandbox, every call of
 //! which goes through the [`ToolInvoker`].
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ravi_agents::invoker::{InvokerSession, ToolInvoker};
 use ravi_kernel::{
-    AnyTool, CallRecord, CallSource, CallStatus, ChainPolicy, ChainRunResult, ChainStatus,
-    FunctionSpec, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry,
-    args_digest,
+    AnyTool, CallSource, ChainPolicy, ChainRunResult, ChainStatus, FunctionSpec, Tool, ToolCall,
+    ToolContext, ToolError, ToolExecutionResult, ToolRegistry,
 };
 use serde_json::{Value, json};
 
 use super::SandboxError;
+use super::abi::Budget;
 use super::bridge::{BridgeOutcome, ToolBridge};
 use super::describe::{bindings, chain_description};
 use super::sandbox::{Sandbox, SandboxLimits, ToolBinding};
@@ -134,7 +133,8 @@ impl ToolChainTool {
     }
 
     /// Runs `script`, naming it `filename` in tracebacks. The trace is complete on every
-    /// outcome: a call still running when the run was stopped is recorded as `timeout`.
+    /// outcome: a call still running when the run was stopped is recorded once, by the
+    /// invoker, as `cancelled` (the run was cancelled) or `timeout` (its wall clock ran out).
     pub async fn run_named(
         &self,
         script: &str,
@@ -168,7 +168,6 @@ impl ToolChainTool {
             ctx: ctx.clone().with_cancellation(cancel.clone()),
             deadline: started + self.limits.timeout,
             next_id: AtomicU64::new(0),
-            in_flight: Mutex::new(BTreeMap::new()),
         });
         let run = self
             .sandbox
@@ -181,10 +180,10 @@ impl ToolChainTool {
                 Some(cancel.clone()),
             )
             .await;
-        // Stop anything the script left running before reading the trace.
+        // Stop anything the script left running before reading the trace. A call the run was
+        // stopped in the middle of is already in it: dropping the call recorded it.
         cancel.cancel();
-        let mut call_trace = session.trace();
-        call_trace.extend(bridge.interrupted(call_trace.len()));
+        let call_trace = session.trace();
         if let Some(access) = &ctx.artifacts {
             for r in session.detach_pins() {
                 if !access.adopt_pin(r.clone())
@@ -314,52 +313,18 @@ pub fn summary_text(r: &ChainRunResult) -> String {
     s
 }
 
-struct InFlight {
-    tool: String,
-    /// Kept to digest only if the run is stopped mid-call (the rare case).
-    args: Value,
-    started: Instant,
-}
-
-/// The bridge over the invoker: one [`ToolCall`] per script call, in the run's session.
+/// The bridge over the invoker: one [`ToolCall`] per script call, in the run's session. It
+/// only renders what the invoker returns: every call's trace record, an interrupted one's
+/// included, is the invoker's.
 struct InvokerBridge {
     invoker: ToolInvoker,
     session: InvokerSession,
     ctx: ToolContext,
     deadline: Instant,
     next_id: AtomicU64,
-    in_flight: Mutex<BTreeMap<u64, InFlight>>,
 }
 
 impl InvokerBridge {
-    /// Records for calls the run was stopped in the middle of (the invoker never got to
-    /// record them): they may have had their effect, so they are reported as timeouts.
-    fn interrupted(&self, first_seq: usize) -> Vec<CallRecord> {
-        let left = self
-            .in_flight
-            .lock()
-            .map(|mut m| std::mem::take(&mut *m))
-            .unwrap_or_default();
-        left.into_iter()
-            .enumerate()
-            .map(|(i, (id, c))| {
-                let mut record = CallRecord::new(
-                    u32::try_from(first_seq + i).unwrap_or(u32::MAX),
-                    format!("{}chain-{id}", self.prefix()),
-                    c.tool,
-                    args_digest(&c.args),
-                    CallStatus::Timeout,
-                    u64::try_from(c.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    true,
-                );
-                record.summary = "the run was stopped while this call was in progress; it may \
-                                  have had its effect"
-                    .into();
-                record
-            })
-            .collect()
-    }
-
     fn prefix(&self) -> String {
         if self.ctx.call_id.is_empty() {
             String::new()
@@ -373,16 +338,6 @@ impl InvokerBridge {
 impl ToolBridge for InvokerBridge {
     async fn call(&self, tool: &str, args: Value) -> BridgeOutcome {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut m) = self.in_flight.lock() {
-            m.insert(
-                id,
-                InFlight {
-                    tool: tool.to_owned(),
-                    args: args.clone(),
-                    started: Instant::now(),
-                },
-            );
-        }
         let call_id = format!("{}chain-{id}", self.prefix());
         let mut ctx = self.ctx.clone().with_deadline(
             self.ctx
@@ -394,16 +349,17 @@ impl ToolBridge for InvokerBridge {
             .invoker
             .invoke(&self.session, ToolCall::new(call_id, tool, args), &ctx)
             .await;
-        if let Ok(mut m) = self.in_flight.lock() {
-            m.remove(&id);
-        }
         BridgeOutcome::from_invocation(result)
     }
 
-    fn budget(&self) -> Value {
+    fn budget(&self) -> Budget {
         let max = self.session.budget(self.invoker.policy());
         let used = self.session.call_count();
-        json!({"calls_used": used, "calls_remaining": max.saturating_sub(used)})
+        Budget {
+            calls_used: Some(u64::from(used)),
+            calls_remaining: Some(u64::from(max.saturating_sub(used))),
+            seconds_remaining: None,
+        }
     }
 }
 

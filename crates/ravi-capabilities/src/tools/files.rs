@@ -4,17 +4,17 @@
 
 use std::sync::Arc;
 
-use ravi_kernel::{
-    ArtifactRef, BlobError, ContentBlock, StoredArtifact, Tool, ToolContext, ToolError,
-    ToolErrorKind, ToolExecutionResult, ToolRisk,
-};
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-use super::parse_args;
 use crate::backend::{
     Backend, EntryKind, FilesDelete, FilesExists, FilesList, FilesRead, FilesWrite, WriteMode,
 };
+use ravi_agents::TypedTool;
+use ravi_kernel::{
+    ArtifactRef, BlobError, ContentBlock, StoredArtifact, ToolContext, ToolError, ToolErrorKind,
+    ToolExecutionResult, ToolRisk,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+use serde_json::json;
 
 /// Most bytes `read_file` returns in one call unless asked for fewer (256 KiB).
 pub const READ_DEFAULT_LIMIT: u64 = 256 * 1024;
@@ -80,10 +80,6 @@ fn utf8_prefix(bytes: &[u8]) -> Option<&str> {
     }
 }
 
-fn string_schema(description: &str) -> Value {
-    json!({"type": "string", "description": description, "minLength": 1})
-}
-
 macro_rules! backend_tool {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -131,18 +127,26 @@ backend_tool!(
     DeleteFile
 );
 
-#[derive(Deserialize)]
+/// `read_file`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadArgs {
-    path: String,
+pub struct ReadFileArgs {
+    /// File path relative to the workspace root, e.g. "src/main.rs".
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// Byte offset to start reading at (default 0).
     #[serde(default)]
-    offset: u64,
-    #[serde(default)]
-    limit: Option<u64>,
+    pub offset: u64,
+    /// Most bytes to return (default and maximum 262144).
+    #[schemars(range(min = 1, max = READ_DEFAULT_LIMIT))]
+    pub limit: Option<u64>,
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for ReadFile {
+impl TypedTool for ReadFile {
+    type Args = ReadFileArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         "read_file"
     }
@@ -157,25 +161,11 @@ impl Tool for ReadFile {
          relative to the workspace root (no `..`, no absolute paths)."
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": string_schema("File path relative to the workspace root, e.g. \"src/main.rs\"."),
-                "offset": {"type": "integer", "minimum": 0, "description": "Byte offset to start reading at (default 0)."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": READ_DEFAULT_LIMIT, "description": "Most bytes to return (default and maximum 262144)."},
-            },
-            "required": ["path"],
-            "additionalProperties": false,
-        })
-    }
-
-    async fn execute(
+    async fn call(
         &self,
         ctx: &ToolContext,
-        args: Value,
+        a: ReadFileArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        let a: ReadArgs = parse_args("read_file", args)?;
         if a.limit == Some(0) {
             return Err(ToolError::invalid_arguments("limit must be at least 1"));
         }
@@ -374,14 +364,20 @@ fn binary_result(
     }
 }
 
-#[derive(Deserialize)]
+/// `file_exists`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct PathArgs {
-    path: String,
+pub struct FileExistsArgs {
+    /// Path relative to the workspace root.
+    #[schemars(length(min = 1))]
+    pub path: String,
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for FileExists {
+impl TypedTool for FileExists {
+    type Args = FileExistsArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         "file_exists"
     }
@@ -391,21 +387,11 @@ impl Tool for FileExists {
          Cheaper than reading or listing when you only need to know that."
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"path": string_schema("Path relative to the workspace root.")},
-            "required": ["path"],
-            "additionalProperties": false,
-        })
-    }
-
-    async fn execute(
+    async fn call(
         &self,
         _ctx: &ToolContext,
-        args: Value,
+        a: FileExistsArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        let a: PathArgs = parse_args("file_exists", args)?;
         let e = self.backend.exists(FilesExists { path: a.path }).await?;
         Ok(ToolExecutionResult::json(json!({
             "path": e.path,
@@ -415,15 +401,19 @@ impl Tool for FileExists {
     }
 }
 
-#[derive(Deserialize)]
+/// `list_files`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {
+pub struct ListFilesArgs {
+    /// Directory relative to the workspace root (default ".", the root).
     #[serde(default = "dot")]
-    path: String,
+    pub path: String,
+    /// Include subdirectories (default false).
     #[serde(default)]
-    recursive: bool,
-    #[serde(default)]
-    limit: Option<usize>,
+    pub recursive: bool,
+    /// Most entries to return (default 1000).
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
 }
 
 fn dot() -> String {
@@ -431,7 +421,10 @@ fn dot() -> String {
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for ListFiles {
+impl TypedTool for ListFiles {
+    type Args = ListFilesArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         "list_files"
     }
@@ -443,28 +436,15 @@ impl Tool for ListFiles {
          list was cut."
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Directory relative to the workspace root (default \".\", the root)."},
-                "recursive": {"type": "boolean", "description": "Include subdirectories (default false)."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Most entries to return (default 1000)."},
-            },
-            "additionalProperties": false,
-        })
-    }
-
     fn risk(&self) -> ToolRisk {
         ToolRisk::Sensitive
     }
 
-    async fn execute(
+    async fn call(
         &self,
         _ctx: &ToolContext,
-        args: Value,
+        a: ListFilesArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        let a: ListArgs = parse_args("list_files", args)?;
         if a.limit == Some(0) {
             return Err(ToolError::invalid_arguments("limit must be at least 1"));
         }
@@ -506,36 +486,64 @@ impl Tool for ListFiles {
     }
 }
 
-#[derive(Deserialize)]
+/// `write_file`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteArgs {
-    path: String,
-    content: Content,
+pub struct WriteFileArgs {
+    /// File path relative to the workspace root.
+    #[serde(deserialize_with = "path_string")]
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// The text to write or append; base64 when encoding is "base64"; or {"$artifact": ref}.
+    #[schemars(
+        description = "The full text to write (or to append); base64 of the bytes when encoding is \"base64\"; or {\"$artifact\": ref} to write a stored result byte for byte."
+    )]
+    pub content: Content,
+    /// What to do if the file exists (default "overwrite").
     #[serde(default)]
-    mode: WriteMode,
+    pub mode: WriteMode,
+    /// How content is given: "utf8" text (default) or "base64" for binary files.
     #[serde(default)]
-    encoding: Encoding,
+    pub encoding: Encoding,
+}
+
+/// `write_file`'s `path`, refusing a stored value with a hint (the invoker resolves refs in
+/// arguments, so a model may try to pass one as a path).
+fn path_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Ok(s),
+        _ => Err(serde::de::Error::custom(
+            "`path` must be a string (a stored value can only be the content)",
+        )),
+    }
 }
 
 /// `write_file`'s `content`: the text itself, or a stored value passed by reference.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(untagged)]
-enum Content {
+#[schemars(inline)]
+pub enum Content {
+    /// The text (or base64) itself.
     Text(String),
+    /// A stored value by reference.
     Stored(StoredRef),
 }
 
-#[derive(Deserialize)]
+/// `{"$artifact": ref}`: a stored value passed by reference.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct StoredRef {
+#[schemars(inline)]
+pub struct StoredRef {
+    /// An artifact ref, art_…
     #[serde(rename = "$artifact")]
-    artifact: String,
+    pub artifact: String,
 }
 
 /// How `write_file`'s `content` is to be read.
-#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Deserialize, JsonSchema, Default, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-enum Encoding {
+#[schemars(inline)]
+pub enum Encoding {
     /// The text itself, written as UTF-8.
     #[default]
     Utf8,
@@ -566,7 +574,10 @@ fn decode_base64(content: &str) -> Result<Vec<u8>, ToolError> {
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for WriteFile {
+impl TypedTool for WriteFile {
+    type Args = WriteFileArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         "write_file"
     }
@@ -579,26 +590,6 @@ impl Tool for WriteFile {
          end. The write is atomic: on failure the old file is left unchanged."
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": string_schema("File path relative to the workspace root."),
-                "content": {
-                    "description": "The full text to write (or to append); base64 of the bytes when encoding is \"base64\"; or {\"$artifact\": ref} to write a stored result byte for byte.",
-                    "anyOf": [
-                        {"type": "string"},
-                        {"type": "object", "properties": {"$artifact": {"type": "string", "description": "An artifact ref, art_…"}}, "required": ["$artifact"], "additionalProperties": false}
-                    ]
-                },
-                "mode": {"type": "string", "enum": ["overwrite", "create_new", "append"], "description": "What to do if the file exists (default \"overwrite\")."},
-                "encoding": {"type": "string", "enum": ["utf8", "base64"], "description": "How content is given: \"utf8\" text (default) or \"base64\" for binary files."},
-            },
-            "required": ["path", "content"],
-            "additionalProperties": false,
-        })
-    }
-
     fn risk(&self) -> ToolRisk {
         ToolRisk::High
     }
@@ -609,18 +600,11 @@ impl Tool for WriteFile {
         true
     }
 
-    async fn execute(
+    async fn call(
         &self,
         ctx: &ToolContext,
-        args: Value,
+        a: WriteFileArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        if args.get("path").is_some_and(|p| !p.is_string()) {
-            return Err(ToolError::invalid_arguments(
-                "invalid arguments for write_file: `path` must be a string (a stored value can \
-                 only be the content)",
-            ));
-        }
-        let a: WriteArgs = parse_args("write_file", args)?;
         let out = match a.content {
             Content::Text(text) => {
                 let content = match a.encoding {
@@ -709,16 +693,23 @@ async fn collect_text(mut data: ravi_kernel::ByteStream) -> Result<String, ToolE
     })
 }
 
-#[derive(Deserialize)]
+/// `delete_file`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct DeleteArgs {
-    path: String,
+pub struct DeleteFileArgs {
+    /// Path relative to the workspace root.
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// Delete a non-empty directory with its contents (default false).
     #[serde(default)]
-    recursive: bool,
+    pub recursive: bool,
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for DeleteFile {
+impl TypedTool for DeleteFile {
+    type Args = DeleteFileArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         "delete_file"
     }
@@ -729,28 +720,15 @@ impl Tool for DeleteFile {
          cannot be undone."
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": string_schema("Path relative to the workspace root."),
-                "recursive": {"type": "boolean", "description": "Delete a non-empty directory with its contents (default false)."},
-            },
-            "required": ["path"],
-            "additionalProperties": false,
-        })
-    }
-
     fn risk(&self) -> ToolRisk {
         ToolRisk::Critical
     }
 
-    async fn execute(
+    async fn call(
         &self,
         _ctx: &ToolContext,
-        args: Value,
+        a: DeleteFileArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        let a: DeleteArgs = parse_args("delete_file", args)?;
         let out = self
             .backend
             .delete(FilesDelete {

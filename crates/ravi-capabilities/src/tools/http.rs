@@ -12,16 +12,17 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ravi_agents::TypedTool;
 use ravi_kernel::{
-    ContentBlock, Tool, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult, ToolRisk,
+    ContentBlock, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult, ToolRisk,
 };
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::files::sniff_image;
 pub use super::http_policy::HttpPolicy;
-use super::parse_args;
 
 fn host_matches(pattern: &str, host: &str) -> bool {
     let pattern = pattern.trim().trim_end_matches('.').to_ascii_lowercase();
@@ -243,10 +244,28 @@ impl HttpGet {
     }
 }
 
-#[derive(Deserialize)]
+/// `http_get`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
-    url: String,
+pub struct HttpGetArgs {
+    /// Absolute http or https URL, e.g. "https://example.com/data.json".
+    #[schemars(length(min = 1))]
+    pub url: String,
+}
+
+/// Whether the guarded resolver refused the connection (it fails with an
+/// `io::ErrorKind::PermissionDenied` error, which reqwest keeps in the error's source chain).
+fn refused_by_resolver(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(err);
+    while let Some(e) = source {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// The innermost message of an error chain, where reqwest keeps the resolver's or redirect
@@ -274,7 +293,10 @@ fn is_text(content_type: &str) -> bool {
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for HttpGet {
+impl TypedTool for HttpGet {
+    type Args = HttpGetArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         "http_get"
     }
@@ -286,27 +308,15 @@ impl Tool for HttpGet {
          bodies over the size limit (default 5 MiB) are refused."
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "minLength": 1, "description": "Absolute http or https URL, e.g. \"https://example.com/data.json\"."},
-            },
-            "required": ["url"],
-            "additionalProperties": false,
-        })
-    }
-
     fn risk(&self) -> ToolRisk {
         ToolRisk::Sensitive
     }
 
-    async fn execute(
+    async fn call(
         &self,
         _ctx: &ToolContext,
-        args: Value,
+        HttpGetArgs { url }: HttpGetArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        let Args { url } = parse_args("http_get", args)?;
         let parsed = url::Url::parse(&url).map_err(|e| {
             ToolError::invalid_arguments(format!(
                 "`{url}` is not a valid absolute URL ({e}); give a full URL such as https://example.com/page"
@@ -324,7 +334,7 @@ impl Tool for HttpGet {
             let why = chain_message(&e);
             let kind = if e.is_timeout() {
                 ToolErrorKind::Timeout
-            } else if e.is_redirect() || why.contains("only reaches public") {
+            } else if e.is_redirect() || refused_by_resolver(&e) {
                 ToolErrorKind::PermissionDenied
             } else {
                 ToolErrorKind::Unavailable

@@ -7,13 +7,12 @@
 //! session may read are reachable.
 
 use base64::Engine as _;
+use ravi_agents::TypedTool;
 use ravi_kernel::{
-    ArtifactRef, BlobError, Tool, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult,
+    ArtifactRef, BlobError, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
-
-use super::parse_args;
 
 /// Most bytes of artifact text returned by one call (64 KiB).
 pub const MAX_OUTPUT: usize = 64 * 1024;
@@ -24,28 +23,38 @@ const PREVIEW_LINES: usize = 40;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadResult;
 
-#[derive(Deserialize)]
+/// A range of an artifact: bytes `[start, end)`, or lines `start..=end` (1-based).
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Span {
-    start: u64,
-    end: u64,
+#[schemars(inline)]
+pub struct Span {
+    /// Where the range starts.
+    pub start: u64,
+    /// Where it ends.
+    pub end: u64,
 }
 
-#[derive(Deserialize)]
+/// `read_result`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct ReadResultArgs {
+    /// The artifact ref.
     #[serde(rename = "ref")]
-    artifact: String,
-    #[serde(default)]
-    bytes: Option<Span>,
-    #[serde(default)]
-    lines: Option<Span>,
-    #[serde(default)]
-    regex: Option<String>,
-    #[serde(default)]
-    max_matches: Option<usize>,
-    #[serde(default)]
-    context: Option<usize>,
+    #[schemars(regex(pattern = r"^art_[a-z0-9]{26,64}$"))]
+    pub artifact: String,
+    /// Byte range [start, end) to return.
+    pub bytes: Option<Span>,
+    /// Line span, 1-based and inclusive.
+    pub lines: Option<Span>,
+    /// Return the lines matching this regular expression (Rust regex syntax).
+    #[schemars(length(min = 1))]
+    pub regex: Option<String>,
+    /// Most matching lines to return (default 50).
+    #[schemars(range(min = 1, max = 500))]
+    pub max_matches: Option<usize>,
+    /// Lines of context around each match (default 0).
+    #[schemars(range(max = 20))]
+    pub context: Option<usize>,
 }
 
 fn blob_error(err: BlobError) -> ToolError {
@@ -75,7 +84,10 @@ impl ReadResult {
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for ReadResult {
+impl TypedTool for ReadResult {
+    type Args = ReadResultArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         Self::NAME
     }
@@ -88,40 +100,11 @@ impl Tool for ReadResult {
          and the first 40 lines. At most 64 KiB per call."
     }
 
-    fn input_schema(&self) -> Value {
-        let span = |what: &str| {
-            json!({
-                "type": "object",
-                "properties": {
-                    "start": {"type": "integer", "minimum": 0},
-                    "end": {"type": "integer", "minimum": 0},
-                },
-                "required": ["start", "end"],
-                "additionalProperties": false,
-                "description": what,
-            })
-        };
-        json!({
-            "type": "object",
-            "properties": {
-                "ref": {"type": "string", "pattern": "^art_[a-z0-9]{26,64}$", "description": "The artifact ref."},
-                "bytes": span("Byte range [start, end) to return."),
-                "lines": span("Line span, 1-based and inclusive."),
-                "regex": {"type": "string", "minLength": 1, "description": "Return the lines matching this regular expression (Rust regex syntax)."},
-                "max_matches": {"type": "integer", "minimum": 1, "maximum": 500, "description": "Most matching lines to return (default 50)."},
-                "context": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Lines of context around each match (default 0)."},
-            },
-            "required": ["ref"],
-            "additionalProperties": false,
-        })
-    }
-
-    async fn execute(
+    async fn call(
         &self,
         ctx: &ToolContext,
-        args: Value,
+        a: ReadResultArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        let a: Args = parse_args(Self::NAME, args)?;
         let modes = [a.bytes.is_some(), a.lines.is_some(), a.regex.is_some()];
         if modes.iter().filter(|m| **m).count() > 1 {
             return Err(ToolError::invalid_arguments(

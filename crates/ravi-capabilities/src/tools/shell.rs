@@ -2,12 +2,11 @@
 
 use std::sync::Arc;
 
-use ravi_kernel::{ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-use super::parse_args;
 use crate::backend::{Backend, ShellRun};
+use ravi_agents::TypedTool;
+use ravi_kernel::{ContentBlock, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 /// Longest command the tool accepts (seed 002).
 pub const MAX_COMMAND_CHARS: usize = 2048;
@@ -34,14 +33,18 @@ impl Shell {
     }
 }
 
-#[derive(Deserialize)]
+/// `shell`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
-    command: String,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    timeout_secs: Option<u64>,
+pub struct ShellArgs {
+    /// The command line, e.g. "cargo test -q 2>&1 | tail -20".
+    #[schemars(length(min = 1, max = MAX_COMMAND_CHARS))]
+    pub command: String,
+    /// Working directory relative to the workspace root (default: the root).
+    pub cwd: Option<String>,
+    /// Time limit in seconds (default 30).
+    #[schemars(range(min = 1, max = 600))]
+    pub timeout_secs: Option<u64>,
 }
 
 /// Checks seed 002's guards: one line, at most [`MAX_COMMAND_CHARS`] characters.
@@ -64,7 +67,10 @@ pub fn check_command(command: &str) -> Result<(), ToolError> {
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for Shell {
+impl TypedTool for Shell {
+    type Args = ShellArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         "shell"
     }
@@ -77,29 +83,15 @@ impl Tool for Shell {
          30, at most 600). Output beyond 1 MiB per stream is cut."
     }
 
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS, "description": "The command line, e.g. \"cargo test -q 2>&1 | tail -20\"."},
-                "cwd": {"type": "string", "description": "Working directory relative to the workspace root (default: the root)."},
-                "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Time limit in seconds (default 30)."},
-            },
-            "required": ["command"],
-            "additionalProperties": false,
-        })
-    }
-
     fn risk(&self) -> ToolRisk {
         ToolRisk::Critical
     }
 
-    async fn execute(
+    async fn call(
         &self,
         _ctx: &ToolContext,
-        args: Value,
+        a: ShellArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        let a: Args = parse_args("shell", args)?;
         check_command(&a.command)?;
         if a.timeout_secs == Some(0) {
             return Err(ToolError::invalid_arguments(

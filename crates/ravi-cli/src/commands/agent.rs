@@ -20,14 +20,14 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use ravi_agents::Toolbox;
+use ravi_agents::TypedTool as _;
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::react::{AgentEvent, AgentObserver, ReActAgent, RunStop};
 use ravi_capabilities::tools::ReadResult;
 use ravi_integrations::mcp::{McpClient, McpServerSpec};
 use ravi_integrations::providers::{ProviderError, model_from_spec};
 use ravi_kernel::{
-    AnyTool, CancellationToken, FailureReason, InvocationStatus, Skill, ToolChoice,
-    ToolRegistry as _,
+    CancellationToken, FailureReason, InvocationStatus, Skill, ToolChoice, ToolRegistry as _,
 };
 
 use super::mcp_attach::McpArgs;
@@ -119,7 +119,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
             Vec::new()
         };
         if !base.iter().any(|t| t.name() == ReadResult::NAME) {
-            base.push(AnyTool::Function(Arc::new(ReadResult)));
+            base.push(ReadResult.into_any());
         }
         setup.toolbox(base, sources.servers).await
     })?;
@@ -580,8 +580,7 @@ mod tests {
 
     #[test]
     fn tool_choice_parses_and_names_unknown_tools() {
-        let toolbox =
-            Toolbox::try_from_tools(vec![AnyTool::Function(Arc::new(ReadResult))]).unwrap();
+        let toolbox = Toolbox::try_from_tools(vec![ReadResult.into_any()]).unwrap();
         assert_eq!(parse_tool_choice(None, &toolbox).unwrap(), ToolChoice::Auto);
         assert_eq!(
             parse_tool_choice(Some("required"), &toolbox).unwrap(),

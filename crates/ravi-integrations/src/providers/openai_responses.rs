@@ -110,6 +110,8 @@ impl OpenAiResponsesModel {
     /// Whether `err` is the API refusing `include: ["reasoning.encrypted_content"]` for this
     /// model; if so, stops asking (for this client and its clones) and says to send again.
     fn drop_include_after(&self, err: &ModelError, included: bool) -> bool {
+        // No typed signal: the API answers a 400 `invalid_request_error` with `code: null` (see
+        // the `encrypted_content_unsupported` cassette), so its message is the only one.
         let refused = included
             && matches!(err, ModelError::BadRequest { message, .. }
                 if message.contains("Encrypted content is not supported"));

@@ -2,13 +2,13 @@
 
 mod expr;
 
-use ravi_kernel::{ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use ravi_agents::TypedTool;
+use ravi_kernel::{ContentBlock, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use expr::{BinOp, CalcError, Expr, MAX_DEPTH, MAX_LEN, eval, evaluate, format_number, parse};
-
-use super::parse_args;
 
 /// Evaluates arithmetic: `+ - * / % ^`, parentheses, unary minus, functions (`sqrt`, `log`,
 /// `sin`, `min`, …) and constants (`pi`, `e`, `tau`). Division by zero, overflow and domain
@@ -16,10 +16,13 @@ use super::parse_args;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Calculator;
 
-#[derive(Deserialize)]
+/// The calculator's arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
-    expression: String,
+pub struct CalculatorArgs {
+    /// The expression, e.g. "(3.5 + 2) * 4 ^ 2 / sqrt(16)".
+    #[schemars(length(min = 1, max = MAX_LEN))]
+    pub expression: String,
 }
 
 impl Calculator {
@@ -28,7 +31,10 @@ impl Calculator {
 }
 
 #[ravi_kernel::async_trait]
-impl Tool for Calculator {
+impl TypedTool for Calculator {
+    type Args = CalculatorArgs;
+    type Output = Result<ToolExecutionResult, ToolError>;
+
     fn name(&self) -> &str {
         Self::NAME
     }
@@ -40,22 +46,6 @@ impl Tool for Calculator {
          abs, exp, ln, log (base 10, or log(x, base)), log2, log10, sin, cos, tan, asin, acos, \
          atan, atan2, sinh, cosh, tanh, floor, ceil, round, trunc, sign, min, max, pow, hypot. \
          Angles are in radians. Use it instead of doing arithmetic in your head."
-    }
-
-    fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "expression": {
-                    "type": "string",
-                    "description": "The expression, e.g. \"(3.5 + 2) * 4 ^ 2 / sqrt(16)\".",
-                    "minLength": 1,
-                    "maxLength": MAX_LEN,
-                }
-            },
-            "required": ["expression"],
-            "additionalProperties": false,
-        })
     }
 
     fn output_schema(&self) -> Option<Value> {
@@ -80,12 +70,11 @@ impl Tool for Calculator {
         ]
     }
 
-    async fn execute(
+    async fn call(
         &self,
         _ctx: &ToolContext,
-        args: Value,
+        CalculatorArgs { expression }: CalculatorArgs,
     ) -> Result<ToolExecutionResult, ToolError> {
-        let Args { expression } = parse_args(Self::NAME, args)?;
         let value = evaluate(&expression).map_err(|e| {
             let hint = match e {
                 CalcError::Syntax { .. } => " Fix the expression and call again.",

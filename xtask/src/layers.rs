@@ -2,8 +2,11 @@
 //! layers that must not pull them in.
 //!
 //! Read from `cargo metadata`: every dependency edge between workspace crates (normal, build
-//! and dev) must point to a layer at or below the dependent's, and the normal/build dependency
-//! closure of each layer must not contain the external crates banned for it.
+//! and dev) must point to a layer at or below the dependent's — except a dev-dependency on the
+//! shared test support ([`TEST_SUPPORT`]) — and the normal/build dependency closure of each
+//! layer must not contain the external crates banned for it. Each crate also builds at most one
+//! integration-test binary (`tests/all.rs`): every test binary links the crate's whole
+//! dependency graph.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -18,13 +21,20 @@ const LAYERS: &[(&str, u8)] = &[
     ("ravi-kernel", 0),
     ("ravi-macros", 0),
     ("ravi-agents", 1),
+    ("ravi-sandbox-artifact", 2),
     ("ravi-capabilities", 2),
     ("ravi-integrations", 3),
     ("ravi-cli", 4),
     // Scenario tests spanning every layer (the top-level `tests/` package): dev, like xtask.
     ("ravi-scenarios", 5),
+    // What every crate's tests share: a dev layer that the lower layers' tests may use too.
+    ("ravi-test-support", 5),
     ("xtask", 5),
 ];
+
+/// The test-support crate: any crate may take it as a dev-dependency (never as a normal one),
+/// so it must itself stay light: [`BANNED`] keeps the upper layers out of it.
+const TEST_SUPPORT: &str = "ravi-test-support";
 
 /// External crates each layer must not pull in (through normal or build dependencies).
 const BANNED: &[(&str, &[&str])] = &[
@@ -38,6 +48,18 @@ const BANNED: &[(&str, &[&str])] = &[
     ),
     ("ravi-agents", &["wasmtime", "reqwest", "rmcp", "hyper"]),
     ("ravi-capabilities", &["rmcp"]),
+    // The kernel's and the runtime's tests use it: nothing above the runtime.
+    (
+        TEST_SUPPORT,
+        &[
+            "ravi-capabilities",
+            "ravi-integrations",
+            "ravi-cli",
+            "wasmtime",
+            "reqwest",
+            "rmcp",
+        ],
+    ),
 ];
 
 /// External crates a crate must not pull in when built with only some of its features
@@ -175,8 +197,8 @@ pub fn check(manifest: &Path) -> anyhow::Result<String> {
     if violations.is_empty() {
         let members = metadata["workspace_members"].as_array().map_or(0, Vec::len);
         Ok(format!(
-            "{members} workspace crates, every edge points down, no banned crate pulled in \
-             (also under {} reduced feature sets)",
+            "{members} workspace crates, every edge points down, one integration-test binary \
+             at most per crate, no banned crate pulled in (also under {} reduced feature sets)",
             if is_ravi { BANNED_WITHOUT.len() } else { 0 }
         ))
     } else {
@@ -226,11 +248,38 @@ pub fn violations(metadata: &Value) -> anyhow::Result<Vec<String>> {
                 continue; // a registry crate that happens to share a name
             }
             let kind = dep["kind"].as_str().unwrap_or("normal");
-            if to > from {
+            if to > from && !(kind == "dev" && dep_name == TEST_SUPPORT) {
                 out.push(format!(
                     "`{name}` (L{from}) -> `{dep_name}` (L{to}) is an upward {kind} dependency"
                 ));
             }
+        }
+    }
+
+    // One integration-test binary per crate.
+    for pkg in packages
+        .iter()
+        .filter(|p| p["id"].as_str().is_some_and(|id| members.contains(id)))
+    {
+        let tests: Vec<&str> = pkg["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| {
+                t["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "test"))
+            })
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        if tests.len() > 1 {
+            out.push(format!(
+                "`{}` builds {} integration-test binaries ({}): make them modules of one \
+                 `tests/all.rs`",
+                pkg["name"].as_str().unwrap_or("?"),
+                tests.len(),
+                tests.join(", ")
+            ));
         }
     }
 
@@ -402,6 +451,54 @@ mod tests {
             .unwrap_or_default();
         assert!(
             err.contains("workspace crate `stray` has no layer"),
+            "{err}"
+        );
+    }
+
+    /// Any crate may take the test support as a dev-dependency but none as a normal one, and a
+    /// crate builds one integration-test binary at most.
+    #[test]
+    fn test_support_is_dev_only_and_each_crate_has_one_test_binary() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(
+            tmp.path().join("Cargo.toml"),
+            "[workspace]\nresolver = \"2\"\nmembers = [\"crates/*\"]\n",
+        )
+        .unwrap();
+        let manifest = tmp.path().join("Cargo.toml");
+        let support = "ravi-test-support = { path = \"../ravi-test-support\" }\n";
+        write_crate(tmp.path(), "ravi-test-support", "");
+        write_crate(
+            tmp.path(),
+            "ravi-kernel",
+            &format!("\n[dev-dependencies]\n{support}"),
+        );
+        let report = check(&manifest);
+        assert!(report.is_ok(), "{report:?}");
+
+        let tests = tmp.path().join("crates/ravi-kernel/tests");
+        fs::create_dir_all(&tests).unwrap();
+        fs::write(tests.join("one.rs"), "").unwrap();
+        fs::write(tests.join("two.rs"), "").unwrap();
+        let err = check(&manifest)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("`ravi-kernel` builds 2 integration-test binaries (one, two)"),
+            "{err}"
+        );
+
+        fs::remove_dir_all(&tests).unwrap();
+        write_crate(tmp.path(), "ravi-kernel", support);
+        let err = check(&manifest)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains(
+                "`ravi-kernel` (L0) -> `ravi-test-support` (L5) is an upward normal dependency"
+            ),
             "{err}"
         );
     }

@@ -132,10 +132,10 @@ fn lint() -> anyhow::Result<()> {
                 "warnings",
             ],
         )?;
-        // The guest workspace, checked as ravi-capabilities/build.rs builds it (wasm target,
-        // `--ignore-rust-version`, the committed lock) and in the same target directory, so
-        // its dependencies are not checked from scratch in a second one. The builder runs on
-        // the host, so it is checked for the host.
+        // The guest workspace, checked as ravi-sandbox-artifact/build.rs builds it (wasm
+        // target, `--ignore-rust-version`, the committed lock) and in the same target
+        // directories (`guest`, `builder`), so its dependencies are not checked from scratch in
+        // others. The builder runs on the host, so it is checked for the host.
         let sandbox_dir = match std::env::var_os("RAVI_SANDBOX_DIR") {
             Some(dir) => PathBuf::from(dir),
             None => std::env::var_os("CARGO_TARGET_DIR")
@@ -144,8 +144,8 @@ fn lint() -> anyhow::Result<()> {
                 .unwrap_or_else(|| root.join("target"))
                 .join("ravi-sandbox"),
         };
-        let sandbox_dir = sandbox_dir.to_string_lossy();
-        let env = [("CARGO_TARGET_DIR", sandbox_dir.as_ref())];
+        let guest_dir = sandbox_dir.join("guest").to_string_lossy().into_owned();
+        let builder_dir = sandbox_dir.join("builder").to_string_lossy().into_owned();
         let guest = [
             "clippy",
             "--manifest-path",
@@ -162,7 +162,7 @@ fn lint() -> anyhow::Result<()> {
                 &["--", "-D", "warnings"],
             ]
             .concat(),
-            &env,
+            &[("CARGO_TARGET_DIR", guest_dir.as_str())],
         )?;
         util::run_env(
             "cargo",
@@ -171,7 +171,7 @@ fn lint() -> anyhow::Result<()> {
                 &["-p", "ravi-sandbox-builder", "--", "-D", "warnings"],
             ]
             .concat(),
-            &env,
+            &[("CARGO_TARGET_DIR", builder_dir.as_str())],
         )
     })?;
     util::step("layer-check", || {

@@ -17,35 +17,23 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use ravi_agents::invoker::ToolInvoker;
-use ravi_agents::kernel::{
-    AnyTool, ChainPolicy, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult,
-};
+use ravi_agents::kernel::{AnyTool, ChainPolicy, Tool, ToolCall, ToolContext};
 use ravi_agents::toolbox::Toolbox;
-use serde_json::{Value, json};
+use ravi_test_support::tools::{Outcome, TestTool};
+use serde_json::json;
 
-struct Noop;
-
-#[async_trait::async_trait]
-impl Tool for Noop {
-    fn name(&self) -> &str {
-        "noop"
-    }
-    fn description(&self) -> &str {
-        "Do nothing and say ok."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {}, "additionalProperties": false})
-    }
-    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
-        Ok(ToolExecutionResult::text("ok"))
-    }
+/// Does nothing and says ok.
+fn noop() -> TestTool {
+    TestTool::new("noop", |_, _| Outcome::text("ok"))
+        .with_description("Do nothing and say ok.")
+        .with_schema(json!({"type": "object", "properties": {}, "additionalProperties": false}))
 }
 
 /// Calls per session before a fresh one is opened, so the trace does not grow without bound.
 const CALLS_PER_SESSION: u32 = 1000;
 
 fn setup() -> (Arc<dyn Tool>, ToolInvoker) {
-    let tool: Arc<dyn Tool> = Arc::new(Noop);
+    let tool: Arc<dyn Tool> = Arc::new(noop());
     // The standard registry, as every real caller uses it.
     let registry = Toolbox::try_from_tools([AnyTool::Function(Arc::clone(&tool))]).unwrap();
     let policy = ChainPolicy::builder()

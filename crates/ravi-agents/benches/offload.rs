@@ -17,63 +17,34 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group};
 use ravi_agents::blob::FsBlobStore;
 use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
-use ravi_agents::kernel::{
-    ChainPolicy, InvocationStatus, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult,
-};
-use serde_json::{Value, json};
+use ravi_agents::kernel::{AnyTool, ChainPolicy, InvocationStatus, ToolCall, ToolContext};
+use ravi_test_support::memory::{reset_peak_kib, status_kib};
+use ravi_test_support::tools::{Outcome, TestTool};
+use serde_json::json;
 
 const MB: usize = 1 << 20;
 
 /// Produces `bytes` bytes of text, built fresh inside the call (as a real tool would).
-struct Produce;
-
-#[async_trait::async_trait]
-impl Tool for Produce {
-    fn name(&self) -> &str {
-        "produce"
-    }
-    fn description(&self) -> &str {
-        "Return a large text."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"bytes": {"type": "integer"}}, "required": ["bytes"]})
-    }
-    async fn execute(
-        &self,
-        _: &ToolContext,
-        args: Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
-        let n = args["bytes"].as_u64().unwrap_or(0) as usize;
-        Ok(ToolExecutionResult::text(make_text(n)))
-    }
+fn produce() -> AnyTool {
+    TestTool::new("produce", |_, args| {
+        Outcome::text(make_text(args["bytes"].as_u64().unwrap_or(0) as usize))
+    })
+    .with_description("Return a large text.")
+    .with_schema(json!({"type": "object", "properties": {"bytes": {"type": "integer"}}, "required": ["bytes"]}))
+    .into_any()
 }
 
 /// Consumes a text argument and reports its length and a checksum.
-struct Consume;
-
-#[async_trait::async_trait]
-impl Tool for Consume {
-    fn name(&self) -> &str {
-        "consume"
-    }
-    fn description(&self) -> &str {
-        "Count the bytes of a text."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"data": {"type": "string"}}, "required": ["data"]})
-    }
-    async fn execute(
-        &self,
-        _: &ToolContext,
-        args: Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
+fn consume() -> AnyTool {
+    TestTool::new("consume", |_, args| {
         let data = args["data"].as_str().unwrap_or("");
-        Ok(ToolExecutionResult::text(format!(
-            "{} {}",
-            data.len(),
-            checksum(data.as_bytes())
-        )))
-    }
+        Outcome::text(format!("{} {}", data.len(), checksum(data.as_bytes())))
+    })
+    .with_description("Count the bytes of a text.")
+    .with_schema(
+        json!({"type": "object", "properties": {"data": {"type": "string"}}, "required": ["data"]}),
+    )
+    .into_any()
 }
 
 fn make_text(n: usize) -> String {
@@ -94,29 +65,13 @@ fn checksum(b: &[u8]) -> u64 {
         .fold(0u64, |a, x| a.wrapping_mul(31).wrapping_add(u64::from(*x)))
 }
 
-fn rss_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Resets the peak-RSS counter (Linux `clear_refs` 5) and returns the current RSS in KiB.
-fn reset_peak() -> u64 {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    rss_kb("VmRSS:")
-}
-
 struct Run {
     secs: f64,
     peak_extra_mb: f64,
 }
 
 fn peer(dir: &std::path::Path, n: usize) -> Run {
-    let base = reset_peak();
+    let base = reset_peak_kib();
     let start = Instant::now();
     let path = dir.join("peer.txt");
     {
@@ -128,7 +83,7 @@ fn peer(dir: &std::path::Path, n: usize) -> Run {
     drop(back);
     let secs = start.elapsed().as_secs_f64();
     std::hint::black_box(summary);
-    let peak = rss_kb("VmHWM:");
+    let peak = status_kib(None, "VmHWM:");
     std::fs::remove_file(&path).unwrap();
     Run {
         secs,
@@ -138,7 +93,7 @@ fn peer(dir: &std::path::Path, n: usize) -> Run {
 
 fn ravi(rt: &tokio::runtime::Runtime, invoker: &ToolInvoker, n: usize) -> Run {
     rt.block_on(async {
-        let base = reset_peak();
+        let base = reset_peak_kib();
         let ctx = ToolContext::default();
         let session = invoker.open_session();
         let start = Instant::now();
@@ -161,7 +116,7 @@ fn ravi(rt: &tokio::runtime::Runtime, invoker: &ToolInvoker, n: usize) -> Run {
         let secs = start.elapsed().as_secs_f64();
         assert_eq!(consumed.status, InvocationStatus::Ok, "{}", consumed.text());
         assert!(consumed.text().starts_with(&format!("{n} ")));
-        let peak = rss_kb("VmHWM:");
+        let peak = status_kib(None, "VmHWM:");
         session.close().await;
         Run {
             secs,
@@ -172,10 +127,7 @@ fn ravi(rt: &tokio::runtime::Runtime, invoker: &ToolInvoker, n: usize) -> Run {
 
 fn setup(dir: &std::path::Path, durable: bool) -> (Arc<FsBlobStore>, ToolInvoker) {
     let store = Arc::new(FsBlobStore::open(dir).unwrap().durable(durable));
-    let registry = StaticRegistry::new([
-        Arc::new(Produce) as Arc<dyn Tool>,
-        Arc::new(Consume) as Arc<dyn Tool>,
-    ]);
+    let registry = StaticRegistry::new([produce(), consume()]);
     let policy = ChainPolicy::builder()
         .call_timeout(Duration::from_secs(600))
         .build()

@@ -5,8 +5,8 @@
 //!
 //! | consumer | renderer |
 //! |---|---|
-//! | a model (the ReAct loop, per provider) | [`model`]: the seed-002 cuts, one note per artifact and per stored file, images as image content where the provider takes them |
-//! | a code-mode script | `ravi_capabilities::chain::BridgeOutcome::from_invocation`: values, `Artifact` and `ChainFile` objects, exceptions |
+//! | a model (the ReAct loop, per provider) | [`model`]: the cuts of [`crate::serialize`], one note per artifact and per stored file, images as image content where the provider takes them |
+//! | a code-mode script | `ravi_capabilities::chain::BridgeOutcome::from_invocation`: values, `Artifact` and `ChainFile` (the script's class for a [`MediaFile`]) objects, exceptions |
 //! | an MCP client | `ravi_integrations::mcp::render_result`: content blocks (images and audio too), `structuredContent`, `_meta` |
 //! | a person (the CLI) | [`plain`] or the outcome's JSON |
 //!
@@ -26,6 +26,8 @@
 //! let text_only = model(&image, &ModelRender::default());
 //! assert_eq!(text_only.len(), 1);
 //! ```
+
+use std::borrow::Cow;
 
 use ravi_kernel::{
     ContentBlock, InvocationResult, MediaFile, MediaSource, MediaSupport, StoredArtifact,
@@ -62,11 +64,11 @@ impl ModelRender {
     }
 }
 
-/// The blocks a model reads for `r`: one text block — the content under the seed-002 cuts
-/// (plain text to 12,000 characters, JSON to 48,000 and arrays to 500 entries, each cut
-/// marked), then exactly one note per stored artifact and per stored media file — followed by
-/// the images the model's API takes (within its size limit); other media are named in the
-/// notes, never turned into text.
+/// The blocks a model reads for `r`: one text block — the content under the cuts of
+/// [`crate::serialize`] (plain text to 12,000 characters, JSON to 48,000 and arrays to 500
+/// entries, each cut marked), then exactly one note per stored artifact and per stored media
+/// file — followed by the images the model's API takes (within its size limit); other media
+/// are named in the notes, never turned into text.
 pub fn model(r: &InvocationResult, opts: &ModelRender) -> Vec<ContentBlock> {
     let mut notes: Vec<String> = Vec::new();
     let mut images: Vec<ContentBlock> = Vec::new();
@@ -240,8 +242,8 @@ pub fn file_note(kind: &str, f: &MediaFile) -> String {
     )
 }
 
-/// The seed-002 cut form of the text and JSON blocks of `content`: JSON blocks under the JSON
-/// rules, the whole under the plain-text rule.
+/// The cut form ([`crate::serialize`]) of the text and JSON blocks of `content`: JSON blocks
+/// under the JSON rules, the whole under the plain-text rule.
 pub(crate) fn cut_text(content: &[ContentBlock]) -> String {
     let mut textual = content
         .iter()
@@ -250,21 +252,12 @@ pub(crate) fn cut_text(content: &[ContentBlock]) -> String {
     if let (Some(ContentBlock::Text { text }), None) = (textual.next(), textual.next()) {
         return serialize::plain_text(text);
     }
-    let mut joined = String::new();
-    let mut first = true;
-    for block in content {
-        let piece = match block {
-            ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
-            ContentBlock::Json { value } => std::borrow::Cow::Owned(serialize::json_text(value)),
-            _ => continue,
-        };
-        if !first {
-            joined.push('\n');
-        }
-        first = false;
-        joined.push_str(&piece);
-    }
-    serialize::plain_text_owned(joined)
+    let joined = ContentBlock::join_lines(content, |_, block| match block {
+        ContentBlock::Text { text } => Some(Cow::Borrowed(text)),
+        ContentBlock::Json { value } => Some(Cow::Owned(serialize::json_text(value))),
+        _ => None,
+    });
+    serialize::plain_text_owned(joined.unwrap_or_default())
 }
 
 fn has_textual(content: &[ContentBlock]) -> bool {

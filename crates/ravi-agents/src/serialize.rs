@@ -1,21 +1,22 @@
-//! Result serialization: one function turns whatever a tool returned into the text a model
-//! reads, with bounded size and a visible marker wherever something was cut (seed 002).
+//! The cuts: what a model reads of a result is bounded, with a visible marker wherever
+//! something was cut. Every model renderer applies them ([`crate::render::model`]); a program (a
+//! code-mode script, an MCP client) gets the data whole, and with a blob store the invoker
+//! keeps a result these rules would cut whole in the store, so nothing cut away is lost. The
+//! rules are documented in `docs/invoker.md#the-result-model-and-its-renderers` ("The cuts").
 //!
-//! | return | rule |
+//! | value | rule |
 //! |---|---|
 //! | plain text | kept up to [`TEXT_LIMIT_CHARS`] characters |
 //! | JSON (structured output, JSON blocks, any non-string value) | arrays keep their first [`LIST_LIMIT`] entries at any depth; the JSON text is kept up to [`JSON_LIMIT_CHARS`] characters |
-//! | media | a one-line marker naming the media type and size (the bytes never become text) |
 //!
 //! Cuts always fall on a character boundary, and every cut says what was cut and how much, so
 //! the model knows it is looking at part of the data and can ask for the rest.
 //!
 //! ```
-//! use ravi_agents::serialize::{model_text, value_text};
-//! use ravi_agents::kernel::ToolExecutionResult;
+//! use ravi_agents::serialize::value_text;
 //! use serde_json::json;
 //!
-//! assert_eq!(model_text(&ToolExecutionResult::text("done")), "done");
+//! assert_eq!(value_text(&json!("done")), "done");
 //! let long = "x".repeat(20_000);
 //! let text = value_text(&json!(long));
 //! assert!(text.ends_with("[text truncated: showing the first 12000 of 20000 characters]"));
@@ -25,7 +26,6 @@
 
 use std::fmt::Write as _;
 
-use ravi_kernel::{ContentBlock, MediaSource, ToolExecutionResult};
 use serde_json::Value;
 
 /// Plain text above this many characters is truncated.
@@ -34,37 +34,6 @@ pub const TEXT_LIMIT_CHARS: usize = 12_000;
 pub const JSON_LIMIT_CHARS: usize = 48_000;
 /// Arrays keep at most this many entries.
 pub const LIST_LIMIT: usize = 500;
-
-/// The model-facing text of a tool result.
-///
-/// Text blocks are joined with newlines and held to the text limit; when the result has no
-/// text at all, its structured content is rendered as JSON under the JSON rules. JSON blocks
-/// are rendered as JSON, media blocks and resource links as one-line markers.
-pub fn model_text(result: &ToolExecutionResult) -> String {
-    let has_text = result.content.iter().any(|b| b.as_text().is_some());
-    let mut parts: Vec<String> = Vec::with_capacity(result.content.len() + 1);
-    if !has_text && let Some(structured) = &result.structured_content {
-        parts.push(json_text(structured));
-    }
-    let mut text_run = String::new();
-    for block in &result.content {
-        if let Some(t) = block.as_text() {
-            if !text_run.is_empty() {
-                text_run.push('\n');
-            }
-            text_run.push_str(t);
-            continue;
-        }
-        if !text_run.is_empty() {
-            parts.push(plain_text(&std::mem::take(&mut text_run)));
-        }
-        parts.push(block_marker(block));
-    }
-    if !text_run.is_empty() {
-        parts.push(plain_text(&text_run));
-    }
-    parts.join("\n")
-}
 
 /// The model-facing text of any value: a string under the text rules, anything else as JSON.
 pub fn value_text(value: &Value) -> String {
@@ -173,34 +142,6 @@ fn truncate_with_marker(text: &str, limit: usize, what: &str) -> String {
     )
 }
 
-fn block_marker(block: &ContentBlock) -> String {
-    match block {
-        ContentBlock::Image { media_type, source } => media_marker("image", media_type, source),
-        ContentBlock::Audio { media_type, source } => media_marker("audio", media_type, source),
-        ContentBlock::ResourceLink { uri, name, .. } => match name {
-            Some(name) => format!("[resource {name}: {uri}]"),
-            None => format!("[resource: {uri}]"),
-        },
-        ContentBlock::Json { value } => json_text(value),
-        ContentBlock::Text { text } => plain_text(text),
-        // Kernel blocks added later show up as their JSON form rather than vanishing.
-        other => json_text(&serde_json::to_value(other).unwrap_or(Value::Null)),
-    }
-}
-
-fn media_marker(kind: &str, media_type: &str, source: &MediaSource) -> String {
-    match source {
-        MediaSource::Base64 { data } => {
-            // Base64 carries 3 bytes per 4 characters, minus padding.
-            let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
-            let bytes = (data.len() / 4) * 3 - padding.min(2);
-            format!("[{kind}: {media_type}, {bytes} bytes]")
-        }
-        MediaSource::Url { url } => format!("[{kind}: {media_type} at {url}]"),
-        other => format!("[{kind}: {media_type}, {other:?}]"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,10 +154,6 @@ mod tests {
         assert_eq!(value_text(&json!("hello")), "hello");
         assert_eq!(value_text(&json!({"a": [1, 2]})), r#"{"a":[1,2]}"#);
         assert_eq!(value_text(&json!(3)), "3");
-        assert_eq!(
-            model_text(&ToolExecutionResult::json(json!({"n": 1}))),
-            r#"{"n":1}"#
-        );
     }
 
     #[test]
@@ -257,25 +194,6 @@ mod tests {
     }
 
     #[test]
-    fn media_and_links_become_markers() {
-        let r = ToolExecutionResult::blocks(vec![
-            ContentBlock::text("see"),
-            ContentBlock::image_bytes("image/png", &[0; 10]),
-            ContentBlock::ResourceLink {
-                uri: "file:///a.txt".into(),
-                name: Some("a".into()),
-                description: None,
-                media_type: None,
-            },
-            ContentBlock::Json { value: json!([1]) },
-        ]);
-        assert_eq!(
-            model_text(&r),
-            "see\n[image: image/png, 10 bytes]\n[resource a: file:///a.txt]\n[1]"
-        );
-    }
-
-    #[test]
     fn would_cut_agrees_with_the_cutters() {
         let short = "é".repeat(TEXT_LIMIT_CHARS); // more bytes than the limit, not more characters
         assert!(!plain_text_would_cut(&short));
@@ -297,14 +215,6 @@ mod tests {
                 &compact[..40]
             );
         }
-    }
-
-    #[test]
-    fn error_results_keep_their_text() {
-        assert_eq!(
-            model_text(&ToolExecutionResult::error("no such file")),
-            "no such file"
-        );
     }
 
     proptest! {

@@ -65,18 +65,12 @@ pub fn validate_tool_name(name: &str) -> Result<(), ToolboxError> {
 
 /// A short human description of a tool for error messages: its kind, name and first line.
 pub(crate) fn describe(tool: &AnyTool) -> String {
-    let kind = if tool.is_provider_defined() {
-        "provider-defined tool"
-    } else if tool.is_hosted() {
-        "hosted tool"
-    } else {
-        "function tool"
-    };
+    let kind = tool.kind();
     let first = tool.description().lines().next().unwrap_or("").trim();
     if first.is_empty() {
-        format!("{kind} `{}`", tool.name())
+        format!("{kind} tool `{}`", tool.name())
     } else {
-        format!("{kind} `{}` (\"{first}\")", tool.name())
+        format!("{kind} tool `{}` (\"{first}\")", tool.name())
     }
 }
 

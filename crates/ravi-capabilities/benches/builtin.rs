@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use ravi_capabilities::backend::{Backend, FilesRead, FilesWrite, LocalBackend, ShellRun};
 use ravi_capabilities::tools::calculator::evaluate;
+use ravi_test_support::memory::{reset_peak_kib, status_kib};
 
 const EXPR: &str = "(3.5 + 2) * 4 ^ 2 / sqrt(16) - max(1, 2, 3) % 2 + 2 ^ 0.5";
 const PY_EXPR: &str = "(3.5 + 2) * 4 ** 2 / sqrt(16) - max(1, 2, 3) % 2 + 2 ** 0.5";
@@ -168,22 +169,6 @@ fn figures(quick: bool) {
     roundtrip_figures(&rt, quick);
 }
 
-fn rss_kb(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Resets the peak-RSS counter (Linux `clear_refs` 5) and returns the current RSS in KiB.
-fn reset_peak() -> u64 {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    rss_kb("VmRSS:")
-}
-
 /// `read_file` → artifact → `write_file` of a 200 MB file through the invoker, vs
 /// `std::fs::copy`: time and peak memory (in multiples of the file size).
 fn roundtrip_figures(rt: &tokio::runtime::Runtime, quick: bool) {
@@ -213,13 +198,14 @@ fn roundtrip_figures(rt: &tokio::runtime::Runtime, quick: bool) {
     let mut peer_best = f64::MAX;
     let mut peer_peak = 0.0f64;
     for _ in 0..rounds {
-        let base = reset_peak();
+        let base = reset_peak_kib();
         let t = Instant::now();
         std::fs::copy(ws.join("src.txt"), &copy_to).unwrap();
         let secs = t.elapsed().as_secs_f64();
         if secs < peer_best {
             peer_best = secs;
-            peer_peak = rss_kb("VmHWM:").saturating_sub(base) as f64 * 1024.0 / size as f64;
+            peer_peak =
+                status_kib(None, "VmHWM:").saturating_sub(base) as f64 * 1024.0 / size as f64;
         }
         std::fs::remove_file(&copy_to).unwrap();
     }
@@ -252,7 +238,7 @@ fn roundtrip_figures(rt: &tokio::runtime::Runtime, quick: bool) {
         let (mut best, mut peak) = (f64::MAX, 0.0f64);
         for _ in 0..rounds {
             let (secs, extra) = rt.block_on(async {
-                let base = reset_peak();
+                let base = reset_peak_kib();
                 let session = invoker.open_session();
                 let ctx = ToolContext::default();
                 let t = Instant::now();
@@ -277,7 +263,8 @@ fn roundtrip_figures(rt: &tokio::runtime::Runtime, quick: bool) {
                     .await;
                 let secs = t.elapsed().as_secs_f64();
                 assert_eq!(wrote.status, InvocationStatus::Ok, "{}", wrote.text());
-                let extra = rss_kb("VmHWM:").saturating_sub(base) as f64 * 1024.0 / size as f64;
+                let extra =
+                    status_kib(None, "VmHWM:").saturating_sub(base) as f64 * 1024.0 / size as f64;
                 session.close().await;
                 (secs, extra)
             });

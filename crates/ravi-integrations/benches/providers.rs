@@ -25,9 +25,11 @@ use ravi_integrations::providers::sse::SseParser;
 use ravi_integrations::providers::{OpenAiChatModel, ProviderConfig};
 use ravi_kernel::{
     AnyTool, ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError, Role,
-    StopReason, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, Usage,
+    StopReason, ToolCall, ToolContext, Usage,
 };
-use serde_json::{Value, json};
+use ravi_test_support::model::tool_result;
+use ravi_test_support::tools::{Outcome, TestTool};
+use serde_json::json;
 
 /// A realistic Anthropic tool-use stream: `events` text and JSON deltas.
 fn stream_body(events: usize) -> Vec<u8> {
@@ -79,22 +81,11 @@ fn ravi_parse(chunks: &[&[u8]]) -> usize {
     count + usize::from(parser.finish().is_some())
 }
 
-struct Weather;
-
-#[async_trait::async_trait]
-impl Tool for Weather {
-    fn name(&self) -> &str {
-        "get_weather"
-    }
-    fn description(&self) -> &str {
-        "Get the current weather for a city."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]})
-    }
-    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolExecutionResult, ToolError> {
-        Ok(ToolExecutionResult::text("sunny"))
-    }
+fn weather() -> AnyTool {
+    TestTool::new("get_weather", |_, _| Outcome::text("sunny"))
+        .with_description("Get the current weather for a city.")
+        .with_schema(json!({"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]}))
+        .into_any()
 }
 
 fn chat_request() -> ChatRequest {
@@ -108,19 +99,12 @@ fn chat_request() -> ChatRequest {
                 arguments: json!({"city": format!("City {i}")}),
             }],
         });
-        messages.push(Message {
-            role: Role::Tool,
-            content: vec![MessagePart::ToolResult {
-                tool_use_id: format!("call_{i}"),
-                content: vec![ravi_kernel::ContentBlock::text("sunny, 21 °C")],
-                is_error: false,
-            }],
-        });
+        messages.push(tool_result(format!("call_{i}"), "sunny, 21 °C", false));
     }
     ChatRequest {
         system: Some("You are a travel planner.".into()),
         messages,
-        tools: (0..10).map(|_| AnyTool::from(Arc::new(Weather))).collect(),
+        tools: (0..10).map(|_| weather()).collect(),
         strict_tools: true,
         ..ChatRequest::default()
     }
@@ -256,7 +240,7 @@ fn figures(quick: bool) {
         .enable_all()
         .build()
         .unwrap();
-    let tools = || vec![AnyTool::from(Arc::new(Weather))];
+    let tools = || vec![weather()];
     let agent = ReActAgent::new("bench", Arc::new(Instant10), tools());
     let invoker = ToolInvoker::builder(Arc::new(Toolbox::try_from_tools(tools()).unwrap())).build();
     let request = ChatRequest {
@@ -302,11 +286,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let agent = ReActAgent::new(
-        "bench",
-        Arc::new(Instant10),
-        vec![AnyTool::from(Arc::new(Weather))],
-    );
+    let agent = ReActAgent::new("bench", Arc::new(Instant10), vec![weather()]);
     c.bench_function("react_loop_10_turns", |b| {
         b.iter(|| rt.block_on(loop_run(&agent)))
     });

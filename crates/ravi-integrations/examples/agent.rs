@@ -1,5 +1,5 @@
-//! An agent with tools, a skill and approvals (the example of `docs/agents.md`, which
-//! `tests/agent_docs.rs` keeps identical to this file up to layout).
+//! An agent with tools, a skill and approvals: the example of `docs/agents.md`, ready to run
+//! (the page's copy is compiled as a doctest of `ravi-integrations`).
 //! Run with `OPENAI_API_KEY=… cargo run -p ravi-integrations --example agent`.
 #![allow(clippy::print_stdout, missing_docs)]
 use ravi_agents::kernel::{AnyTool, ApprovalDecision, CancellationToken, Skill};

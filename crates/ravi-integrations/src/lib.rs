@@ -7,7 +7,6 @@
 //! blob stores live in `ravi-agents`, which needs no network.
 //!
 //! ```
-//! let _ = ravi_integrations::LAYER;
 //! # #[cfg(feature = "mcp")]
 //! let spec = ravi_integrations::mcp::McpServerSpec::parse_cli("docs=http://127.0.0.1:3001/mcp", true);
 //! # #[cfg(feature = "mcp")]
@@ -16,9 +15,6 @@
 
 #[cfg(feature = "providers")]
 pub mod providers;
-
-/// This crate's layer in Ravi's architecture.
-pub const LAYER: &str = "L3";
 
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -241,12 +241,13 @@ impl std::fmt::Display for InvocationStatus {
 pub enum FailureReason {
     /// The session was already closed.
     SessionClosed,
-    /// The chain's `max_tool_calls` budget was spent.
+    /// The session's call budget (the policy's `max_tool_calls`, or the session's own) was
+    /// spent.
     BudgetExhausted,
     /// No tool of that name is registered.
     UnknownTool,
-    /// The tool exists but cannot be called from here (hosted, provider-defined, or
-    /// `tool_chain` inside a chain).
+    /// The tool exists but cannot be called from here: it is hosted or provider-defined, or
+    /// it refuses the session's call source (`tool_chain` refuses a code-mode script).
     NotCallable,
     /// The arguments were not valid JSON or did not match the tool's schema.
     InvalidArguments,
@@ -359,8 +360,9 @@ impl MediaFile {
 
 /// What the invoker returns for one call: the outcome, unshaped.
 ///
-/// Every consumer renders it for its own reader — a model (the seed-002 cuts, one note per
-/// artifact, images as image content), a script (Artifact and ChainFile objects), an MCP
+/// Every consumer renders it for its own reader — a model (cut to a bounded size, one note per
+/// artifact, images as image content; `docs/invoker.md#the-result-model-and-its-renderers`),
+/// a script (`Artifact` and `ChainFile` objects), an MCP
 /// client (content blocks, `structuredContent`, `_meta`), a person — and none reads another's
 /// rendering. The invoker only decides what is kept where: a large text or JSON result is
 /// stored whole in the blob store and stands here as [`artifact`](Self::artifact); media are
@@ -466,29 +468,10 @@ impl InvocationResult {
     /// and links are left out. For a convenience view (logs, tests, a CLI) — a model should
     /// get a renderer's output, which applies the size limits and names the artifact.
     pub fn text(&self) -> String {
-        let mut out = String::new();
-        let mut textual = false;
-        for block in &self.content {
-            let piece = match block {
-                ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
-                ContentBlock::Json { value } => std::borrow::Cow::Owned(value.to_string()),
-                _ => continue,
-            };
-            if textual {
-                out.push('\n');
-            }
-            textual = true;
-            out.push_str(&piece);
-        }
-        if !textual {
-            if let Some(s) = &self.structured {
-                return s.to_string();
-            }
-            if let Some(a) = &self.artifact {
-                return a.preview.clone();
-            }
-        }
-        out
+        ContentBlock::joined_text(&self.content)
+            .or_else(|| self.structured.as_ref().map(ToString::to_string))
+            .or_else(|| self.artifact.as_ref().map(|a| a.preview.clone()))
+            .unwrap_or_default()
     }
 
     /// Whether the call succeeded.

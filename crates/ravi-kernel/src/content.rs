@@ -3,6 +3,8 @@
 //! A tool result is a list of blocks rather than a string because providers and MCP carry
 //! images, audio and links natively; flattening them to text early would lose them for good.
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
@@ -124,6 +126,40 @@ impl ContentBlock {
     /// True for blocks that carry media bytes (images and audio).
     pub fn is_media(&self) -> bool {
         matches!(self, Self::Image { .. } | Self::Audio { .. })
+    }
+
+    /// The pieces `piece` makes of `blocks` (given each block's position; blocks it makes
+    /// nothing of are skipped) joined by newlines, or `None` when it made none: the one layout
+    /// of a result's blocks as text, which each reader fills with its own pieces (the
+    /// outcome's text, a script's text, a model's cut text, a provider's text-only slot).
+    pub fn join_lines<'a>(
+        blocks: &'a [ContentBlock],
+        mut piece: impl FnMut(usize, &'a ContentBlock) -> Option<Cow<'a, str>>,
+    ) -> Option<String> {
+        let mut out: Option<String> = None;
+        for (i, block) in blocks.iter().enumerate() {
+            let Some(line) = piece(i, block) else {
+                continue;
+            };
+            match &mut out {
+                Some(text) => {
+                    text.push('\n');
+                    text.push_str(&line);
+                }
+                None => out = Some(line.into_owned()),
+            }
+        }
+        out
+    }
+
+    /// The text and JSON blocks of `blocks` (JSON compact), whole, joined by newlines; `None`
+    /// when there are none.
+    pub fn joined_text(blocks: &[ContentBlock]) -> Option<String> {
+        Self::join_lines(blocks, |_, block| match block {
+            Self::Text { text } => Some(Cow::Borrowed(text)),
+            Self::Json { value } => Some(Cow::Owned(value.to_string())),
+            _ => None,
+        })
     }
 }
 

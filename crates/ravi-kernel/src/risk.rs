@@ -87,13 +87,14 @@ pub enum HitlMode {
 impl HitlMode {
     /// The mode a tool of `risk` gets when it declares none.
     ///
-    /// Seed 004's table gives Safe and Sensitive tools no HITL at all and Critical ones
-    /// `Blocking`. In Ravi *whether* a human is asked is the policy's decision
+    /// The risk ladder means Safe and Sensitive tools involve no human and Critical ones
+    /// block. In Ravi *whether* a human is asked is the policy's decision
     /// ([`ToolRisk::needs_approval`] against `ChainPolicy::max_risk_unapproved`, `Sensitive`
     /// by default), and the mode only says *how* to wait once asked. So "no HITL" for Safe and
     /// Sensitive is the default policy never asking them, and when an operator tightens the
     /// policy so that it does ask, the safe way to wait is to block. Every level therefore
-    /// defaults to `Blocking`: fail closed, never approved by silence.
+    /// defaults to `Blocking`: fail closed, never approved by silence
+    /// (`docs/invoker.md#approvals`).
     pub fn default_for(risk: ToolRisk) -> Self {
         match risk {
             ToolRisk::Safe | ToolRisk::Sensitive | ToolRisk::High | ToolRisk::Critical => {
@@ -144,9 +145,9 @@ mod tests {
     }
 
     #[test]
-    fn seed_004_defaults_hold_under_the_default_policy() {
-        // Seed 004: Safe and Sensitive have no HITL, Critical blocks. Under the default
-        // threshold (Sensitive) the first two are never asked, whatever their mode.
+    fn no_human_for_safe_and_sensitive_under_the_default_policy() {
+        // Safe and Sensitive involve no human, Critical blocks. Under the default threshold
+        // (Sensitive) the first two are never asked, whatever their mode.
         let threshold = ToolRisk::Sensitive;
         assert!(!ToolRisk::Safe.needs_approval(threshold));
         assert!(!ToolRisk::Sensitive.needs_approval(threshold));

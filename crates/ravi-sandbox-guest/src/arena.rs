@@ -10,7 +10,7 @@
 //!
 //! How: before [`start_run`] everything goes to the C allocator (`System`). After it, new
 //! allocations come from a `dlmalloc` arena that grows the linear memory itself, so every
-//! arena block lies above `ARENA_FLOOR`, the memory size when the run started. A block is
+//! arena block lies above the arena's `floor`, the memory size when the run started. A block is
 //! freed by whichever allocator owns its address. The guest is single-threaded.
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -31,12 +31,14 @@ mod semantic;
 
 use std::collections::{BTreeMap, HashMap};
 
-use ravi_kernel::{AnyTool, ToolRisk};
+use ravi_kernel::{AnyTool, ToolKind, ToolRisk};
 
 use crate::discovery::ToolRegistration;
 use crate::toolbox::{Toolbox, ToolboxError, validate_tool_name};
 
-/// The built-in category tree (seed 004), as `(path, description)`.
+/// The built-in category tree, as `(path, description)`: every registry starts with it, and
+/// the built-in tools are filed under it (the tree is listed in
+/// `docs/tools.md#finding-tools-the-capability-registry`).
 pub const BUILTIN_CATEGORIES: [(&str, &str); 14] = [
     (
         "system",
@@ -120,17 +122,11 @@ pub struct CapabilityEntry {
 }
 
 impl CapabilityEntry {
-    /// What kind of tool this is (seed 004's entry `kind`): `function` (runs here, through the
-    /// invoker), `hosted` (the model provider runs it) or `provider_defined` (the provider
-    /// shapes the call, Ravi answers it). A search UI shows it; an agent filters on it.
-    pub fn kind(&self) -> &'static str {
-        if self.tool.is_hosted() {
-            "hosted"
-        } else if self.tool.is_provider_defined() {
-            "provider_defined"
-        } else {
-            "function"
-        }
+    /// What kind of tool this is: a function tool (runs here, through the invoker), a hosted
+    /// tool (the model provider runs it) or a provider-defined one (the provider shapes the
+    /// call, Ravi answers it). A search UI shows it; an agent filters on it.
+    pub fn kind(&self) -> ToolKind {
+        self.tool.kind()
     }
 }
 
@@ -576,7 +572,7 @@ mod tests {
         let r = reg();
         assert_eq!(
             r.entry("read_file").map(CapabilityEntry::kind),
-            Some("function")
+            Some(ToolKind::Function)
         );
     }
 

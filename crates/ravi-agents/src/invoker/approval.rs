@@ -8,18 +8,22 @@ use std::time::{Duration, Instant};
 use futures::FutureExt as _;
 use ravi_kernel::{
     ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution, FailureReason,
-    HitlMode, HookEvent, InvocationResult, Tool, ToolCall, ToolContext, ToolRisk,
+    HitlMode, HookEvent, Tool, ToolCall, ToolContext, ToolRisk,
 };
 
+use super::pipeline::Stop;
 use super::{ToolInvoker, digest, exec};
 use crate::blob::new_scope_id;
 
 impl ToolInvoker {
-    /// Step 6: asks the handler within the approval timeout (and before the caller's
-    /// deadline), watching the caller's cancellation. `Err` is the trace status and the
-    /// denial to return. Fails closed: no handler, a handler nobody attends, no answer in time
-    /// (unless the tool's mode continues on timeout), a failing handler — all deny, and the
-    /// denial says which it was.
+    /// Step 6, for a call whose risk needs approval: asks the handler within the approval
+    /// timeout (and before the caller's deadline), watching the caller's cancellation. The
+    /// request carries the call's arguments and their digest, and nothing after this step
+    /// changes them before `execute` except resolving `$artifact` refs, whose stored values
+    /// are immutable — so the decision binds to what runs. `Err` is the denial, saying who
+    /// refused (the trace status follows from its reason in step 12). Fails closed: no
+    /// handler, a handler nobody attends, no answer in time (unless the tool's mode continues
+    /// on timeout), a failing handler — all deny, and the denial says which it was.
     pub(super) async fn approve(
         &self,
         call: &ToolCall,
@@ -27,7 +31,7 @@ impl ToolInvoker {
         tool: &Arc<dyn Tool>,
         risk: ToolRisk,
         ctx: &ToolContext,
-    ) -> Result<(), Box<InvocationResult>> {
+    ) -> Result<(), Stop> {
         let inner = &*self.inner;
         let policy = &inner.policy;
         let mode = tool.hitl_mode().effective(risk);
@@ -99,14 +103,14 @@ impl ToolInvoker {
             Answer::Cancelled => {
                 self.approval_resolved(call, ApprovalResolution::Cancelled)
                     .await;
-                return Err(Box::new(InvocationResult::failed(
+                return Err(Stop::new(
                     FailureReason::Cancelled,
                     format!(
                         "the call to `{}` was cancelled while waiting for approval; it did \
-                             not run",
+                         not run",
                         call.name
                     ),
-                )));
+                ));
             }
             Answer::TimedOut if mode == HitlMode::ContinueOnTimeout => {
                 ApprovalResolution::ApprovedOnTimeout
@@ -130,7 +134,7 @@ impl ToolInvoker {
         risk: ToolRisk,
         resolution: ApprovalResolution,
         waited: Option<Duration>,
-    ) -> Result<(), Box<InvocationResult>> {
+    ) -> Result<(), Stop> {
         self.approval_resolved(call, resolution).await;
         let tool = &call.name;
         let message = match resolution {
@@ -167,10 +171,7 @@ impl ToolInvoker {
             ),
             other => format!("approval for `{tool}` was not granted ({other})"),
         };
-        Err(Box::new(InvocationResult::failed(
-            FailureReason::ApprovalDenied,
-            message,
-        )))
+        Err(Stop::new(FailureReason::ApprovalDenied, message))
     }
 
     async fn approval_resolved(&self, call: &ToolCall, resolution: ApprovalResolution) {

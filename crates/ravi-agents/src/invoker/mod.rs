@@ -1,11 +1,18 @@
 //! The ToolInvoker: the one enforcement pipeline every call passes through.
 //!
-//! Algorithm, in order (seed 000): budget → lookup → type gate → skill gate + argument
-//! validation → guardrails → risk/approval (bounded wait, fail closed) → inbound `$artifact`
-//! refs → cancellation check → progress → execute until the earlier of `call_timeout` (from
-//! arrival) and the caller's deadline (panics caught) → output guardrails + result shaping
-//! (seed-002 serialization / offload / media as files) → hooks and a trace record on every
-//! outcome, even when the caller drops the call midway.
+//! Algorithm, in order: budget → lookup → type gate → skill gate + argument validation →
+//! guardrails → risk/approval (bounded wait, fail closed) → inbound `$artifact` refs →
+//! cancellation check → progress → execute until the earlier of `call_timeout` (from
+//! arrival) and the caller's deadline (panics caught) → output guardrails + result keeping
+//! (a result a model would see cut by [`crate::serialize`]'s rules, or over the inline
+//! budget, stored whole; media stored as files) → hooks and a trace record on every outcome,
+//! even when the caller drops the call midway. Each step's failure and its exact message are
+//! listed in `docs/invoker.md#the-pipeline`.
+//!
+//! Files: [`ToolInvoker::invoke`] and step 12's guard (`flight.rs`) around the steps
+//! (`pipeline.rs`, one function per step), with approval (`approval.rs`), refs (`refs.rs`),
+//! execution under a deadline (`exec.rs`), keeping (`shape.rs`) and the session
+//! (`session.rs`) in files of their own.
 //!
 //! [`ToolInvoker::invoke`] never panics and never returns `Err`: every failure is an
 //! [`InvocationResult`] with status `error` or `denied` and a message written for the model.
@@ -257,19 +264,18 @@ impl ToolInvoker {
         .catch_unwind()
         .await
         {
-            Ok(result) => result,
-            Err(panic) => {
-                flight.outcome.status = CallStatus::Error;
-                InvocationResult::failed(
-                    FailureReason::Internal,
-                    format!(
-                        "invoker error while calling `{}`: {}; the call failed, try again or \
-                         use another tool",
-                        flight.call.name,
-                        exec::panic_message(panic.as_ref())
-                    ),
-                )
-            }
+            Ok(Ok(result)) => result,
+            Ok(Err(stop)) => stop.into_result(),
+            // The trace status follows from the result in step 12, as for every outcome.
+            Err(panic) => InvocationResult::failed(
+                FailureReason::Internal,
+                format!(
+                    "invoker error while calling `{}`: {}; the call failed, try again or use \
+                     another tool",
+                    flight.call.name,
+                    exec::panic_message(panic.as_ref())
+                ),
+            ),
         };
         // Step 12: the record, then `ToolEnd`.
         flight.record_result(&result);

@@ -35,28 +35,11 @@ pub(crate) async fn resolve_refs(
     store: Option<&dyn BlobStore>,
     scope: &BlobScope,
 ) -> Result<usize, String> {
-    let mut paths = Vec::new();
-    collect(args, &mut Vec::new(), &mut paths);
+    let paths = ref_paths(args);
     for path in &paths {
-        let shown = display(path);
-        let Some(slot) = locate(args, path) else {
+        let Some((shown, store, r)) = target(args, path, store)? else {
             continue;
         };
-        let raw = slot.get(ARTIFACT_KEY).cloned().unwrap_or(Value::Null);
-        let Some(store) = store else {
-            return Err(format!(
-                "argument {shown} is an artifact reference, but no blob store is configured to \
-                 resolve it; pass the value itself"
-            ));
-        };
-        let r = raw
-            .as_str()
-            .ok_or_else(|| {
-                format!(
-                    "argument {shown}: `$artifact` must be a string ref like \"art_…\", got {raw}"
-                )
-            })
-            .and_then(|s| ArtifactRef::parse(s).map_err(|e| format!("argument {shown}: {e}")))?;
         let info = store
             .stat(scope, &r)
             .await
@@ -65,7 +48,9 @@ pub(crate) async fn resolve_refs(
             .resolve(scope, &r)
             .await
             .map_err(|e| format!("argument {shown}: {e}"))?;
-        *slot = to_value(bytes, &info.media_type);
+        if let Some(slot) = args.pointer_mut(&pointer(path)) {
+            *slot = to_value(bytes, &info.media_type);
+        }
     }
     Ok(paths.len())
 }
@@ -77,28 +62,11 @@ pub(crate) async fn check_refs(
     store: Option<&dyn BlobStore>,
     scope: &BlobScope,
 ) -> Result<usize, String> {
-    let mut paths = Vec::new();
-    collect(args, &mut Vec::new(), &mut paths);
+    let paths = ref_paths(args);
     for path in &paths {
-        let shown = display(path);
-        let Some(slot) = locate_ref(args, path) else {
+        let Some((shown, store, r)) = target(args, path, store)? else {
             continue;
         };
-        let raw = slot.get(ARTIFACT_KEY).cloned().unwrap_or(Value::Null);
-        let Some(store) = store else {
-            return Err(format!(
-                "argument {shown} is an artifact reference, but no blob store is configured to \
-                 resolve it; pass the value itself"
-            ));
-        };
-        let r = raw
-            .as_str()
-            .ok_or_else(|| {
-                format!(
-                    "argument {shown}: `$artifact` must be a string ref like \"art_…\", got {raw}"
-                )
-            })
-            .and_then(|s| ArtifactRef::parse(s).map_err(|e| format!("argument {shown}: {e}")))?;
         store
             .stat(scope, &r)
             .await
@@ -107,15 +75,30 @@ pub(crate) async fn check_refs(
     Ok(paths.len())
 }
 
-fn locate_ref<'a>(mut v: &'a Value, path: &[Seg]) -> Option<&'a Value> {
-    for seg in path {
-        v = match (seg, v) {
-            (Seg::Key(k), Value::Object(m)) => m.get(k)?,
-            (Seg::Index(i), Value::Array(items)) => items.get(*i)?,
-            _ => return None,
-        };
-    }
-    Some(v)
+/// The reference at `path` in `args`: how the argument is shown in messages, the store to
+/// read it from and the ref it names; `None` when nothing is there. An error is what the
+/// model reads: no store, a `$artifact` that is not a string, or a string that is not a ref.
+fn target<'s>(
+    args: &Value,
+    path: &[Seg],
+    store: Option<&'s dyn BlobStore>,
+) -> Result<Option<(String, &'s dyn BlobStore, ArtifactRef)>, String> {
+    let Some(slot) = args.pointer(&pointer(path)) else {
+        return Ok(None);
+    };
+    let shown = display(path);
+    let Some(store) = store else {
+        return Err(format!(
+            "argument {shown} is an artifact reference, but no blob store is configured to \
+             resolve it; pass the value itself"
+        ));
+    };
+    let raw = slot.get(ARTIFACT_KEY).unwrap_or(&Value::Null);
+    let text = raw.as_str().ok_or_else(|| {
+        format!("argument {shown}: `$artifact` must be a string ref like \"art_…\", got {raw}")
+    })?;
+    let r = ArtifactRef::parse(text).map_err(|e| format!("argument {shown}: {e}"))?;
+    Ok(Some((shown, store, r)))
 }
 
 #[derive(Clone)]
@@ -144,6 +127,13 @@ fn display(path: &[Seg]) -> String {
     out
 }
 
+/// The path of every reference in `v`, in document order.
+fn ref_paths(v: &Value) -> Vec<Vec<Seg>> {
+    let mut paths = Vec::new();
+    collect(v, &mut Vec::new(), &mut paths);
+    paths
+}
+
 fn collect(v: &Value, path: &mut Vec<Seg>, out: &mut Vec<Vec<Seg>>) {
     if is_artifact_ref(v) {
         out.push(path.clone());
@@ -168,15 +158,17 @@ fn collect(v: &Value, path: &mut Vec<Seg>, out: &mut Vec<Vec<Seg>>) {
     }
 }
 
-fn locate<'a>(mut v: &'a mut Value, path: &[Seg]) -> Option<&'a mut Value> {
+/// The JSON Pointer (RFC 6901) of `path`, for `Value::pointer` and `Value::pointer_mut`.
+fn pointer(path: &[Seg]) -> String {
+    let mut out = String::new();
     for seg in path {
-        v = match (seg, v) {
-            (Seg::Key(k), Value::Object(m)) => m.get_mut(k)?,
-            (Seg::Index(i), Value::Array(items)) => items.get_mut(*i)?,
-            _ => return None,
-        };
+        out.push('/');
+        match seg {
+            Seg::Key(k) => out.push_str(&k.replace('~', "~0").replace('/', "~1")),
+            Seg::Index(n) => out.push_str(&n.to_string()),
+        }
     }
-    Some(v)
+    out
 }
 
 fn to_value(bytes: bytes::Bytes, media_type: &str) -> Value {
@@ -236,12 +228,14 @@ mod tests {
             "a": {"$artifact": text.artifact_ref},
             "list": [1, {"deep": {"$artifact": json.artifact_ref}}],
             "k.with.dots": {"$artifact": bin.artifact_ref},
+            "a/b~c": {"$artifact": text.artifact_ref},
         });
         let n = resolve_refs(&mut args, Some(&store), &scope).await.unwrap();
-        assert_eq!(n, 3);
+        assert_eq!(n, 4);
         assert_eq!(
             args,
-            json!({"a": "hello", "list": [1, {"deep": {"n": 1}}], "k.with.dots": "/wA="})
+            json!({"a": "hello", "list": [1, {"deep": {"n": 1}}], "k.with.dots": "/wA=",
+                   "a/b~c": "hello"})
         );
     }
 

@@ -1,6 +1,7 @@
-//! Per-chain state: call count, trace, pinned artifacts and the blob scope.
+//! Per-conversation state: call count, trace, pinned artifacts and the blob scope.
 //!
-//! The invoker is shared and stateless; everything that belongs to one chain lives here.
+//! The invoker is shared and stateless; everything that belongs to one conversation — a
+//! ReAct run, an MCP client session, a code-mode run — lives here.
 //! Closing a session unpins every artifact it pinned. If a session is dropped without being
 //! closed (an error path, a cancelled task), its last clone's drop unpins in the background,
 //! so pins do not leak either way.
@@ -45,12 +46,14 @@ pub(crate) struct Record {
     pub(crate) app_data: Option<serde_json::Value>,
 }
 
-/// One chain's view of the invoker: its budget count, its trace, the artifacts it pinned and
-/// the skills that restrict it. Cheap to clone; clones share the same state.
+/// One conversation's view of the invoker (a ReAct run, an MCP client session, a code-mode
+/// run): its budget count, its trace, the artifacts it pinned, the skills that restrict it and
+/// where its calls come from. Cheap to clone; clones share the same state.
 ///
 /// Open with [`ToolInvoker::open_session`](super::ToolInvoker::open_session), pass to every
-/// [`invoke`](super::ToolInvoker::invoke) of the chain, and [`close`](Self::close) at the end
-/// (or use [`ToolInvoker::with_session`](super::ToolInvoker::with_session), which always closes).
+/// [`invoke`](super::ToolInvoker::invoke) of the conversation, and [`close`](Self::close) at
+/// the end (or use [`ToolInvoker::with_session`](super::ToolInvoker::with_session), which
+/// always closes).
 #[derive(Clone)]
 pub struct InvokerSession {
     pub(crate) inner: Arc<SessionInner>,

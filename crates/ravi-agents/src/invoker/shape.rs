@@ -6,12 +6,12 @@
 //!   [`MediaFile`] at `/workspace/media/<tool>_<n>.<ext>`; the block itself stays in the
 //!   outcome's content (an MCP client or a vision model gets the real bytes).
 //! - With a store, a result whose text (or JSON) is larger than `max_inline_result_bytes`, or
-//!   that a model renderer would cut (seed 002: plain text above 12,000 characters, JSON
-//!   above 48,000 or with an array of more than 500 entries), is stored whole and stands in
-//!   the outcome as a [`StoredArtifact`] with a preview (the head of the text, cut on a UTF-8
-//!   boundary, at most half the inline budget and at most 12,000 bytes; or, for a result
-//!   within the budget that the rules would cut, its cut form). With a store, nothing a
-//!   renderer cuts away is lost: it is in the artifact.
+//!   that a model renderer would cut ([`crate::serialize`]'s rules: plain text above 12,000
+//!   characters, JSON above 48,000 or with an array of more than 500 entries), is stored
+//!   whole and stands in the outcome as a [`StoredArtifact`] with a preview (the head of the
+//!   text, cut on a UTF-8 boundary, at most half the inline budget and at most 12,000 bytes;
+//!   or, for a result within the budget that the rules would cut, its cut form). With a
+//!   store, nothing a renderer cuts away is lost: it is in the artifact.
 //! - Without a store (or when storing fails) the content stays whole; renderers cut it for
 //!   their reader.
 //! - A tool that stored a value itself ([`ToolExecutionResult::artifact`], e.g. `read_file`
@@ -153,7 +153,7 @@ pub(crate) async fn shape(
     } else {
         let full = match single.and_then(|i| out.content.get_mut(i)) {
             Some(ContentBlock::Text { text }) => std::mem::take(text),
-            _ => joined_text(&out.content),
+            _ => ContentBlock::joined_text(&out.content).unwrap_or_default(),
         };
         // A single text that is the JSON form of the structured output falls under the JSON
         // rules; worth comparing only when some rule would cut.
@@ -235,25 +235,6 @@ pub(crate) async fn shape(
                 restore(&mut out, text);
             }
         }
-    }
-    out
-}
-
-/// Text and JSON blocks joined by newlines (JSON compact).
-fn joined_text(content: &[ContentBlock]) -> String {
-    let mut out = String::new();
-    let mut first = true;
-    for block in content {
-        let piece = match block {
-            ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
-            ContentBlock::Json { value } => std::borrow::Cow::Owned(value.to_string()),
-            _ => continue,
-        };
-        if !first {
-            out.push('\n');
-        }
-        first = false;
-        out.push_str(&piece);
     }
     out
 }

@@ -88,8 +88,8 @@ impl<F: Fn(&AgentEvent) + Send + Sync> AgentObserver for F {
     }
 }
 
-/// The ways to hand an agent its tools: a list (wrapped in a [`Toolbox`], seed 000) or a shared
-/// registry used as is.
+/// The ways to hand an agent its tools: a list (wrapped in a [`Toolbox`]) or a shared registry
+/// used as is.
 pub trait IntoAgentTools {
     /// The registry the agent will use.
     fn into_registry(self) -> Arc<dyn ToolRegistry>;

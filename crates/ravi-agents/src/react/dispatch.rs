@@ -1,4 +1,4 @@
-//! How a model's call reaches code (seed 003): a provider-defined tool → its `handle_call`; a
+//! How a model's call reaches code: a provider-defined tool → its `handle_call`; a
 //! hosted tool → nothing local (the provider ran it); a plain tool → its `execute`. Both local
 //! kinds go through the one [`ToolInvoker`](crate::invoker::ToolInvoker), so risk, approval,
 //! budget, timeouts, shaping, hooks and the trace apply to provider-defined calls too: the

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
 use ravi_capabilities::chain::{BridgeOutcome, ToolBinding, ToolBridge};
-use ravi_kernel::{ChainPolicy, Tool, ToolContext, ToolError, ToolExecutionResult};
+use ravi_kernel::ChainPolicy;
+use ravi_test_support::tools::{Outcome, TestTool};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -41,33 +42,17 @@ pub fn noop_runner() -> (Arc<dyn ToolBridge>, Vec<ToolBinding>) {
 }
 
 /// A kernel tool that returns a small dict at once.
-pub struct Noop;
-
-#[async_trait::async_trait]
-impl Tool for Noop {
-    fn name(&self) -> &str {
-        "noop"
-    }
-    fn description(&self) -> &str {
-        "Does nothing and returns a small dict."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {"i": {"type": "integer"}, "tag": {"type": "string"}}})
-    }
-    async fn execute(
-        &self,
-        _: &ToolContext,
-        args: Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
-        Ok(ToolExecutionResult::json(
-            json!({"ok": true, "i": args.get("i").cloned().unwrap_or(Value::Null)}),
-        ))
-    }
+fn noop() -> TestTool {
+    TestTool::new("noop", |_, args| {
+        Outcome::json(json!({"ok": true, "i": args.get("i").cloned().unwrap_or(Value::Null)}))
+    })
+    .with_description("Does nothing and returns a small dict.")
+    .with_schema(json!({"type": "object", "properties": {"i": {"type": "integer"}, "tag": {"type": "string"}}}))
 }
 
 /// An invoker over the no-op tool with room for `calls` calls per session.
 pub fn noop_invoker(calls: u32) -> ToolInvoker {
-    let registry = Arc::new(StaticRegistry::new([Arc::new(Noop) as Arc<dyn Tool>]));
+    let registry = Arc::new(StaticRegistry::new([noop().into_any()]));
     ToolInvoker::builder(registry)
         .policy(
             ChainPolicy::builder()

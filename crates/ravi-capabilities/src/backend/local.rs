@@ -379,7 +379,7 @@ fn open_temp_for(
 }
 
 /// Puts a complete temp file in place of `rel` (after the old content for an append), under
-/// the path's write lock, as [`write`] does.
+/// the path's write lock, as [`write()`] does.
 fn publish_temp(
     inner: &Inner,
     path: &str,

@@ -3,7 +3,7 @@
 //! Tools turn model arguments into [`BackendRequest`] payloads; a [`Backend`] executes them.
 //! [`LocalBackend`] runs them on this machine, confined to a workspace directory. A
 //! [`BackendStream`] queues payloads FIFO, one at a time, while separate streams run
-//! concurrently (seed 002).
+//! concurrently (`docs/builtin-tools.md#streams`).
 
 mod local;
 mod path;

@@ -1,8 +1,10 @@
 //! Backend payloads: plain data describing one side effect, and what each returns.
 //!
-//! Tools face the model; payloads face the backend (seed 002's split). A payload is
-//! serialisable so it can be queued, logged, replayed or sent to a remote sandbox unchanged; the
-//! JSON shape is pinned by golden tests (`tests/golden/backend_*.json`).
+//! Tools face the model; payloads face the backend: a tool turns a model's arguments into a
+//! payload and a [`Backend`](super::Backend) carries it out, so the same tool works over this
+//! machine or a remote sandbox. A payload is serialisable so it can be queued, logged,
+//! replayed or sent to a remote sandbox unchanged; the JSON shape is pinned by golden tests
+//! (`tests/golden/backend_*.json`).
 
 use std::collections::BTreeMap;
 
@@ -337,6 +339,22 @@ pub struct CodeOutput {
     pub ok: bool,
 }
 
+/// The `op` tag of a [`BackendRequest`] or [`BackendResponse`]: the two enums share their
+/// variant names and tags, so the table is written once.
+macro_rules! op_tag {
+    ($value:expr) => {
+        match $value {
+            Self::ShellRun(_) => "shell_run",
+            Self::FilesRead(_) => "files_read",
+            Self::FilesWrite(_) => "files_write",
+            Self::FilesList(_) => "files_list",
+            Self::FilesExists(_) => "files_exists",
+            Self::FilesDelete(_) => "files_delete",
+            Self::CodeRun(_) => "code_run",
+        }
+    };
+}
+
 /// Any backend payload, tagged by `op`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -361,15 +379,7 @@ pub enum BackendRequest {
 impl BackendRequest {
     /// The `op` tag (`shell_run`, `files_read`, …).
     pub fn op(&self) -> &'static str {
-        match self {
-            Self::ShellRun(_) => "shell_run",
-            Self::FilesRead(_) => "files_read",
-            Self::FilesWrite(_) => "files_write",
-            Self::FilesList(_) => "files_list",
-            Self::FilesExists(_) => "files_exists",
-            Self::FilesDelete(_) => "files_delete",
-            Self::CodeRun(_) => "code_run",
-        }
+        op_tag!(self)
     }
 }
 
@@ -397,14 +407,6 @@ pub enum BackendResponse {
 impl BackendResponse {
     /// The `op` tag.
     pub fn op(&self) -> &'static str {
-        match self {
-            Self::ShellRun(_) => "shell_run",
-            Self::FilesRead(_) => "files_read",
-            Self::FilesWrite(_) => "files_write",
-            Self::FilesList(_) => "files_list",
-            Self::FilesExists(_) => "files_exists",
-            Self::FilesDelete(_) => "files_delete",
-            Self::CodeRun(_) => "code_run",
-        }
+        op_tag!(self)
     }
 }

@@ -4,6 +4,8 @@
 //! a [`BridgeOutcome`] back. `ToolChainTool` implements the bridge over the `ToolInvoker`;
 //! tests and benchmarks implement it directly.
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 use ravi_kernel::{ContentBlock, FailureReason, InvocationResult, InvocationStatus};
 use serde_json::Value;
@@ -166,31 +168,20 @@ impl BridgeOutcome {
 /// media that were not stored as files as one-line markers (stored media arrive as
 /// `ChainFile` objects instead).
 fn script_text(content: &[ContentBlock], files: &[ravi_kernel::MediaFile]) -> String {
-    let mut out = String::new();
-    let mut first = true;
-    for (i, block) in content.iter().enumerate() {
-        let piece = match block {
-            ContentBlock::Text { text } => std::borrow::Cow::Borrowed(text.as_str()),
-            ContentBlock::Json { value } => std::borrow::Cow::Owned(value.to_string()),
-            ContentBlock::ResourceLink { uri, name, .. } => std::borrow::Cow::Owned(match name {
-                Some(n) => format!("[resource {n}: {uri}]"),
-                None => format!("[resource: {uri}]"),
-            }),
-            ContentBlock::Image { media_type, .. } | ContentBlock::Audio { media_type, .. } => {
-                if files.iter().any(|f| f.block == Some(i)) {
-                    continue;
-                }
-                std::borrow::Cow::Owned(format!("[{media_type}: not stored]"))
-            }
-            _ => continue,
-        };
-        if !first {
-            out.push('\n');
+    ContentBlock::join_lines(content, |i, block| match block {
+        ContentBlock::Text { text } => Some(Cow::Borrowed(text)),
+        ContentBlock::Json { value } => Some(Cow::Owned(value.to_string())),
+        ContentBlock::ResourceLink { uri, name, .. } => Some(Cow::Owned(match name {
+            Some(n) => format!("[resource {n}: {uri}]"),
+            None => format!("[resource: {uri}]"),
+        })),
+        ContentBlock::Image { media_type, .. } | ContentBlock::Audio { media_type, .. } => {
+            (!files.iter().any(|f| f.block == Some(i)))
+                .then(|| Cow::Owned(format!("[{media_type}: not stored]")))
         }
-        first = false;
-        out.push_str(&piece);
-    }
-    out
+        _ => None,
+    })
+    .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -267,47 +258,55 @@ mod tests {
         );
     }
 
+    /// One failure per exception class: its reason, a message, the exception's kind and the
+    /// reason's wire name.
+    const FAILURES: [(FailureReason, &str, &str, &str); 6] = [
+        (
+            FailureReason::ApprovalDenied,
+            "no approval",
+            "denied",
+            "approval_denied",
+        ),
+        (
+            FailureReason::BudgetExhausted,
+            "3 of 3 calls used",
+            "budget_exhausted",
+            "budget_exhausted",
+        ),
+        (
+            FailureReason::Timeout,
+            "took too long",
+            "timeout",
+            "timeout",
+        ),
+        (
+            FailureReason::Cancelled,
+            "stopped",
+            "cancelled",
+            "cancelled",
+        ),
+        (
+            FailureReason::NotCallable,
+            "hosted",
+            "error",
+            "not_callable",
+        ),
+        // The wording of a message never picks the exception.
+        (
+            FailureReason::ToolError,
+            "quota budget exceeded; timed out",
+            "error",
+            "tool_error",
+        ),
+    ];
+
     #[test]
     fn failures_pick_their_exception_from_the_typed_reason() {
-        use FailureReason as R;
-        let cases = [
-            (
-                InvocationResult::failed(R::ApprovalDenied, "no approval"),
-                "denied",
-                "approval_denied",
-            ),
-            (
-                InvocationResult::failed(R::BudgetExhausted, "3 of 3 calls used"),
-                "budget_exhausted",
-                "budget_exhausted",
-            ),
-            (
-                InvocationResult::failed(R::Timeout, "took too long"),
-                "timeout",
-                "timeout",
-            ),
-            (
-                InvocationResult::failed(R::Cancelled, "stopped"),
-                "cancelled",
-                "cancelled",
-            ),
-            (
-                InvocationResult::failed(R::NotCallable, "hosted"),
-                "error",
-                "not_callable",
-            ),
-            // The wording of a message never picks the exception.
-            (
-                InvocationResult::failed(R::ToolError, "quota budget exceeded; timed out"),
-                "error",
-                "tool_error",
-            ),
-        ];
-        for (r, kind, reason) in cases {
-            let message = r.text();
+        for (reason, message, kind, wire_reason) in FAILURES {
+            let r = InvocationResult::failed(reason, message);
             assert_eq!(
                 wire(r),
-                json!({"error": {"kind": kind, "message": message, "reason": reason}})
+                json!({"error": {"kind": kind, "message": message, "reason": wire_reason}})
             );
         }
     }
@@ -315,16 +314,8 @@ mod tests {
     /// The exception's `.status` is the status the trace records for the same outcome.
     #[test]
     fn the_exception_status_is_the_trace_status() {
-        use FailureReason as R;
-        for reason in [
-            R::ApprovalDenied,
-            R::BudgetExhausted,
-            R::Timeout,
-            R::Cancelled,
-            R::NotCallable,
-            R::ToolError,
-        ] {
-            let r = InvocationResult::failed(reason, "x");
+        for (reason, message, ..) in FAILURES {
+            let r = InvocationResult::failed(reason, message);
             let trace = ravi_kernel::CallStatus::of(&r);
             let BridgeOutcome::Failure { kind, .. } = BridgeOutcome::from_invocation(r) else {
                 unreachable!("a failure renders as a failure");

@@ -101,7 +101,7 @@ impl Default for SandboxConfig {
 pub fn default_cwasm_path() -> PathBuf {
     std::env::var_os("RAVI_GUEST_CWASM")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("RAVI_GUEST_CWASM_BUILT")))
+        .unwrap_or_else(|| PathBuf::from(ravi_sandbox_artifact::GUEST_CWASM))
 }
 
 /// The engine, the loaded guest and the epoch ticker. Load once, share, run many times.

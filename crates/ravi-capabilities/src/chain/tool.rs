@@ -74,8 +74,8 @@ impl ToolChainTool {
 
     /// The tool over the functions of `registry`, for the registry's own invoker: a script's
     /// calls go through the invoker that runs `tool_chain` (the policy sets the description's
-    /// budget and caps the wall clock). Used where `tool_chain` is one of the registry's tools
-    /// (`ravi serve`, `ravi agent`): one invoker serves the direct calls and the scripts'.
+    /// budget and caps the wall clock). For a registry that has `tool_chain` among its tools,
+    /// so that one invoker serves the direct calls and the scripts'.
     pub fn for_registry(
         registry: &dyn ToolRegistry,
         policy: ChainPolicy,
@@ -83,7 +83,8 @@ impl ToolChainTool {
         Ok(Self::build(&registry.all(), policy, Sandbox::shared()?))
     }
 
-    /// [`for_registry`](Self::for_registry) over a tool list (a registry being assembled).
+    /// [`for_registry`](Self::for_registry) over a tool list (a registry being assembled:
+    /// `ravi serve` adds `tool_chain` to its served tools this way).
     pub fn for_tools(tools: &[AnyTool], policy: ChainPolicy) -> Result<Self, SandboxError> {
         Ok(Self::build(tools, policy, Sandbox::shared()?))
     }

@@ -248,8 +248,11 @@ impl HttpGet {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpGetArgs {
-    /// Absolute http or https URL, e.g. "https://example.com/data.json".
-    #[schemars(length(min = 1))]
+    /// The absolute http or https URL to fetch (the schema gives the model an example).
+    #[schemars(
+        length(min = 1),
+        description = "Absolute http or https URL, e.g. \"https://example.com/data.json\"."
+    )]
     pub url: String,
 }
 

@@ -1,4 +1,5 @@
-//! `shell` (Critical): one command line through the backend, with seed 002's guards.
+//! `shell` (Critical): one command line through the backend, guarded by [`check_command`]:
+//! one line, at most [`MAX_COMMAND_CHARS`] characters (`docs/builtin-tools.md`).
 
 use std::sync::Arc;
 
@@ -8,7 +9,8 @@ use ravi_kernel::{ContentBlock, ToolContext, ToolError, ToolExecutionResult, Too
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-/// Longest command the tool accepts (seed 002).
+/// Longest command the tool accepts: a longer script belongs in a file the command runs (the
+/// refusal says so), where it can be read, reviewed and rerun.
 pub const MAX_COMMAND_CHARS: usize = 2048;
 
 /// Runs one single-line shell command (at most 2,048 characters) with `sh -c` in the
@@ -47,7 +49,8 @@ pub struct ShellArgs {
     pub timeout_secs: Option<u64>,
 }
 
-/// Checks seed 002's guards: one line, at most [`MAX_COMMAND_CHARS`] characters.
+/// Checks the command's guards: one line (a multi-line script hides steps from the approval
+/// prompt and the trace), at most [`MAX_COMMAND_CHARS`] characters.
 pub fn check_command(command: &str) -> Result<(), ToolError> {
     if command.contains(['\n', '\r']) {
         return Err(ToolError::invalid_arguments(

@@ -119,16 +119,6 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
     }
 }
 
-fn kind(tool: &AnyTool) -> &'static str {
-    if tool.is_provider_defined() {
-        "provider-defined"
-    } else if tool.is_hosted() {
-        "hosted"
-    } else {
-        "function"
-    }
-}
-
 fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
     if as_json {
         let mut items: Vec<_> = entries
@@ -136,7 +126,7 @@ fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
             .map(|e| {
                 json!({
                     "name": e.name(),
-                    "kind": kind(&e.tool),
+                    "kind": e.tool.kind().as_str(),
                     "risk": e.tool.risk(),
                     "category": e.category,
                     "tags": e.tags,
@@ -149,7 +139,7 @@ fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
         items.extend(attached.iter().map(|t| {
             json!({
                 "name": t.name(),
-                "kind": kind(t),
+                "kind": t.kind().as_str(),
                 "risk": t.risk(),
                 "category": "mcp",
                 "tags": [],
@@ -178,13 +168,19 @@ fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
             e.name(),
             e.tool.risk().as_str(),
             e.category.as_str(),
-            kind(&e.tool),
+            e.tool.kind().as_str(),
             first_sentence,
         ]);
     }
     for t in attached {
         let first_line = t.description().lines().next().unwrap_or("");
-        table.row([t.name(), t.risk().as_str(), "mcp", kind(t), first_line]);
+        table.row([
+            t.name(),
+            t.risk().as_str(),
+            "mcp",
+            t.kind().as_str(),
+            first_line,
+        ]);
     }
     print!("{table}");
 }

@@ -16,7 +16,8 @@ use ravi_kernel::{
 use serde_json::{Map, Value, json};
 
 use super::common::{
-    StreamDecoder, blocks_text, decode_stream, event_json, schema_options, str_at, u64_at,
+    StreamDecoder, blocks_text, decode_stream, decoded_response, event_json, schema_options,
+    str_at, u64_at,
 };
 use super::error::ProviderError;
 use super::http::{AuthStyle, HttpClient, ProviderConfig};
@@ -330,16 +331,12 @@ pub(crate) fn decode_response(v: &Value) -> Result<ChatResponse, ModelError> {
     let blocks = v["content"]
         .as_array()
         .ok_or_else(|| ModelError::Decode(format!("no `content` array in answer: {v}")))?;
-    Ok(ChatResponse {
-        id: str_at(v, "/id").to_owned(),
-        model: str_at(v, "/model").to_owned(),
-        message: Message {
-            role: Role::Assistant,
-            content: blocks.iter().filter_map(decode_block).collect(),
-        },
-        stop_reason: stop_reason(str_at(v, "/stop_reason")),
-        usage: usage(&v["usage"]),
-    })
+    Ok(decoded_response(
+        v,
+        blocks.iter().filter_map(decode_block).collect(),
+        stop_reason(str_at(v, "/stop_reason")),
+        usage(&v["usage"]),
+    ))
 }
 
 /// Rebuilds the message from `content_block_*` events.

@@ -1,10 +1,15 @@
 //! Pieces every provider encoder and decoder shares: argument text, tool-result text, media
 //! URLs, strict schemas and the SSE-to-`StreamEvent` driver.
 
+use std::borrow::Cow;
+
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use ravi_kernel::{ChatResponse, ContentBlock, MediaSource, ModelError, StreamEvent};
-use serde_json::{Map, Value};
+use ravi_kernel::{
+    ChatRequest, ChatResponse, ContentBlock, MediaSource, Message, MessagePart, ModelError, Role,
+    StopReason, StreamEvent, ToolChoice, Usage,
+};
+use serde_json::{Map, Value, json};
 
 use super::sse::SseEvent;
 
@@ -28,21 +33,18 @@ pub(crate) fn parse_args(text: &str) -> Value {
 
 /// The text a text-only tool-result slot carries.
 pub(crate) fn blocks_text(content: &[ContentBlock]) -> String {
-    let mut parts = Vec::new();
-    for block in content {
-        match block {
-            ContentBlock::Text { text } => parts.push(text.clone()),
-            ContentBlock::Json { value } => parts.push(value.to_string()),
-            ContentBlock::ResourceLink { uri, name, .. } => parts.push(match name {
-                Some(n) => format!("[{n}]({uri})"),
-                None => uri.clone(),
-            }),
-            ContentBlock::Image { media_type, .. } => parts.push(format!("[image {media_type}]")),
-            ContentBlock::Audio { media_type, .. } => parts.push(format!("[audio {media_type}]")),
-            _ => {}
-        }
-    }
-    parts.join("\n")
+    ContentBlock::join_lines(content, |_, block| match block {
+        ContentBlock::Text { text } => Some(Cow::Borrowed(text)),
+        ContentBlock::Json { value } => Some(Cow::Owned(value.to_string())),
+        ContentBlock::ResourceLink { uri, name, .. } => Some(match name {
+            Some(n) => Cow::Owned(format!("[{n}]({uri})")),
+            None => Cow::Borrowed(uri),
+        }),
+        ContentBlock::Image { media_type, .. } => Some(Cow::Owned(format!("[image {media_type}]"))),
+        ContentBlock::Audio { media_type, .. } => Some(Cow::Owned(format!("[audio {media_type}]"))),
+        _ => None,
+    })
+    .unwrap_or_default()
 }
 
 /// The text a model reads for a tool result in a text-only slot (Chat `role: "tool"`, Responses
@@ -81,6 +83,58 @@ pub(crate) fn media_url(media_type: &str, source: &MediaSource) -> String {
         MediaSource::Url { url } => url.clone(),
         MediaSource::Base64 { data } => format!("data:{media_type};base64,{data}"),
         _ => String::new(),
+    }
+}
+
+/// Sets the tool fields the OpenAI APIs share on a request `body` with `tools`: the tools,
+/// `tool_choice` (a named tool as `named` spells it: the two APIs nest it differently) and
+/// `parallel_tool_calls` when the request says. Nothing is set without tools.
+pub(crate) fn insert_openai_tools(
+    body: &mut Map<String, Value>,
+    tools: Vec<Value>,
+    request: &ChatRequest,
+    named: impl FnOnce(&str) -> Value,
+) {
+    if tools.is_empty() {
+        return;
+    }
+    body.insert("tools".into(), Value::Array(tools));
+    let choice = match &request.tool_choice {
+        ToolChoice::None => json!("none"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::Tool { name } => named(name),
+        _ => json!("auto"),
+    };
+    body.insert("tool_choice".into(), choice);
+    if let Some(p) = request.parallel_tool_calls {
+        body.insert("parallel_tool_calls".into(), json!(p));
+    }
+}
+
+/// Whether the decoded parts ask for a tool call.
+pub(crate) fn has_tool_use(content: &[MessagePart]) -> bool {
+    content
+        .iter()
+        .any(|p| matches!(p, MessagePart::ToolUse { .. }))
+}
+
+/// The model's answer `v` to a non-streamed request, decoded: an assistant message of
+/// `content`, with the response id and model `v` reports.
+pub(crate) fn decoded_response(
+    v: &Value,
+    content: Vec<MessagePart>,
+    stop_reason: StopReason,
+    usage: Usage,
+) -> ChatResponse {
+    ChatResponse {
+        id: str_at(v, "/id").to_owned(),
+        model: str_at(v, "/model").to_owned(),
+        message: Message {
+            role: Role::Assistant,
+            content,
+        },
+        stop_reason,
+        usage,
     }
 }
 

@@ -8,13 +8,13 @@
 use futures::stream::BoxStream;
 use ravi_kernel::{
     AnyTool, ChatModel, ChatRequest, ChatResponse, ContentBlock, MediaSupport, Message,
-    MessagePart, ModelError, Provider, Role, StopReason, StreamEvent, ToolChoice, Usage,
+    MessagePart, ModelError, Provider, Role, StopReason, StreamEvent, Usage,
 };
 use serde_json::{Map, Value, json};
 
 use super::common::{
-    StreamDecoder, args_to_string, decode_stream, event_json, media_url, parse_args, result_text,
-    schema_options, str_at, u64_at,
+    StreamDecoder, args_to_string, decode_stream, decoded_response, event_json, has_tool_use,
+    insert_openai_tools, media_url, parse_args, result_text, schema_options, str_at, u64_at,
 };
 use super::error::ProviderError;
 use super::http::{AuthStyle, HttpClient, ProviderConfig};
@@ -97,23 +97,12 @@ pub(crate) fn encode_request(model: &str, request: &ChatRequest, stream: bool) -
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), Value::Array(encode_messages(request)));
     let tools = encode_tools(&request.tools, request.strict_tools);
-    if !tools.is_empty() {
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert(
-            "tool_choice".into(),
-            match &request.tool_choice {
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Tool { name } => {
-                    json!({"type": "function", "function": {"name": name}})
-                }
-                _ => json!("auto"),
-            },
-        );
-        if let Some(p) = request.parallel_tool_calls {
-            body.insert("parallel_tool_calls".into(), json!(p));
-        }
-    }
+    insert_openai_tools(
+        &mut body,
+        tools,
+        request,
+        |name| json!({"type": "function", "function": {"name": name}}),
+    );
     if let Some(n) = request.max_tokens {
         body.insert("max_completion_tokens".into(), json!(n));
     }
@@ -151,16 +140,11 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
         Role::Assistant => {
             let text = message.text();
             let calls: Vec<Value> = message
-                .content
-                .iter()
-                .filter_map(|p| match p {
-                    MessagePart::ToolUse {
-                        id,
-                        name,
-                        arguments,
-                    } => Some(json!({"id": id, "type": "function",
-                        "function": {"name": name, "arguments": args_to_string(arguments)}})),
-                    _ => None,
+                .tool_uses()
+                .into_iter()
+                .map(|(id, name, arguments)| {
+                    json!({"id": id, "type": "function",
+                        "function": {"name": name, "arguments": args_to_string(arguments)}})
                 })
                 .collect();
             let mut m = json!({"role": "assistant",
@@ -264,23 +248,12 @@ pub(crate) fn decode_response(v: &Value) -> Result<ChatResponse, ModelError> {
             arguments: parse_args(str_at(call, "/function/arguments")),
         });
     }
-    let has_calls = content
-        .iter()
-        .any(|p| matches!(p, MessagePart::ToolUse { .. }));
+    let has_calls = has_tool_use(&content);
     let mut stop = stop_reason(choice["finish_reason"].as_str().unwrap_or(""), has_calls);
     if refusal.is_some() {
         stop = StopReason::Refusal;
     }
-    Ok(ChatResponse {
-        id: str_at(v, "/id").to_owned(),
-        model: str_at(v, "/model").to_owned(),
-        message: Message {
-            role: Role::Assistant,
-            content,
-        },
-        stop_reason: stop,
-        usage: usage(&v["usage"]),
-    })
+    Ok(decoded_response(v, content, stop, usage(&v["usage"])))
 }
 
 #[derive(Debug, Default)]
@@ -391,9 +364,7 @@ impl StreamDecoder for ChatStreamDecoder {
                 arguments: parse_args(&call.arguments),
             });
         }
-        let has_calls = content
-            .iter()
-            .any(|p| matches!(p, MessagePart::ToolUse { .. }));
+        let has_calls = has_tool_use(&content);
         let stop = if self.refusal.is_empty() {
             stop_reason(&finish, has_calls)
         } else {

@@ -31,14 +31,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::stream::BoxStream;
 use ravi_kernel::{
-    AnyTool, ChatModel, ChatRequest, ChatResponse, MediaSupport, Message, MessagePart, ModelError,
-    Provider, Role, StopReason, StreamEvent, ToolChoice, ToolExecutionResult, Usage,
+    AnyTool, ChatModel, ChatRequest, ChatResponse, MediaSupport, MessagePart, ModelError, Provider,
+    Role, StopReason, StreamEvent, ToolExecutionResult, Usage,
 };
 use serde_json::{Map, Value, json};
 
 use super::common::{
-    StreamDecoder, args_to_string, blocks_text, decode_stream, event_json, media_url, parse_args,
-    result_text, schema_options, str_at, u64_at,
+    StreamDecoder, args_to_string, blocks_text, decode_stream, decoded_response, event_json,
+    has_tool_use, insert_openai_tools, media_url, parse_args, result_text, schema_options, str_at,
+    u64_at,
 };
 use super::error::ProviderError;
 use super::http::{AuthStyle, HttpClient, ProviderConfig};
@@ -211,21 +212,12 @@ pub(crate) fn encode_request(
     }
     body.insert("input".into(), Value::Array(encode_input(request)));
     let tools = encode_tools(&request.tools, request.strict_tools);
-    if !tools.is_empty() {
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert(
-            "tool_choice".into(),
-            match &request.tool_choice {
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Tool { name } => json!({"type": "function", "name": name}),
-                _ => json!("auto"),
-            },
-        );
-        if let Some(p) = request.parallel_tool_calls {
-            body.insert("parallel_tool_calls".into(), json!(p));
-        }
-    }
+    insert_openai_tools(
+        &mut body,
+        tools,
+        request,
+        |name| json!({"type": "function", "name": name}),
+    );
     if let Some(n) = request.max_tokens {
         body.insert("max_output_tokens".into(), json!(n));
     }
@@ -506,9 +498,7 @@ fn decode_with_types(
         }
         decode_item(item, call_types, &mut content);
     }
-    let has_calls = content
-        .iter()
-        .any(|p| matches!(p, MessagePart::ToolUse { .. }));
+    let has_calls = has_tool_use(&content);
     let stop = match (
         str_at(v, "/status"),
         str_at(v, "/incomplete_details/reason"),
@@ -520,16 +510,7 @@ fn decode_with_types(
         ("completed", _) => StopReason::EndTurn,
         _ => StopReason::Other,
     };
-    Ok(ChatResponse {
-        id: str_at(v, "/id").to_owned(),
-        model: str_at(v, "/model").to_owned(),
-        message: Message {
-            role: Role::Assistant,
-            content,
-        },
-        stop_reason: stop,
-        usage: usage(&v["usage"]),
-    })
+    Ok(decoded_response(v, content, stop, usage(&v["usage"])))
 }
 
 /// Decodes a non-streamed answer.

@@ -8,9 +8,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use wasmtime::{Engine, Linker, Store};
+use wasmtime::{Engine, Instance, Linker, Module, Store, Val};
 use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wizer::{InstanceState, SnapshotVal, ValType};
 
 include!("../../../ravi-capabilities/src/chain/engine_config.rs");
 
@@ -42,13 +43,9 @@ fn build(input: &PathBuf, output: &PathBuf) -> wasmtime::Result<()> {
         started.elapsed().as_secs_f64()
     );
     let started = std::time::Instant::now();
-    let mut config = engine_config(None);
-    // wasmtime-wizer turns on wasmtime's `gc` and `threads` crate features, which the host
-    // does not have; their proposals default to on here and off there, and a module compiled
-    // with them would not load on the host. The guest uses neither.
-    config.wasm_threads(false);
-    config.wasm_exceptions(false);
-    config.gc_support(false);
+    // The host's settings exactly; the builder's wasmtime has the host's crate features plus
+    // Cranelift, so every proposal defaults the same way on both sides.
+    let config = engine_config(None);
     let engine = Engine::new(&config)?;
     let compiled = engine.precompile_module(&snapshot)?;
     let tmp = output.with_extension("cwasm.tmp");
@@ -87,10 +84,63 @@ async fn snapshot(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
         ))
     })?;
     let mut wizer = wasmtime_wizer::Wizer::new();
-    wizer.init_func("wizer.initialize");
+    wizer.init_func(INIT_FUNC);
+    // wizer's own wasmtime adapter (its `wasmtime` feature) would turn on wasmtime's cache,
+    // gc, threads, wave and wit-parser features, which this builder does not use and which
+    // cost a first build minutes; the adapter is these few lines.
+    let (cx, instrumented) = wizer.instrument(wasm)?;
+    let module = Module::new(&engine, &instrumented)?;
+    let instance = linker.instantiate_async(&mut store, &module).await?;
+    for name in ["_initialize", INIT_FUNC] {
+        if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, name) {
+            init.call_async(&mut store, ())
+                .await
+                .map_err(|e| e.context(format!("the guest's `{name}` trapped")))?;
+        } else if name == INIT_FUNC {
+            wasmtime::bail!("the guest does not export `{INIT_FUNC}`");
+        }
+    }
     wizer
-        .run(&mut store, wasm, async |store, module| {
-            linker.instantiate_async(store, module).await
-        })
+        .snapshot(
+            &cx,
+            &mut Snapshot {
+                store: &mut store,
+                instance,
+            },
+        )
         .await
+}
+
+/// The guest's pre-initialisation entry point.
+const INIT_FUNC: &str = "wizer.initialize";
+
+/// What wizer reads from the initialised instance: its exported globals and memories.
+struct Snapshot<'a, T: 'static> {
+    store: &'a mut Store<T>,
+    instance: Instance,
+}
+
+impl<T: Send> InstanceState for Snapshot<'_, T> {
+    async fn global_get(&mut self, name: &str, _: ValType) -> SnapshotVal {
+        // wizer asks only for globals the instrumented module exports, of these types.
+        match self
+            .instance
+            .get_global(&mut *self.store, name)
+            .map(|g| g.get(&mut *self.store))
+        {
+            Some(Val::I32(x)) => SnapshotVal::I32(x),
+            Some(Val::I64(x)) => SnapshotVal::I64(x),
+            Some(Val::F32(x)) => SnapshotVal::F32(x),
+            Some(Val::F64(x)) => SnapshotVal::F64(x),
+            Some(Val::V128(x)) => SnapshotVal::V128(x.as_u128()),
+            other => panic!("wizer asked for global `{name}`, which is {other:?}"),
+        }
+    }
+
+    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
+        match self.instance.get_memory(&mut *self.store, name) {
+            Some(memory) => contents(memory.data(&*self.store)),
+            None => panic!("wizer asked for memory `{name}`, which the guest does not export"),
+        }
+    }
 }

@@ -1,0 +1,11 @@
+//! One module per scenario area.
+
+mod capability_search;
+mod invoker_approvals;
+mod invoker_drops;
+mod invoker_gates;
+mod invoker_properties;
+mod react;
+mod schema_props;
+mod schemas;
+mod tool_macro;

@@ -1,0 +1,17 @@
+//! One module per scenario area.
+
+mod backend;
+mod calculator;
+mod catalog;
+#[cfg(feature = "code-mode")]
+mod chain_tool;
+#[cfg(feature = "code-mode")]
+mod corpus;
+mod escape_corpus;
+mod file_tools;
+mod golden;
+mod http_get;
+mod read_result;
+#[cfg(feature = "code-mode")]
+mod sandbox;
+mod through_invoker;

@@ -1,0 +1,9 @@
+//! The integration tests of `ravi-integrations`, built as one test binary: each file under `suite/`
+//! is a module of it, so the crate's dependency graph is linked once, not once per file. Run one
+//! area with a filter: `cargo test -p ravi-integrations --test all mcp_client`.
+
+// A failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod provider_support;
+mod suite;

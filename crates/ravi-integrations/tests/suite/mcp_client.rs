@@ -1,0 +1,426 @@
+//! The MCP client adapter against real third-party servers from npm:
+//! `@modelcontextprotocol/server-everything` (stdio and streamable HTTP) and
+//! `@modelcontextprotocol/server-filesystem` (stdio).
+
+use ravi_test_support::mcp;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use ravi_integrations::mcp::{McpClient, McpServerSpec, McpTool};
+use ravi_kernel::{
+    CancellationToken, ContentBlock, ProgressEvent, ProgressKind, Tool, ToolContext, ToolErrorKind,
+    ToolRisk,
+};
+use serde_json::json;
+
+fn everything_stdio() -> McpServerSpec {
+    McpServerSpec::stdio(
+        "ev",
+        mcp::node().display().to_string(),
+        vec![mcp::everything_js().display().to_string(), "stdio".into()],
+    )
+}
+
+fn find(tools: &[Arc<dyn Tool>], name: &str) -> Arc<dyn Tool> {
+    tools
+        .iter()
+        .find(|t| t.name() == name)
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "no tool {name} in {:?}",
+                tools.iter().map(|t| t.name()).collect::<Vec<_>>()
+            )
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_over_stdio_lists_calls_images_structured_progress_errors() {
+    if !mcp::harness_ready("everything stdio") {
+        return;
+    }
+    let client = McpClient::connect(everything_stdio()).await.unwrap();
+    assert_eq!(client.protocol_version().as_deref(), Some("2025-11-25"));
+    assert_eq!(
+        client.server_name().as_deref(),
+        Some("mcp-servers/everything")
+    );
+    let tools = McpTool::from_client(&client);
+    assert!(tools.len() >= 13, "{} tools", tools.len());
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.name().starts_with("ev__") && t.name().len() <= 64)
+    );
+
+    // Plain call, risk from annotations (readOnlyHint → Safe).
+    let sum = find(&tools, "ev__get-sum");
+    assert_eq!(sum.risk(), ToolRisk::Safe);
+    let r = sum
+        .execute(&ToolContext::default(), json!({"a": 2, "b": 3}))
+        .await
+        .unwrap();
+    assert!(!r.is_error);
+    assert_eq!(r.text_content(), "The sum of 2 and 3 is 5.");
+
+    // Images keep their bytes and media type.
+    let img = find(&tools, "ev__get-tiny-image")
+        .execute(&ToolContext::default(), json!({}))
+        .await
+        .unwrap();
+    let image = img
+        .content
+        .iter()
+        .find(|b| b.is_media())
+        .expect("an image block");
+    let ContentBlock::Image { media_type, source } = image else {
+        panic!("{image:?}")
+    };
+    assert_eq!(media_type, "image/png");
+    assert!(
+        source
+            .decode()
+            .is_some_and(|b| b.starts_with(&[0x89, b'P', b'N', b'G']))
+    );
+
+    // Structured content and the declared output schema.
+    let sc = find(&tools, "ev__get-structured-content");
+    assert!(sc.output_schema().is_some());
+    let r = sc
+        .execute(&ToolContext::default(), json!({"location": "New York"}))
+        .await
+        .unwrap();
+    let s = r.structured_content.expect("structuredContent");
+    assert!(s.get("temperature").is_some(), "{s}");
+
+    // Progress notifications reach the context's sink.
+    let events: Arc<Mutex<Vec<ProgressEvent>>> = Arc::default();
+    let sink_events = events.clone();
+    let mut ctx = ToolContext::new("call-7");
+    ctx.progress = Some(Arc::new(move |e: ProgressEvent| {
+        sink_events.lock().unwrap().push(e)
+    }));
+    let r = find(&tools, "ev__trigger-long-running-operation")
+        .execute(&ctx, json!({"duration": 1, "steps": 3}))
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    let got = events.lock().unwrap().clone();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[2].call_id, "call-7");
+    assert_eq!(got[2].tool, "ev__trigger-long-running-operation");
+    assert!(
+        matches!(got[2].kind, ProgressKind::Progress { progress, total: Some(t), .. } if progress == 3.0 && t == 3.0)
+    );
+
+    // Invalid arguments come back as an error the model can read, not a crash.
+    let err = sum
+        .execute(&ToolContext::default(), json!({"a": "x"}))
+        .await;
+    let is_error = match err {
+        Ok(r) => r.is_error,
+        Err(e) => e.kind == ToolErrorKind::InvalidArguments,
+    };
+    assert!(is_error);
+
+    resources_survive(&tools, "ev").await;
+    client.close().await;
+}
+
+/// Resource links and embedded resources (text and blob) from server-everything keep every
+/// field, and go back onto the wire exactly as they came. (server-everything has no tool that
+/// returns audio; audio is covered by `mcp_server.rs` and the conformance fixtures.)
+async fn resources_survive(tools: &[Arc<dyn Tool>], prefix: &str) {
+    use ravi_integrations::mcp::result_to_mcp;
+    let r = find(tools, &format!("{prefix}__get-resource-links"))
+        .execute(&ToolContext::default(), json!({"count": 2}))
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    let links: Vec<&ContentBlock> = r
+        .content
+        .iter()
+        .filter(|b| matches!(b, ContentBlock::ResourceLink { .. }))
+        .collect();
+    assert_eq!(links.len(), 2, "{r:?}");
+    let ContentBlock::ResourceLink {
+        uri,
+        name,
+        description,
+        media_type,
+    } = links[1]
+    else {
+        unreachable!()
+    };
+    assert!(uri.starts_with("demo://resource/"), "{uri}");
+    assert_eq!(name.as_deref(), Some("Text Resource 2"));
+    assert_eq!(
+        description.as_deref(),
+        Some("Resource 2: plaintext resource")
+    );
+    assert_eq!(media_type.as_deref(), Some("text/plain"));
+    let wire = result_to_mcp(&r);
+    assert_eq!(wire["content"][2]["type"], "resource_link", "{wire:#}");
+    assert_eq!(wire["content"][2]["name"], "Text Resource 2");
+
+    for (kind, field) in [("Text", "text"), ("Blob", "blob")] {
+        let r = find(tools, &format!("{prefix}__get-resource-reference"))
+            .execute(
+                &ToolContext::default(),
+                json!({"resourceType": kind, "resourceId": 3}),
+            )
+            .await
+            .unwrap();
+        assert!(!r.is_error, "{r:?}");
+        let embedded = r
+            .content
+            .iter()
+            .find_map(|b| match b {
+                ContentBlock::Json { value } if value["type"] == "resource" => Some(value.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no embedded resource in {r:?}"));
+        let resource = &embedded["resource"];
+        assert!(
+            resource["uri"]
+                .as_str()
+                .unwrap()
+                .starts_with("demo://resource/"),
+            "{embedded}"
+        );
+        assert!(
+            resource[field].as_str().is_some_and(|s| !s.is_empty()),
+            "{embedded}"
+        );
+        let wire = result_to_mcp(&r);
+        assert_eq!(wire["content"][1], embedded, "relayed exactly");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_cancel_and_a_dead_server_is_reconnected() {
+    if !mcp::harness_ready("everything timeouts") {
+        return;
+    }
+    let client = McpClient::connect(everything_stdio().with_timeout(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    let tools = McpTool::from_client(&client);
+    let slow = find(&tools, "ev__trigger-long-running-operation");
+    let started = std::time::Instant::now();
+    let err = slow
+        .execute(&ToolContext::default(), json!({"duration": 5, "steps": 5}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Timeout, "{err}");
+    assert!(err.message.contains("told to cancel"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    // Cancellation from the caller.
+    let ctx = ToolContext::new("c");
+    let token: CancellationToken = ctx.cancellation.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        token.cancel();
+    });
+    let err = slow
+        .execute(&ctx, json!({"duration": 5, "steps": 5}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Cancelled);
+
+    // The connection still works after both.
+    let sum = find(&tools, "ev__get-sum");
+    assert!(
+        !sum.execute(&ToolContext::default(), json!({"a": 1, "b": 1}))
+            .await
+            .unwrap()
+            .is_error
+    );
+
+    // Kill the server: the call in flight fails as Unavailable, the next one reconnects.
+    assert_eq!(client.connect_count(), 1);
+    client.close().await;
+    let r = sum
+        .execute(&ToolContext::default(), json!({"a": 4, "b": 5}))
+        .await
+        .unwrap();
+    assert_eq!(r.text_content(), "The sum of 4 and 5 is 9.");
+    assert_eq!(client.connect_count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_over_streamable_http() {
+    if !mcp::harness_ready("everything http") {
+        return;
+    }
+    let port = mcp::free_port();
+    let mut server = tokio::process::Command::new(mcp::node())
+        .arg(mcp::everything_js())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut client = None;
+    for _ in 0..100 {
+        if let Ok(c) = McpClient::connect(McpServerSpec::http("web", &url)).await {
+            client = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let client = client.expect("server-everything did not come up over HTTP");
+    let tools = McpTool::from_client(&client);
+    assert!(tools.len() >= 13);
+    let r = find(&tools, "web__get-sum")
+        .execute(&ToolContext::default(), json!({"a": 20, "b": 22}))
+        .await
+        .unwrap();
+    assert_eq!(r.text_content(), "The sum of 20 and 22 is 42.");
+    let events: Arc<Mutex<Vec<ProgressEvent>>> = Arc::default();
+    let e2 = events.clone();
+    let mut ctx = ToolContext::new("h");
+    ctx.progress = Some(Arc::new(move |e: ProgressEvent| e2.lock().unwrap().push(e)));
+    find(&tools, "web__trigger-long-running-operation")
+        .execute(&ctx, json!({"duration": 1, "steps": 2}))
+        .await
+        .unwrap();
+    assert_eq!(events.lock().unwrap().len(), 2);
+
+    // Images, structured content and an error result over HTTP too.
+    let img = find(&tools, "web__get-tiny-image")
+        .execute(&ToolContext::default(), json!({}))
+        .await
+        .unwrap();
+    assert!(
+        img.content.iter().any(|b| matches!(b,
+            ContentBlock::Image { media_type, source }
+                if media_type == "image/png"
+                    && source.decode().is_some_and(|b| b.starts_with(&[0x89, b'P', b'N', b'G'])))),
+        "{img:?}"
+    );
+    let sc = find(&tools, "web__get-structured-content");
+    assert!(sc.output_schema().is_some());
+    let r = sc
+        .execute(&ToolContext::default(), json!({"location": "Chicago"}))
+        .await
+        .unwrap();
+    let s = r.structured_content.expect("structuredContent");
+    assert!(
+        s.get("temperature").is_some() && s.get("conditions").is_some(),
+        "{s}"
+    );
+    let bad = find(&tools, "web__get-sum")
+        .execute(&ToolContext::default(), json!({"a": "x", "b": 1}))
+        .await;
+    match bad {
+        Ok(r) => {
+            assert!(r.is_error, "{r:?}");
+            assert!(!r.text_content().is_empty());
+        }
+        Err(e) => assert_eq!(e.kind, ToolErrorKind::InvalidArguments, "{e}"),
+    }
+    resources_survive(&tools, "web").await;
+    client.close().await;
+    let _ = server.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filesystem_over_stdio_with_risk_from_annotations_and_config() {
+    if !mcp::harness_ready("filesystem stdio") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), "hello from fsroot\n").unwrap();
+    let root_str = root.path().canonicalize().unwrap().display().to_string();
+    let spec = McpServerSpec::stdio(
+        "fs",
+        mcp::node().display().to_string(),
+        vec![mcp::filesystem_js().display().to_string(), root_str.clone()],
+    )
+    .with_risk("list_directory", ToolRisk::High);
+    let client = McpClient::connect(spec).await.unwrap();
+    let tools = McpTool::from_client(&client);
+    assert_eq!(tools.len(), 14);
+    assert_eq!(find(&tools, "fs__read_text_file").risk(), ToolRisk::Safe);
+    assert_eq!(find(&tools, "fs__write_file").risk(), ToolRisk::Critical);
+    assert_eq!(find(&tools, "fs__create_directory").risk(), ToolRisk::High);
+    assert_eq!(
+        find(&tools, "fs__list_directory").risk(),
+        ToolRisk::High,
+        "config wins"
+    );
+
+    let r = find(&tools, "fs__read_text_file")
+        .execute(
+            &ToolContext::default(),
+            json!({"path": format!("{root_str}/a.txt")}),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error);
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"content": "hello from fsroot\n"}))
+    );
+
+    let r = find(&tools, "fs__read_text_file")
+        .execute(&ToolContext::default(), json!({"path": "/etc/passwd"}))
+        .await
+        .unwrap();
+    assert!(r.is_error);
+    assert!(
+        r.text_content().contains("outside allowed directories"),
+        "{}",
+        r.text_content()
+    );
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_call_is_a_tool_error_and_the_next_call_reconnects() {
+    if !mcp::harness_ready("server dies mid-call") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    // The shell records the server's pid, then becomes the server.
+    let script = format!(
+        "echo $$ > {} && exec {} {} stdio",
+        pidfile.display(),
+        mcp::node().display(),
+        mcp::everything_js().display()
+    );
+    let spec = McpServerSpec::stdio("ev", "sh", vec!["-c".into(), script]);
+    let client = McpClient::connect(spec).await.unwrap();
+    let tools = McpTool::from_client(&client);
+    let slow = find(&tools, "ev__trigger-long-running-operation");
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap();
+    });
+    let err = slow
+        .execute(&ToolContext::default(), json!({"duration": 5, "steps": 5}))
+        .await
+        .unwrap_err();
+    killer.await.unwrap();
+    assert_eq!(err.kind, ToolErrorKind::Unavailable, "{err}");
+    assert!(err.message.contains("reconnect"), "{err}");
+    let r = find(&tools, "ev__get-sum")
+        .execute(&ToolContext::default(), json!({"a": 1, "b": 2}))
+        .await
+        .unwrap();
+    assert_eq!(r.text_content(), "The sum of 1 and 2 is 3.");
+    assert_eq!(client.connect_count(), 2);
+    client.close().await;
+}

@@ -1,0 +1,8 @@
+//! One module per scenario area.
+
+mod mcp_client;
+mod mcp_inprocess;
+mod mcp_server;
+mod providers_agent;
+mod providers_env;
+mod providers_wire;

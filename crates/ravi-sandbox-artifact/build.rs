@@ -1,0 +1,303 @@
+//! Builds the code-mode guest.
+//!
+//! Steps, all inside `<target>/ravi-sandbox` (target directories of their own, so the nested
+//! builds never wait on the outer build's lock):
+//! 1. at the same time, in two target directories: `cargo build --release --target
+//!    wasm32-wasip1` of `crates/ravi-sandbox-guest` (RustPython + the prelude; installing the
+//!    wasm target with rustup if it is missing) and `cargo build --release` of
+//!    `ravi-sandbox-builder` (wasmtime with Cranelift, wizer) — one is mostly one long crate
+//!    (`rustpython-vm`), the other another (`cranelift-codegen`), so together they keep two
+//!    cores busy where one after the other would not;
+//! 2. `ravi-sandbox-builder`: wizer pre-initialisation, then precompilation to
+//!    `ravi-guest-<key>.cwasm` with the host's engine settings
+//!    (`ravi-capabilities/src/chain/engine_config.rs`).
+//!
+//! This crate has no dependencies, so cargo runs this script at the very start of a build,
+//! beside the host's dependencies (a build script waits for its package's dependencies).
+//!
+//! The key is a digest of every input file and the toolchain, so an incremental build does
+//! nothing unless the guest, the builder, the engine settings or the host↔guest ABI
+//! (`ravi-capabilities/src/chain/abi.rs`, compiled into the guest too) changed, and checkouts
+//! of different versions sharing a target directory keep separate artefacts. A file lock
+//! serialises nested builds in one target directory. The artefact's path reaches the library
+//! as `RAVI_GUEST_CWASM_BUILT`. Setting `RAVI_GUEST_CWASM` to a prebuilt artefact skips all of
+//! this.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+type BuildResult<T> = Result<T, String>;
+
+fn main() {
+    match run() {
+        Ok(path) => println!("cargo:rustc-env=RAVI_GUEST_CWASM_BUILT={}", path.display()),
+        Err(msg) => {
+            // A failed guest build must fail the build loudly: code mode cannot work without it.
+            eprintln!("error: building the code-mode guest failed:\n{msg}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run() -> BuildResult<PathBuf> {
+    let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
+    let host_dir = manifest_dir.join("../ravi-capabilities");
+    let guest_dir = manifest_dir.join("../ravi-sandbox-guest");
+    let guest_dir = guest_dir
+        .canonicalize()
+        .map_err(|e| format!("guest crate not found at {}: {e}", guest_dir.display()))?;
+    // Host files the guest side compiles too: the engine settings (the builder) and the ABI
+    // (the guest).
+    let shared = [
+        host_dir.join("src/chain/engine_config.rs"),
+        host_dir.join("src/chain/abi.rs"),
+    ];
+
+    let inputs = input_files(&guest_dir, &shared)?;
+    for f in &inputs {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    println!("cargo:rerun-if-env-changed=RAVI_SANDBOX_DIR");
+    println!("cargo:rerun-if-env-changed=RAVI_GUEST_CWASM");
+
+    // A prebuilt artefact (a CI cache, a packaged build) skips the nested build entirely.
+    if let Some(prebuilt) = std::env::var_os("RAVI_GUEST_CWASM") {
+        let prebuilt = PathBuf::from(prebuilt);
+        if prebuilt.is_file() {
+            return Ok(prebuilt);
+        }
+        return Err(format!(
+            "RAVI_GUEST_CWASM points at {}, which is not a file",
+            prebuilt.display()
+        ));
+    }
+
+    let sandbox_dir = match std::env::var_os("RAVI_SANDBOX_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => target_dir()?.join("ravi-sandbox"),
+    };
+    std::fs::create_dir_all(&sandbox_dir)
+        .map_err(|e| format!("creating {}: {e}", sandbox_dir.display()))?;
+    let key = cache_key(&inputs)?;
+    // The artefact is named by its key, so checkouts of different guest versions sharing a
+    // target directory never load each other's guest.
+    let cwasm = sandbox_dir.join(format!(
+        "ravi-guest-{}.cwasm",
+        key.get(..16).unwrap_or(&key)
+    ));
+    if cwasm.is_file() {
+        return Ok(cwasm);
+    }
+    // One nested build at a time per target directory: two would overwrite each other's
+    // intermediate wasm between the build and the snapshot.
+    let lock_path = sandbox_dir.join("build.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
+    if cwasm.is_file() {
+        return Ok(cwasm);
+    }
+
+    ensure_wasm_target();
+    let manifest = guest_dir.join("Cargo.toml");
+    let guest_target = sandbox_dir.join("guest");
+    let builder_target = sandbox_dir.join("builder");
+    let guest = {
+        let mut cmd = cargo(&guest_target);
+        cmd.args(["build", "--release", "--locked", "--ignore-rust-version"])
+            .args(["--target", "wasm32-wasip1", "-p", "ravi-sandbox-guest"])
+            .arg("--manifest-path")
+            .arg(&manifest);
+        std::thread::spawn(move || {
+            cmd.status_ok(
+                "building the guest (RustPython for wasm32-wasip1; minutes the first time)",
+            )
+        })
+    };
+    let built_builder = cargo(&builder_target)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "ravi-sandbox-builder",
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .status_ok("building the guest builder (wizer + precompiler)");
+    let built_guest = guest
+        .join()
+        .map_err(|_| "the thread building the guest panicked".to_owned())?;
+    built_guest?;
+    built_builder?;
+    let builder = builder_target
+        .join("release")
+        .join(exe("ravi-sandbox-builder"));
+    let wasm = guest_target.join("wasm32-wasip1/release/ravi_sandbox_guest.wasm");
+    Command::new(&builder)
+        .arg(&wasm)
+        .arg(&cwasm)
+        .status_ok("pre-initialising and precompiling the guest")?;
+    drop(lock);
+    Ok(cwasm)
+}
+
+fn env(name: &str) -> BuildResult<String> {
+    std::env::var(name).map_err(|_| format!("cargo did not set {name}"))
+}
+
+fn exe(name: &str) -> String {
+    format!("{name}{}", std::env::consts::EXE_SUFFIX)
+}
+
+/// Every file whose change must rebuild the guest, in a stable order.
+fn input_files(guest_dir: &Path, shared: &[PathBuf]) -> BuildResult<Vec<PathBuf>> {
+    let mut files = vec![
+        guest_dir.join("Cargo.toml"),
+        guest_dir.join("Cargo.lock"),
+        guest_dir.join("builder/Cargo.toml"),
+    ];
+    files.extend_from_slice(shared);
+    for dir in [guest_dir.join("src"), guest_dir.join("builder/src")] {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("reading {}: {e}", dir.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+fn cache_key(files: &[PathBuf]) -> BuildResult<String> {
+    let mut h = Sha256::new();
+    for f in files {
+        let data = std::fs::read(f).map_err(|e| format!("reading {}: {e}", f.display()))?;
+        h.update(
+            f.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        h.update((data.len() as u64).to_le_bytes());
+        h.update(&data);
+    }
+    // The toolchain is an input too: a .cwasm from another rustc/wasmtime build is rebuilt.
+    if let Ok(out) = Command::new(rustc()).arg("-vV").output() {
+        h.update(&out.stdout);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn rustc() -> String {
+    std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into())
+}
+
+/// The outer build's target directory: `CARGO_TARGET_DIR` when set, otherwise the nearest
+/// ancestor of `OUT_DIR` holding cargo's `CACHEDIR.TAG`.
+fn target_dir() -> BuildResult<PathBuf> {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        let dir = PathBuf::from(dir);
+        if dir.is_absolute() {
+            return Ok(dir);
+        }
+    }
+    let out = PathBuf::from(env("OUT_DIR")?);
+    if let Some(dir) = out.ancestors().find(|a| a.join("CACHEDIR.TAG").is_file()) {
+        return Ok(dir.to_path_buf());
+    }
+    // <target>/<profile>/build/<pkg>-<hash>/out
+    out.ancestors()
+        .nth(4)
+        .map(Path::to_path_buf)
+        .ok_or_else(|| format!("cannot find the target directory above {}", out.display()))
+}
+
+/// Installs the wasm target through rustup when it is missing (a fresh machine); without
+/// rustup the guest build below reports the missing target itself.
+fn ensure_wasm_target() {
+    let sysroot = Command::new(rustc())
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed = sysroot
+        .as_ref()
+        .is_some_and(|s| s.join("lib/rustlib/wasm32-wasip1").is_dir());
+    if !installed {
+        let _ = Command::new("rustup")
+            .args(["target", "add", "wasm32-wasip1"])
+            .status();
+    }
+}
+
+/// A nested cargo with a clean environment: the outer build's flags, target and feature
+/// variables must not leak into the guest build (they would change its fingerprint or its
+/// target), but the jobserver, toolchain and network settings must.
+fn cargo(sandbox_dir: &Path) -> Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.env_clear();
+    const KEEP: &[&str] = &[
+        "PATH",
+        "HOME",
+        "USER",
+        "TMPDIR",
+        "LANG",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "CARGO_HOME",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "CARGO_BUILD_JOBS",
+        "CARGO_NET_OFFLINE",
+        "CARGO_REGISTRIES_CRATES_IO_PROTOCOL",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+    ];
+    for (k, v) in std::env::vars_os() {
+        let keep = k
+            .to_str()
+            .is_some_and(|k| KEEP.contains(&k) || k.starts_with("CARGO_HTTP_"));
+        if keep {
+            cmd.env(k, v);
+        }
+    }
+    cmd.env("CARGO_TARGET_DIR", sandbox_dir);
+    cmd
+}
+
+trait StatusOk {
+    fn status_ok(&mut self, what: &str) -> BuildResult<()>;
+}
+
+impl StatusOk for Command {
+    fn status_ok(&mut self, what: &str) -> BuildResult<()> {
+        // The nested build's output goes to stderr, which cargo shows on failure (or always
+        // with -vv); a progress note makes a long first build less mysterious.
+        println!("cargo:warning=ravi code mode: {what}");
+        let status = self
+            .stdout(std::io::stderr())
+            .status()
+            .map_err(|e| format!("{what}: cannot start {:?}: {e}", self.get_program()))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what}: {:?} exited with {status}",
+                self.get_program()
+            ))
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! One module per scenario area.
+
+mod one_pipeline;
+mod renderers;

@@ -18,7 +18,7 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
 use ravi_agents::kernel::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, ToolRisk, async_trait,
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, CallSource, ToolRisk, async_trait,
 };
 
 /// How many unreadable answers are tolerated before the request is denied.
@@ -229,6 +229,15 @@ fn parse(line: &str, offer_always: bool) -> Option<Answer> {
     }
 }
 
+/// " from a code-mode script, line N" for a script's call; nothing for a direct one.
+fn from_script(request: &ApprovalRequest) -> String {
+    if request.source == CallSource::CodeMode {
+        format!(" from {}", request.origin())
+    } else {
+        String::new()
+    }
+}
+
 fn render(request: &ApprovalRequest, offer_always: bool) -> String {
     let args = serde_json::to_string_pretty(&request.arguments)
         .unwrap_or_else(|_| request.arguments.to_string());
@@ -236,9 +245,13 @@ fn render(request: &ApprovalRequest, offer_always: bool) -> String {
         "\n── approval needed ──────────────────────────\n\
          tool:   {}\n\
          risk:   {}\n\
+         from:   {}\n\
          reason: {}\n\
          arguments:\n",
-        request.tool, request.risk, request.reason
+        request.tool,
+        request.risk,
+        request.origin(),
+        request.reason
     );
     for line in args.lines() {
         out.push_str("  ");
@@ -265,13 +278,19 @@ impl ApprovalHandler for CliApprovalHandler {
     async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
         match &self.unattended {
             Some(Unattended::Approve(why)) => {
-                self.say(&format!("ravi: approved `{}` ({why})\n", request.tool));
+                self.say(&format!(
+                    "ravi: approved `{}`{} ({why})\n",
+                    request.tool,
+                    from_script(request)
+                ));
                 return ApprovalDecision::Approved;
             }
             Some(Unattended::Deny(why)) => {
                 self.say(&format!(
-                    "ravi: `{}` needs approval ({}); {why}\n",
-                    request.tool, request.risk
+                    "ravi: `{}`{} needs approval ({}); {why}\n",
+                    request.tool,
+                    from_script(request),
+                    request.risk
                 ));
                 return ApprovalDecision::Denied;
             }

@@ -10,6 +10,7 @@ mod commands;
 mod config;
 mod setup;
 mod table;
+mod tokens;
 
 use clap::{Parser, Subcommand};
 

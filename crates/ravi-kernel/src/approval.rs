@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::context::CallSource;
 use crate::risk::{HitlMode, ToolRisk};
 use crate::tool::ToolCall;
 
@@ -38,6 +39,12 @@ pub struct ApprovalRequest {
     pub created_at: DateTime<Utc>,
     /// When the invoker stops waiting.
     pub deadline: DateTime<Utc>,
+    /// Where the call comes from: a model's turn, a code-mode script, an MCP client.
+    #[serde(default)]
+    pub source: CallSource,
+    /// For a call from a code-mode script, the script line that made it (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 impl ApprovalRequest {
@@ -63,6 +70,24 @@ impl ApprovalRequest {
             reason: reason.into(),
             created_at,
             deadline,
+            source: CallSource::Direct,
+            line: None,
+        }
+    }
+
+    /// The same request, made by a call from `source` (at `line` of a script).
+    #[must_use]
+    pub fn from_source(mut self, source: CallSource, line: Option<u32>) -> Self {
+        self.source = source;
+        self.line = line;
+        self
+    }
+
+    /// Where the call comes from, for a person: "a code-mode script, line 3".
+    pub fn origin(&self) -> String {
+        match self.line {
+            Some(line) => format!("{}, line {line}", self.source.describe()),
+            None => self.source.describe().to_owned(),
         }
     }
 }
@@ -83,6 +108,10 @@ pub enum ApprovalDecision {
     /// closed, or the reply named another request or other arguments. Treated as denied, and
     /// reported as such rather than as a human's refusal.
     Unanswered,
+    /// The decision is made later, outside this run: the call does not run now, and the
+    /// caller pauses (an agent with `pause_on_approval` whose code-mode script reached a call
+    /// that needs approval). The call fails with `FailureReason::AwaitingApproval`.
+    Deferred,
     /// A decision this version does not understand; treated as denied (fail closed).
     #[serde(other)]
     Unknown,
@@ -160,6 +189,8 @@ pub enum ApprovalResolution {
     HandlerFailed,
     /// The caller cancelled the call while it waited.
     Cancelled,
+    /// The decision was deferred: the run pauses and the call runs (or not) when it resumes.
+    Deferred,
 }
 
 impl ApprovalResolution {
@@ -186,6 +217,7 @@ impl ApprovalResolution {
             Self::Unrecognized => "unrecognized",
             Self::HandlerFailed => "handler_failed",
             Self::Cancelled => "cancelled",
+            Self::Deferred => "deferred",
         }
     }
 }

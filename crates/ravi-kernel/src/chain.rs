@@ -257,6 +257,9 @@ pub enum FailureReason {
     GuardrailDenied,
     /// Approval was needed and not granted (denied, skipped, timed out, no handler).
     ApprovalDenied,
+    /// Approval was needed and its decision was deferred: the call did not run, and the run
+    /// that made it pauses until a person decides (it runs on resume if approved).
+    AwaitingApproval,
     /// An `{"$artifact": ref}` argument could not be resolved.
     InvalidArtifactRef,
     /// The call was cancelled before or while it ran.
@@ -282,6 +285,7 @@ impl FailureReason {
             Self::SkillDenied
             | Self::GuardrailDenied
             | Self::ApprovalDenied
+            | Self::AwaitingApproval
             | Self::OutputWithheld => InvocationStatus::Denied,
             _ => InvocationStatus::Error,
         }
@@ -298,6 +302,7 @@ impl FailureReason {
             Self::SkillDenied => "skill_denied",
             Self::GuardrailDenied => "guardrail_denied",
             Self::ApprovalDenied => "approval_denied",
+            Self::AwaitingApproval => "awaiting_approval",
             Self::InvalidArtifactRef => "invalid_artifact_ref",
             Self::Cancelled => "cancelled",
             Self::Timeout => "timeout",
@@ -400,6 +405,9 @@ pub struct InvocationResult {
     /// Media blocks stored as files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<MediaFile>,
+    /// The calls this call made through the invoker (a code-mode script's), as trace records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallRecord>,
 }
 
 impl InvocationResult {
@@ -433,6 +441,7 @@ impl InvocationResult {
             error: None,
             artifact: None,
             files: Vec::new(),
+            calls: Vec::new(),
         }
     }
 
@@ -446,6 +455,7 @@ impl InvocationResult {
             app_data,
             error,
             artifact,
+            calls,
         } = result;
         let status = if is_error {
             InvocationStatus::Error
@@ -460,6 +470,7 @@ impl InvocationResult {
         r.app_data = app_data;
         r.error = error;
         r.artifact = artifact;
+        r.calls = calls;
         r
     }
 
@@ -562,6 +573,10 @@ pub struct CallRecord {
     /// (`ToolInvokerBuilder::record_app_data`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_data: Option<serde_json::Value>,
+    /// The calls this call made through the invoker, in order: a `tool_chain` call's record
+    /// holds its script's calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallRecord>,
 }
 
 impl CallRecord {
@@ -586,6 +601,7 @@ impl CallRecord {
             summary: String::new(),
             artifact_ref: None,
             app_data: None,
+            calls: Vec::new(),
         }
     }
 }

@@ -431,6 +431,9 @@ pub struct ToolContext {
     pub artifacts: Option<ArtifactAccess>,
     /// Where the call comes from.
     pub source: CallSource,
+    /// The line of the code-mode script that made this call (1-based), when it came from one:
+    /// an approval request shows it to the person deciding.
+    pub line: Option<u32>,
     /// The pipeline running this call, for a tool that makes calls of its own through it (code
     /// mode): `ravi_agents::invoker::ToolInvoker::from_context` reads it back. Opaque here:
     /// the kernel does not know the invoker.
@@ -446,6 +449,7 @@ impl std::fmt::Debug for ToolContext {
             .field("progress", &self.progress.is_some())
             .field("artifacts", &self.artifacts)
             .field("source", &self.source)
+            .field("line", &self.line)
             .field("caller", &self.caller.is_some())
             .finish()
     }
@@ -470,6 +474,7 @@ impl ToolContext {
             progress: None,
             artifacts: None,
             source: CallSource::Direct,
+            line: None,
             caller: None,
         }
     }
@@ -506,6 +511,13 @@ impl ToolContext {
     #[must_use]
     pub fn with_source(mut self, source: CallSource) -> Self {
         self.source = source;
+        self
+    }
+
+    /// The same context for a call made at `line` of a code-mode script.
+    #[must_use]
+    pub fn with_line(mut self, line: Option<u32>) -> Self {
+        self.line = line;
         self
     }
 

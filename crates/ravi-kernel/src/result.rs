@@ -40,6 +40,10 @@ pub struct ToolExecutionResult {
     /// pass its ref on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<StoredArtifact>,
+    /// The calls this call made through the invoker (a code-mode script's calls), as their
+    /// trace records: the invoker nests them under this call's own record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<crate::CallRecord>,
 }
 
 impl ToolExecutionResult {
@@ -99,6 +103,14 @@ impl ToolExecutionResult {
     #[must_use]
     pub fn failed(mut self) -> Self {
         self.is_error = true;
+        self
+    }
+
+    /// Records the calls this call made through the invoker (see
+    /// [`calls`](Self::calls)).
+    #[must_use]
+    pub fn with_calls(mut self, calls: Vec<crate::CallRecord>) -> Self {
+        self.calls = calls;
         self
     }
 

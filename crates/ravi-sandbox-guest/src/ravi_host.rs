@@ -16,6 +16,7 @@ fn call_tool(tool: &str, args: Map<String, Value>, vm: &VirtualMachine) -> PyRes
     let batch = [CallRequest {
         name: tool.to_owned(),
         args,
+        line: crate::run::script_line(vm),
     }];
     let envelope = host::call(&batch, vm)?.pop();
     match envelope {
@@ -42,6 +43,7 @@ fn budget_to_py(b: &Budget, vm: &VirtualMachine) -> PyResult {
 /// Sends a batch of `(name, kwargs)` pairs; returns `[(ok, value_or_exception), ...]`.
 fn parallel_calls(calls: Vec<PyObjectRef>, vm: &VirtualMachine) -> PyResult {
     let mut batch = Vec::with_capacity(calls.len());
+    let line = crate::run::script_line(vm);
     for call in &calls {
         let pair = call
             .downcast_ref::<PyTuple>()
@@ -58,6 +60,7 @@ fn parallel_calls(calls: Vec<PyObjectRef>, vm: &VirtualMachine) -> PyResult {
         batch.push(CallRequest {
             name: name.to_string_lossy().into_owned(),
             args: dict_to_json(args, vm, 0)?,
+            line,
         });
     }
     let envelopes = host::call(&batch, vm)?;

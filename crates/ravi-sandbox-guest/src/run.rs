@@ -165,6 +165,28 @@ fn run_request(req: &RunRequest<'_>) -> Finish {
     })
 }
 
+thread_local! {
+    /// The running script's file name, which tells its frames from the prelude's.
+    static SCRIPT_FILE: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// The line of the running script that is executing now: the innermost frame of the script's
+/// own file (a call made through the prelude, e.g. `parallel`, is reported at the script line
+/// that called it). `None` outside a script.
+pub(crate) fn script_line(vm: &VirtualMachine) -> Option<u32> {
+    SCRIPT_FILE.with(|file| {
+        let file = file.borrow();
+        let mut frame = vm.current_frame();
+        while let Some(f) = frame {
+            if f.f_code().source_path().as_str() == file.as_str() {
+                return u32::try_from(f.lineno()).ok().filter(|l| *l > 0);
+            }
+            frame = f.f_back(vm);
+        }
+        None
+    })
+}
+
 fn run_script(
     vm: &VirtualMachine,
     script: &str,
@@ -187,6 +209,7 @@ fn run_script(
         globals.set_item(tool.python_name.as_str(), f.into(), vm)?;
     }
     reseed_random(vm);
+    SCRIPT_FILE.with(|f| filename.clone_into(&mut f.borrow_mut()));
     let scope = Scope::with_builtins(None, globals, vm);
     match vm.run_string(scope, script, filename) {
         Ok(_) => Ok(()),

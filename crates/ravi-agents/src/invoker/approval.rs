@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use ravi_kernel::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution, FailureReason,
-    HitlMode, HookEvent, Tool, ToolCall, ToolContext, ToolRisk,
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution, CallSource,
+    FailureReason, HitlMode, HookEvent, Tool, ToolCall, ToolContext, ToolRisk,
 };
 
 use super::pipeline::Stop;
@@ -30,6 +30,7 @@ impl ToolInvoker {
         hash: &[u8; 32],
         tool: &Arc<dyn Tool>,
         risk: ToolRisk,
+        source: CallSource,
         ctx: &ToolContext,
     ) -> Result<(), Stop> {
         let inner = &*self.inner;
@@ -56,7 +57,8 @@ impl ToolInvoker {
             approval_reason(risk, policy.max_risk_unapproved()),
             now,
             now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
-        );
+        )
+        .from_source(source, ctx.line);
         debug_assert_eq!(request.args_digest, digest::hex(hash));
         if !inner.hooks.is_empty() {
             inner
@@ -97,6 +99,18 @@ impl ToolInvoker {
             Answer::Decided(ApprovalDecision::Denied) => ApprovalResolution::DeniedByPolicy,
             Answer::Decided(ApprovalDecision::Unanswered) => ApprovalResolution::Unanswered,
             Answer::Decided(ApprovalDecision::Skipped) => ApprovalResolution::Skipped,
+            Answer::Decided(ApprovalDecision::Deferred) => {
+                self.approval_resolved(call, ApprovalResolution::Deferred)
+                    .await;
+                return Err(Stop::new(
+                    FailureReason::AwaitingApproval,
+                    format!(
+                        "`{}` needs approval (risk {risk}); the decision was deferred, so the \
+                         call did not run and the run pauses until a person decides",
+                        call.name
+                    ),
+                ));
+            }
             // A decision this version does not know is no approval.
             Answer::Decided(_) => ApprovalResolution::Unrecognized,
             Answer::Failed => ApprovalResolution::HandlerFailed,

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use ravi_kernel::{ArtifactRef, CallStatus, HookEvent, InvocationResult, ToolCall, ToolContext};
+use ravi_kernel::{
+    ArtifactRef, CallRecord, CallStatus, HookEvent, InvocationResult, ToolCall, ToolContext,
+};
 
 use super::{Inner, InvokerSession, messages, session};
 
@@ -131,6 +133,7 @@ impl InFlight<'_> {
         summary: String,
         artifact_ref: Option<ArtifactRef>,
         app_data: Option<serde_json::Value>,
+        calls: Vec<CallRecord>,
     ) {
         self.session.record(session::Record {
             call_id: std::mem::take(&mut self.call.id),
@@ -142,6 +145,7 @@ impl InFlight<'_> {
             summary,
             artifact_ref,
             app_data,
+            calls,
         });
     }
 
@@ -163,6 +167,7 @@ impl InFlight<'_> {
             messages::summary(result),
             result.artifact.as_ref().map(|a| a.artifact_ref.clone()),
             app_data,
+            result.calls.clone(),
         );
         self.stage = Stage::Recorded;
     }
@@ -223,7 +228,7 @@ impl InFlight<'_> {
                 let duration_ms = self.duration_ms();
                 self.outcome.status = status;
                 let end = (!self.inner.hooks.is_empty()).then(|| self.end_event(duration_ms, None));
-                self.record(duration_ms, summary.to_owned(), None, None);
+                self.record(duration_ms, summary.to_owned(), None, None, Vec::new());
                 end
             }
             Stage::Recorded => self.end.take(),

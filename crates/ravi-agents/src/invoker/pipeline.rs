@@ -66,6 +66,7 @@ impl ToolInvoker {
         claim_budget(session, &inner.policy)?;
         let any = lookup(&*inner.registry, &call.name)?;
         let tool = type_gate(any, &call.name, session.source())?;
+        offer_gate(session, &call.name)?;
         skill_gate(session, &call.name)?;
         validate_arguments(&inner.validator, &tool, call)?;
         let risk = tool.risk();
@@ -74,7 +75,7 @@ impl ToolInvoker {
         // counted from the call's arrival. Boxed: the approval path is rare, and keeping its
         // state out of this future keeps the hot path's future small.
         let approval_wait = if risk.needs_approval(inner.policy.max_risk_unapproved()) {
-            Box::pin(self.approve(call, hash, &tool, risk, ctx)).await?;
+            Box::pin(self.approve(call, hash, &tool, risk, session.source(), ctx)).await?;
             Some(started.elapsed())
         } else {
             None
@@ -232,6 +233,24 @@ fn type_gate(any: AnyTool, name: &str, source: CallSource) -> Step<Arc<dyn Tool>
 }
 
 /// Step 4a, the skill gate: with active skills, one of them must allow the tool.
+/// Step 3b, the offer gate: a session restricted to some tools calls only those.
+fn offer_gate(session: &InvokerSession, name: &str) -> Step<()> {
+    let Some(offered) = session.offered() else {
+        return Ok(());
+    };
+    if offered.iter().any(|n| n == name) {
+        return Ok(());
+    }
+    Err(Stop::new(
+        FailureReason::NotCallable,
+        format!(
+            "tool `{name}` is not offered to {} here; the tools it may call are: {}",
+            session.source().describe(),
+            offered.join(", ")
+        ),
+    ))
+}
+
 fn skill_gate(session: &InvokerSession, name: &str) -> Step<()> {
     if session.skills.is_empty() || session.skills.iter().any(|s| s.allows(name)) {
         return Ok(());

@@ -44,6 +44,7 @@ pub(crate) struct Record {
     pub(crate) summary: String,
     pub(crate) artifact_ref: Option<ArtifactRef>,
     pub(crate) app_data: Option<serde_json::Value>,
+    pub(crate) calls: Vec<CallRecord>,
 }
 
 /// One conversation's view of the invoker (a ReAct run, an MCP client session, a code-mode
@@ -61,6 +62,10 @@ pub struct InvokerSession {
     pub(crate) source: CallSource,
     /// The budget when it differs from the policy's `max_tool_calls`.
     pub(crate) budget: Option<u32>,
+    /// The only tools this session may call, when it is restricted (a model offered code
+    /// mode only calls `tool_chain` and `read_result`; its scripts, in sessions of their own,
+    /// call the rest).
+    pub(crate) offered: Option<Arc<[String]>>,
 }
 
 impl std::fmt::Debug for InvokerSession {
@@ -94,6 +99,7 @@ impl InvokerSession {
             skills: Arc::from(Vec::new()),
             source: CallSource::Direct,
             budget: None,
+            offered: None,
         }
     }
 
@@ -143,6 +149,21 @@ impl InvokerSession {
         self
     }
 
+    /// The same session allowed to call only the tools named in `names`: a call to any other
+    /// tool is refused as not callable from here (reason `not_callable`), with a message
+    /// listing the tools it may call. `None` lifts the restriction. Clones made earlier keep
+    /// theirs.
+    #[must_use]
+    pub fn with_offered(mut self, names: Option<Vec<String>>) -> Self {
+        self.offered = names.map(Arc::from);
+        self
+    }
+
+    /// The only tools this session may call, when it is restricted.
+    pub fn offered(&self) -> Option<&[String]> {
+        self.offered.as_deref()
+    }
+
     /// The active skills.
     pub fn skills(&self) -> &[Skill] {
         &self.skills
@@ -160,6 +181,7 @@ impl InvokerSession {
         );
         child.skills = Arc::clone(&self.skills);
         child.source = self.source;
+        child.offered.clone_from(&self.offered);
         child
     }
 
@@ -225,6 +247,7 @@ impl InvokerSession {
                 record.summary.clone_from(&r.summary);
                 record.artifact_ref.clone_from(&r.artifact_ref);
                 record.app_data.clone_from(&r.app_data);
+                record.calls.clone_from(&r.calls);
                 record
             })
             .collect()

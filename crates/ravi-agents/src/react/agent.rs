@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use ravi_kernel::{
-    AnyTool, ApprovalDecision, ApprovalHandler, BlobScope, BlobStore, CallSource,
+    AnyTool, ApprovalDecision, ApprovalHandler, BlobScope, BlobStore, CallRecord, CallSource,
     CancellationToken, ChainPolicy, ChatModel, ChatRequest, ChatResponse, ContentBlock,
     FailureReason, HitlMode, InvocationStatus, Message, MessagePart, ModelError, Role, Skill,
     StopReason, StreamEvent, Tool, ToolCall, ToolChoice, ToolContext, ToolRegistry, ToolRisk,
@@ -68,6 +68,9 @@ pub enum AgentEvent {
         preview: String,
         /// The tool's application data (never sent to the model).
         app_data: Option<serde_json::Value>,
+        /// The calls this call made through the invoker (a `tool_chain` script's), as trace
+        /// records.
+        calls: Vec<CallRecord>,
     },
     /// A call waits for a human and the run pauses.
     ApprovalPending {
@@ -184,6 +187,8 @@ pub struct ReActAgent {
     /// The tools as every run's invoker sees them: kept across runs and resumes so the
     /// schemas compiled for them (in the builder's validator) are compiled once.
     view: Arc<InvokerView>,
+    /// The only tools offered to the model, when not all of them are (code mode only).
+    offered: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for ReActAgent {
@@ -227,7 +232,43 @@ impl ReActAgent {
             tool_choice: ToolChoice::Auto,
             parallel_tool_calls: None,
             strict_tools: false,
+            offered: None,
         }
+    }
+
+    /// The agent's tools: every tool its runs' invoker can call (those offered to the model,
+    /// and any only a code-mode script reaches).
+    pub fn tools(&self) -> &Arc<dyn ToolRegistry> {
+        &self.tools
+    }
+
+    /// The same agent with `tools` instead of its tools, every other setting kept: for an
+    /// extension that adds tools built over the agent's own (code mode's `tool_chain`).
+    #[must_use]
+    pub fn with_tools(mut self, tools: impl IntoAgentTools) -> Self {
+        let tools = tools.into_registry();
+        self.view = Arc::new(InvokerView::new(Arc::clone(&tools)));
+        self.invoker = self
+            .invoker
+            .with_registry(Arc::clone(&self.view) as Arc<dyn ToolRegistry>);
+        self.tools = tools;
+        self
+    }
+
+    /// Offers the model only the tools named in `names` (`None`: all of them, the default).
+    /// The others stay callable by whatever the offered ones run through the same invoker —
+    /// a code-mode script calls every tool while the model sees `tool_chain` alone. A call
+    /// the model makes to a tool it was not offered is refused (`not_callable`), traced and
+    /// counted like any call.
+    #[must_use]
+    pub fn with_offered_tools(mut self, names: Option<Vec<String>>) -> Self {
+        self.offered = names;
+        self
+    }
+
+    /// The policy every run's invoker applies.
+    pub fn policy(&self) -> &ChainPolicy {
+        self.invoker.configured_policy()
     }
 
     /// The agent's name.
@@ -431,14 +472,14 @@ impl ReActAgent {
     pub async fn run_state(&self, mut state: RunState, cancel: CancellationToken) -> RunResult {
         let handler = self.invoker.configured_approval_handler().cloned();
         let has_handler = handler.is_some();
-        let book = Arc::new(DecisionBook::new(handler));
+        let book = Arc::new(DecisionBook::new(handler, self.pause_on_approval));
         for (call_id, (digest, decision)) in &state.decisions {
             book.record(call_id, digest, *decision);
         }
         let mut builder = self.invoker.clone();
         // Without an application handler and without decisions given on resume nobody can
         // answer: the invoker has no handler and denies (fail closed), saying so.
-        if has_handler || !state.decisions.is_empty() {
+        if has_handler || self.pause_on_approval || !state.decisions.is_empty() {
             builder = builder.approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>);
         }
         let invoker = builder.build();
@@ -455,6 +496,7 @@ impl ReActAgent {
             .open_session_in(scope)
             .with_source(CallSource::ModelTurn)
             .with_skills(self.skills.clone())
+            .with_offered(self.offered.clone())
             .with_calls_already_made(u32::try_from(trace_before).unwrap_or(u32::MAX));
         session.adopt_pins(std::mem::take(&mut state.pins)).await;
         let stop = self
@@ -489,6 +531,11 @@ impl ReActAgent {
             .all()
             .into_iter()
             .filter(|t| self.skills.is_empty() || self.skills.iter().any(|s| s.allows(t.name())))
+            .filter(|t| {
+                self.offered
+                    .as_ref()
+                    .is_none_or(|names| names.iter().any(|n| n == t.name()))
+            })
             .collect()
     }
 
@@ -677,6 +724,8 @@ impl ReActAgent {
                         arguments: call.arguments.clone(),
                         args_digest: args_digest(&call.arguments),
                         risk,
+                        within: None,
+                        line: None,
                     });
                 }
             }
@@ -694,6 +743,33 @@ impl ReActAgent {
             .collect()
             .await;
         state.partial_results.extend(results);
+        // Calls a code-mode script made whose decision was deferred: the script stopped, and
+        // the call that ran it runs again on resume, so it has no result yet.
+        for request in book.take_deferred() {
+            let owner = last_tool_uses(state)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| {
+                    request.call_id == c.id
+                        || request
+                            .call_id
+                            .strip_prefix(c.id.as_str())
+                            .is_some_and(|rest| rest.starts_with(':'))
+                });
+            let within = owner.map(|c| c.id).filter(|id| *id != request.call_id);
+            if let Some(id) = within.as_ref().or(Some(&request.call_id)) {
+                state.partial_results.remove(id);
+            }
+            pending.push(PendingApproval {
+                call_id: request.call_id.clone(),
+                tool: request.tool.clone(),
+                arguments: request.arguments.clone(),
+                args_digest: request.args_digest.clone(),
+                risk: request.risk,
+                within,
+                line: request.line,
+            });
+        }
         if !pending.is_empty() && !cancel.is_cancelled() {
             for p in &pending {
                 self.emit(AgentEvent::ApprovalPending { pending: p.clone() });
@@ -739,12 +815,13 @@ impl ReActAgent {
             risk: tool.as_ref().map(AnyTool::risk),
             arguments: call.arguments.clone(),
         });
-        let (content, status, reason, app_data) = if cancel.is_cancelled() {
+        let (content, status, reason, app_data, calls) = if cancel.is_cancelled() {
             (
                 vec![ContentBlock::text(cancelled_text(&call.name))],
                 InvocationStatus::Error,
                 Some(FailureReason::Cancelled),
                 None,
+                Vec::new(),
             )
         } else if let Some(AnyTool::Hosted(_)) = tool {
             (
@@ -756,6 +833,7 @@ impl ReActAgent {
                 InvocationStatus::Ok,
                 None,
                 None,
+                Vec::new(),
             )
         } else {
             // Arguments that are not JSON reach the invoker as their raw text: it refuses
@@ -769,6 +847,7 @@ impl ReActAgent {
                 r.status,
                 r.reason,
                 r.app_data.take(),
+                std::mem::take(&mut r.calls),
             )
         };
         if self.observer.is_some() {
@@ -787,6 +866,7 @@ impl ReActAgent {
                 duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 preview,
                 app_data,
+                calls,
             });
         }
         MessagePart::ToolResult {

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ravi_kernel::{
-    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, ProviderDefinedTool, Tool,
-    ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry, ToolRisk,
+    AnyTool, ApprovalDecision, ApprovalHandler, ApprovalRequest, CallSource, ProviderDefinedTool,
+    Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry, ToolRisk,
 };
 
 /// A provider-defined tool seen as a plain tool: the arguments are the provider's call item.
@@ -105,16 +105,32 @@ impl ToolRegistry for InvokerView {
 /// The invoker's approval handler: decisions given on resume (bound to call id and argument
 /// digest) answer first; anything else goes to the application's handler, or is denied when
 /// there is none (fail closed).
+///
+/// With `defer` (the agent's `pause_on_approval`), a code-mode script's call that needs a
+/// decision nobody has given yet is deferred instead of asked: the call does not run, the
+/// script stops, and the agent pauses with the request among its pending approvals.
 pub(crate) struct DecisionBook {
     decisions: Mutex<BTreeMap<String, (String, ApprovalDecision)>>,
     fallback: Option<Arc<dyn ApprovalHandler>>,
+    defer: bool,
+    deferred: Mutex<Vec<ApprovalRequest>>,
 }
 
 impl DecisionBook {
-    pub(crate) fn new(fallback: Option<Arc<dyn ApprovalHandler>>) -> Self {
+    pub(crate) fn new(fallback: Option<Arc<dyn ApprovalHandler>>, defer: bool) -> Self {
         Self {
             decisions: Mutex::new(BTreeMap::new()),
             fallback,
+            defer,
+            deferred: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The requests deferred since the last take, in the order they were made.
+    pub(crate) fn take_deferred(&self) -> Vec<ApprovalRequest> {
+        match self.deferred.lock() {
+            Ok(mut d) => std::mem::take(&mut *d),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
         }
     }
 
@@ -151,6 +167,13 @@ impl ApprovalHandler for DecisionBook {
                 ApprovalDecision::Unanswered
             };
         }
+        if self.defer && request.source == CallSource::CodeMode {
+            match self.deferred.lock() {
+                Ok(mut d) => d.push(request.clone()),
+                Err(poisoned) => poisoned.into_inner().push(request.clone()),
+            }
+            return ApprovalDecision::Deferred;
+        }
         match &self.fallback {
             Some(handler) => handler.request(request).await,
             // Decisions were given on resume for other calls; nobody can answer this one.
@@ -160,7 +183,9 @@ impl ApprovalHandler for DecisionBook {
 
     /// A decision given on resume is a human's; anything else is the fallback's to say.
     fn attended(&self, request: &ApprovalRequest) -> bool {
-        self.has(&request.call_id) || self.fallback.as_ref().is_some_and(|h| h.attended(request))
+        self.has(&request.call_id)
+            || (self.defer && request.source == CallSource::CodeMode)
+            || self.fallback.as_ref().is_some_and(|h| h.attended(request))
     }
 
     async fn notify(&self, request: &ApprovalRequest) {

@@ -51,6 +51,14 @@ pub struct PendingApproval {
     pub args_digest: String,
     /// The tool's risk.
     pub risk: ToolRisk,
+    /// For a call a code-mode script made: the model's `tool_chain` call whose script made
+    /// it. That call runs again from the start on resume (calls the script made before this
+    /// one run again too), and this decision answers the script's call when it comes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<String>,
+    /// For a call a code-mode script made: the script line that made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 /// Everything a run needs to go on: the transcript, results already computed for the turn in

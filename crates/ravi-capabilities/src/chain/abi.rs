@@ -135,6 +135,10 @@ pub struct CallRequest {
     pub name: String,
     /// The keyword arguments (handles sent as `{"$artifact": ref}`).
     pub args: Map<String, Value>,
+    /// The script line that made the call (1-based), when the guest could tell: an approval
+    /// request shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 /// The answer to one call, which the guest turns into a value or an exception.

@@ -20,6 +20,13 @@ pub trait ToolBridge: Send + Sync {
     /// appear as `{"$artifact": ref}` for the executor to resolve).
     async fn call(&self, tool: &str, args: Value) -> BridgeOutcome;
 
+    /// [`call`](Self::call), made at `line` of the script (1-based; `None` when the guest
+    /// could not tell). The sandbox calls this one; by default the line is ignored.
+    async fn call_at(&self, tool: &str, args: Value, line: Option<u32>) -> BridgeOutcome {
+        let _ = line;
+        self.call(tool, args).await
+    }
+
     /// What `budget()` reports to the script about calls (the sandbox fills in
     /// `seconds_remaining`); nothing by default.
     fn budget(&self) -> Budget {

@@ -202,9 +202,10 @@ fn first_sentence(text: &str) -> &str {
 /// Generated from the toolbox, kept short.
 pub fn chain_description(specs: &[FunctionSpec], limits: &SandboxLimits, max_calls: u32) -> String {
     let mut out = String::from(
-        "Run a short Python 3 script that calls several tools in one step; only what it \
-         print()s comes back. Use it to chain calls, loop, filter and compute instead of \
-         making many separate tool calls.\n\nFunctions (keyword arguments only):\n",
+        "Run a short Python 3 script that calls tools as functions; only what it print()s \
+         comes back. Prefer it to separate calls for several dependent calls, loops over \
+         items, and large results you only need part of (filter or compute in the script, \
+         print the answer).\n\nFunctions (keyword arguments only):\n",
     );
     for (b, spec) in bindings(specs).iter().zip(specs) {
         out.push_str("- ");

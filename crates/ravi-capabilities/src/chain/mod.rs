@@ -11,12 +11,15 @@
 //!   handles, the budget, the finish record), as serde types the guest compiles too.
 //! - [`ToolBridge`]: where the script's calls go ([`BridgeOutcome`] is what comes back).
 //! - [`chain_description`]: the `tool_chain` description for the model.
+//! - [`CodeModeAgent::with_code_mode`]: code mode for a `ReActAgent` in one call ([`CodeMode`]
+//!   on, off or only).
 //! - [`ToolChainTool`]: the `tool_chain` kernel tool; every call of its scripts goes through
 //!   the `ToolInvoker`, and its [`ChainRunResult`](ravi_kernel::ChainRunResult) carries a
 //!   complete trace on every outcome.
 
 // Shared verbatim with the guest, which includes it with `#[path]`.
 pub mod abi;
+mod agent;
 mod bridge;
 mod describe;
 // Shared verbatim with the guest builder, which precompiles for exactly this engine.
@@ -26,6 +29,7 @@ mod sandbox;
 mod tool;
 
 pub use abi::{Budget, Content};
+pub use agent::{CodeMode, CodeModeAgent};
 pub use bridge::{ArtifactHandle, BridgeOutcome, FailureKind, FileHandle, ToolBridge};
 pub use describe::{bindings, chain_description, python_name, signature};
 pub use sandbox::{

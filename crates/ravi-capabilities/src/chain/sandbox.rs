@@ -542,14 +542,14 @@ async fn call_batch(bridge: &dyn ToolBridge, mut calls: Vec<CallRequest>) -> Vec
         // The common case, without join_all's bookkeeping.
         return vec![
             bridge
-                .call(&c.name, Value::Object(c.args))
+                .call_at(&c.name, Value::Object(c.args), c.line)
                 .await
                 .into_envelope(),
         ];
     }
     let calls = calls.into_iter().map(|c| async move {
         bridge
-            .call(&c.name, Value::Object(c.args))
+            .call_at(&c.name, Value::Object(c.args), c.line)
             .await
             .into_envelope()
     });

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use ravi_agents::invoker::{InvokerSession, ToolInvoker};
 use ravi_kernel::{
-    AnyTool, CallSource, ChainPolicy, ChainRunResult, ChainStatus, FunctionSpec, Tool, ToolCall,
-    ToolContext, ToolError, ToolExecutionResult, ToolRegistry,
+    AnyTool, CallSource, ChainPolicy, ChainRunResult, ChainStatus, FailureReason, FunctionSpec,
+    Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry,
 };
 use serde_json::{Value, json};
 
@@ -265,7 +265,7 @@ impl Tool for ToolChainTool {
         };
         let result = self.run(script, ctx).await;
         let text = summary_text(&result);
-        let mut out = ToolExecutionResult::text(text);
+        let mut out = ToolExecutionResult::text(text).with_calls(result.call_trace.clone());
         out.is_error = result.status != ChainStatus::Ok;
         out.structured_content = serde_json::to_value(&result).ok();
         Ok(out)
@@ -338,18 +338,33 @@ impl InvokerBridge {
 #[async_trait]
 impl ToolBridge for InvokerBridge {
     async fn call(&self, tool: &str, args: Value) -> BridgeOutcome {
+        self.call_at(tool, args, None).await
+    }
+
+    async fn call_at(&self, tool: &str, args: Value, line: Option<u32>) -> BridgeOutcome {
+        // Numbered in the order the script makes its calls, so a run that is paused and run
+        // again gives the same calls the same ids (a decision given on resume names one).
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let call_id = format!("{}chain-{id}", self.prefix());
-        let mut ctx = self.ctx.clone().with_deadline(
-            self.ctx
-                .deadline
-                .map_or(self.deadline, |d| d.min(self.deadline)),
-        );
+        let mut ctx = self
+            .ctx
+            .clone()
+            .with_deadline(
+                self.ctx
+                    .deadline
+                    .map_or(self.deadline, |d| d.min(self.deadline)),
+            )
+            .with_line(line);
         ctx.call_id.clone_from(&call_id);
         let result = self
             .invoker
             .invoke(&self.session, ToolCall::new(call_id, tool, args), &ctx)
             .await;
+        if result.reason == Some(FailureReason::AwaitingApproval) {
+            // The decision was deferred: the caller pauses its run, and the script stops here
+            // rather than going on without the call (it runs again on resume).
+            self.ctx.cancellation.cancel();
+        }
         BridgeOutcome::from_invocation(result)
     }
 

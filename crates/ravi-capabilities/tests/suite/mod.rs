@@ -1,5 +1,7 @@
 //! One module per scenario area.
 
+#[cfg(feature = "code-mode")]
+mod agent_code_mode;
 mod backend;
 mod calculator;
 mod catalog;

@@ -23,11 +23,13 @@ use ravi_agents::Toolbox;
 use ravi_agents::TypedTool as _;
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::react::{AgentEvent, AgentObserver, ReActAgent, RunStop};
+use ravi_capabilities::chain::{CodeMode, CodeModeAgent as _, TOOL_CHAIN_NAME};
 use ravi_capabilities::tools::ReadResult;
 use ravi_integrations::mcp::{McpClient, McpServerSpec};
 use ravi_integrations::providers::{ProviderError, model_from_spec};
 use ravi_kernel::{
-    CancellationToken, FailureReason, InvocationStatus, Skill, ToolChoice, ToolRegistry as _,
+    CallStatus, CancellationToken, FailureReason, InvocationStatus, Skill, ToolChoice,
+    ToolRegistry as _,
 };
 
 use super::mcp_attach::McpArgs;
@@ -84,6 +86,11 @@ pub struct AgentArgs {
     /// Approve every call without asking: `--approve all`.
     #[arg(long)]
     pub yes: bool,
+    /// Code mode: `on` offers `tool_chain` (a Python script calling the tools, run in the
+    /// sandbox) beside the tools, `only` offers it (and `read_result`) alone, `off` does not
+    /// offer it. A script's calls go through the same policy and approvals as direct calls.
+    #[arg(long, value_name = "on|off|only", default_value_t = CodeMode::On)]
+    pub code_mode: CodeMode,
     /// Print the whole run (transcript, trace, usage) as JSON at the end.
     #[arg(long)]
     pub json: bool,
@@ -123,7 +130,8 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         }
         setup.toolbox(base, sources.servers).await
     })?;
-    let tool_choice = match parse_tool_choice(args.tool_choice.as_deref(), &toolbox) {
+    let tool_choice = match parse_tool_choice(args.tool_choice.as_deref(), &toolbox, args.code_mode)
+    {
         Ok(c) => c,
         Err(e) => {
             runtime.block_on(close_all(&clients));
@@ -183,6 +191,17 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         .with_strict_tools(args.strict)
         .with_observer(display.clone() as Arc<dyn AgentObserver>)
         .with_approval_handler(approval);
+    // After the policy: the script's budget in tool_chain's description comes from it.
+    agent = match agent.with_code_mode(args.code_mode) {
+        Ok(a) => a,
+        Err(e) => {
+            runtime.block_on(close_all(&clients));
+            bail!(
+                "--code-mode {}: the code-mode sandbox cannot start: {e}",
+                args.code_mode
+            );
+        }
+    };
     if args.no_parallel {
         agent = agent.with_parallel_tool_calls(false);
     }
@@ -314,15 +333,25 @@ impl ToolSources {
     }
 }
 
-/// `--tool-choice`: `auto`, `required`, `none`, or the name of a tool in `toolbox`.
-fn parse_tool_choice(text: Option<&str>, toolbox: &Toolbox) -> anyhow::Result<ToolChoice> {
+/// `--tool-choice`: `auto`, `required`, `none`, or the name of a tool in `toolbox` (or
+/// `tool_chain` when code mode is on).
+fn parse_tool_choice(
+    text: Option<&str>,
+    toolbox: &Toolbox,
+    code_mode: CodeMode,
+) -> anyhow::Result<ToolChoice> {
     Ok(match text.map(str::trim) {
         None | Some("auto") => ToolChoice::Auto,
         Some("required") => ToolChoice::Required,
         Some("none") => ToolChoice::None,
-        Some(name) if toolbox.contains(name) => ToolChoice::Tool {
-            name: name.to_owned(),
-        },
+        Some(name)
+            if toolbox.contains(name)
+                || (name == TOOL_CHAIN_NAME && code_mode != CodeMode::Off) =>
+        {
+            ToolChoice::Tool {
+                name: name.to_owned(),
+            }
+        }
         Some(name) => bail!(
             "--tool-choice {name:?}: expected auto, required, none or the name of a tool the \
              agent has (it has: {})",
@@ -493,6 +522,7 @@ impl AgentObserver for Display {
                 reason,
                 duration_ms,
                 preview,
+                calls,
                 ..
             } => {
                 self.running.fetch_sub(1, Ordering::AcqRel);
@@ -509,6 +539,20 @@ impl AgentObserver for Display {
                 };
                 let preview = preview.lines().next().unwrap_or("");
                 eprintln!("{mark} {tool} {shown} ({duration_ms} ms) {preview}");
+                // A script's calls, under the call that ran it.
+                for c in calls {
+                    eprintln!(
+                        "    {} {} {} ({} ms)",
+                        if c.status == CallStatus::Ok {
+                            "✓"
+                        } else {
+                            "✗"
+                        },
+                        c.tool,
+                        c.status.as_str(),
+                        c.duration_ms
+                    );
+                }
             }
             _ => {}
         }
@@ -581,22 +625,25 @@ mod tests {
     #[test]
     fn tool_choice_parses_and_names_unknown_tools() {
         let toolbox = Toolbox::try_from_tools(vec![ReadResult.into_any()]).unwrap();
-        assert_eq!(parse_tool_choice(None, &toolbox).unwrap(), ToolChoice::Auto);
         assert_eq!(
-            parse_tool_choice(Some("required"), &toolbox).unwrap(),
+            parse_tool_choice(None, &toolbox, CodeMode::Off).unwrap(),
+            ToolChoice::Auto
+        );
+        assert_eq!(
+            parse_tool_choice(Some("required"), &toolbox, CodeMode::Off).unwrap(),
             ToolChoice::Required
         );
         assert_eq!(
-            parse_tool_choice(Some("none"), &toolbox).unwrap(),
+            parse_tool_choice(Some("none"), &toolbox, CodeMode::Off).unwrap(),
             ToolChoice::None
         );
         assert_eq!(
-            parse_tool_choice(Some("read_result"), &toolbox).unwrap(),
+            parse_tool_choice(Some("read_result"), &toolbox, CodeMode::Off).unwrap(),
             ToolChoice::Tool {
                 name: "read_result".into()
             }
         );
-        let e = parse_tool_choice(Some("nope"), &toolbox)
+        let e = parse_tool_choice(Some("nope"), &toolbox, CodeMode::Off)
             .unwrap_err()
             .to_string();
         assert!(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use ravi_agents::blob::MemoryBlobStore;
+use ravi_capabilities::chain::CodeMode;
 use ravi_integrations::mcp::{HttpOptions, LiveToolbox, McpServer};
 use ravi_kernel::ToolRegistry as _;
 
@@ -43,6 +44,11 @@ pub struct ServeArgs {
     /// `all` approves and `none` denies without asking.
     #[arg(long, value_enum, default_value_t = ApproveMode::Elicit)]
     pub approve: ApproveMode,
+    /// Code mode: `on` serves `tool_chain` (a Python script calling the served tools, run in
+    /// the sandbox) beside the tools, `only` serves it (and `read_result`) alone, so a client
+    /// reaches every tool from scripts, `off` does not serve it.
+    #[arg(long, value_name = "on|off|only", default_value_t = CodeMode::On)]
+    pub code_mode: CodeMode,
     #[command(flatten)]
     pub mcp: McpArgs,
     /// The configuration file (default: `ravi.toml` in the current directory, if present):
@@ -111,6 +117,7 @@ async fn serve(
                 .max_tool_calls
                 .unwrap_or(super::serve_tools::SESSION_CALLS),
             blobs.clone(),
+            args.code_mode,
         )?;
         // Bounded memory: a client session's artifacts are unpinned when it ends (or idles
         // out); what is unpinned and older than the retention is collected here.

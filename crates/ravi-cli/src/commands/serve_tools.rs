@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::invoker::ToolInvoker;
-use ravi_capabilities::chain::{TOOL_CHAIN_NAME, ToolChainTool};
+use ravi_capabilities::chain::{CodeMode, TOOL_CHAIN_NAME, ToolChainTool};
 use ravi_integrations::mcp::{FinishTools, InvokerTools, LiveToolbox, McpClient, ServerTools};
 use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy};
 
@@ -23,7 +23,10 @@ pub const SESSION_CALLS: u32 = 10_000;
 /// meet the same policy, approvals, blob store and trace. `finish` is applied to the tool list
 /// whenever it is rebuilt (the `[risk]` and `[hitl]` overrides of `ravi.toml`); `tool_chain` is
 /// rebuilt with it, so a script can call a tool an attached server added later. A client
-/// session's budget is `session_calls`; a script keeps the policy's.
+/// session's budget is `session_calls`; a script keeps the policy's. With `code_mode` off
+/// there is no `tool_chain`; with `only`, clients list and call `tool_chain` (and
+/// `read_result`) alone, while scripts call every tool.
+#[allow(clippy::too_many_arguments)]
 pub fn toolbox_server_tools(
     base: Vec<AnyTool>,
     clients: Vec<McpClient>,
@@ -32,10 +35,15 @@ pub fn toolbox_server_tools(
     policy: ChainPolicy,
     session_calls: u32,
     blobs: Arc<MemoryBlobStore>,
+    mode: CodeMode,
 ) -> anyhow::Result<Arc<dyn ServerTools>> {
-    let code_mode = match ravi_capabilities::chain::Sandbox::shared() {
-        Ok(_) => true,
-        Err(e) => {
+    let code_mode = match (mode, ravi_capabilities::chain::Sandbox::shared()) {
+        (CodeMode::Off, _) => false,
+        (_, Ok(_)) => true,
+        (CodeMode::Only, Err(e)) => {
+            anyhow::bail!("--code-mode only: the code-mode sandbox cannot start: {e}")
+        }
+        (_, Err(e)) => {
             eprintln!("ravi serve: tool_chain is not offered (code-mode sandbox: {e})");
             false
         }
@@ -61,7 +69,13 @@ pub fn toolbox_server_tools(
         .policy(policy)
         .blob_store(blobs)
         .approval_handler(approval);
-    Ok(Arc::new(
-        InvokerTools::new(builder).with_session_budget(session_calls),
-    ))
+    let mut served = InvokerTools::new(builder).with_session_budget(session_calls);
+    if mode == CodeMode::Only {
+        let mut offered = vec![TOOL_CHAIN_NAME.to_owned()];
+        if served.invoker().registry().contains("read_result") {
+            offered.push("read_result".to_owned());
+        }
+        served = served.with_offered(Some(offered));
+    }
+    Ok(Arc::new(served))
 }

@@ -229,6 +229,53 @@ fn python_sdk_calls_tool_chain_on_ravi_serve() {
     assert!(text.contains("42"), "{result:#}");
 }
 
+/// `ravi serve --code-mode only`: the Python SDK lists exactly `tool_chain` and `read_result`;
+/// a script reaches the attached server's tool, a direct call to it is refused as not offered.
+#[test]
+fn ravi_serve_code_mode_only_serves_tool_chain_alone() {
+    if !mcp::harness_ready("ravi serve --code-mode only") {
+        return;
+    }
+    let target = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_ravi").to_owned(),
+        "serve".into(),
+        "--stdio".into(),
+        "--approve".into(),
+        "all".into(),
+        "--code-mode".into(),
+        "only".into(),
+        "--mcp".into(),
+        attach_flag(),
+    ];
+    let plan = json!({"calls": [
+        {"name": "tool_chain", "arguments": {"script": "print('sum', ev__get_sum(a=20, b=22))\n"}},
+        {"name": "ev__get-sum", "arguments": {"a": 1, "b": 2}}
+    ]});
+    let report = mcp::sdk_client(&plan, &target);
+    let mut names: Vec<&str> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["read_result", "tool_chain"]);
+    let chain = &report["calls"][0]["result"];
+    assert_ne!(chain["isError"], true, "{chain:#}");
+    assert!(
+        chain["content"][0]["text"].as_str().unwrap().contains("42"),
+        "{chain:#}"
+    );
+    let direct = &report["calls"][1]["result"];
+    assert_eq!(direct["isError"], true, "{direct:#}");
+    let text = direct["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("is not offered to an MCP client"),
+        "{direct:#}"
+    );
+}
+
 /// `ravi tools schema --mcp` describes an attached server's tools to a provider, in that
 /// provider's wire shape (here OpenAI Chat Completions).
 #[test]

@@ -1,6 +1,7 @@
 //! One module per scenario area.
 
 mod agent_cli;
+mod agent_code_mode;
 mod cli;
 mod mcp_serve;
 mod run;

@@ -65,6 +65,8 @@ pub struct InvokerTools {
     stateless_scope: BlobScope,
     /// The budget of a client session, when it differs from the policy's.
     session_budget: Option<u32>,
+    /// The only tools clients see and call, when not all of them are served (code mode only).
+    offered: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for InvokerTools {
@@ -87,7 +89,24 @@ impl InvokerTools {
             invoker,
             stateless_scope: BlobScope::root(ravi_agents::blob::new_scope_id()),
             session_budget: None,
+            offered: None,
         }
+    }
+
+    /// Serves only the tools named in `names` (`None`: every tool of the registry): clients
+    /// list and call those alone, while the rest stay callable by what they run through the
+    /// same invoker — `ravi serve --code-mode only` serves `tool_chain` (and `read_result`),
+    /// whose scripts call everything.
+    #[must_use]
+    pub fn with_offered(mut self, names: Option<Vec<String>>) -> Self {
+        self.offered = names;
+        self
+    }
+
+    fn offers(&self, name: &str) -> bool {
+        self.offered
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == name))
     }
 
     /// Gives each client session a budget of `calls` instead of the policy's
@@ -112,6 +131,7 @@ impl ServerTools for InvokerTools {
             .registry()
             .all()
             .iter()
+            .filter(|t| self.offers(t.name()))
             .filter_map(|t| t.as_function().map(|f| ServedTool::from_tool(f.as_ref())))
             .collect()
     }
@@ -121,7 +141,9 @@ impl ServerTools for InvokerTools {
             SessionKind::Stateless => self.invoker.open_session_in(self.stateless_scope.clone()),
             _ => self.invoker.open_session(),
         };
-        let session = session.with_source(CallSource::Mcp);
+        let session = session
+            .with_source(CallSource::Mcp)
+            .with_offered(self.offered.clone());
         Arc::new(match self.session_budget {
             Some(calls) => session.with_budget(calls),
             None => session,
@@ -143,7 +165,11 @@ impl ServerTools for InvokerTools {
             // A session opened by someone else's `open_session`: run the call on its own.
             None => {
                 let guard = self.invoker.session_guard();
-                let session = guard.session().clone().with_source(CallSource::Mcp);
+                let session = guard
+                    .session()
+                    .clone()
+                    .with_source(CallSource::Mcp)
+                    .with_offered(self.offered.clone());
                 let r = self.invoker.invoke(&session, call, &ctx).await;
                 guard.close().await;
                 Some(r)
@@ -152,9 +178,7 @@ impl ServerTools for InvokerTools {
     }
 
     fn read_tool(&self) -> Option<String> {
-        self.invoker
-            .registry()
-            .contains("read_result")
+        (self.invoker.registry().contains("read_result") && self.offers("read_result"))
             .then(|| "read_result".to_owned())
     }
 }

@@ -113,7 +113,8 @@ fn approvals() {
             "critical tools always need approval",
             Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap(),
             Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 55).unwrap(),
-        ),
+        )
+        .from_source(CallSource::CodeMode, Some(3)),
     );
     goldens().check_round_trip(
         "approval_decision",
@@ -122,6 +123,7 @@ fn approvals() {
             ApprovalDecision::Denied,
             ApprovalDecision::Skipped,
             ApprovalDecision::Unanswered,
+            ApprovalDecision::Deferred,
             ApprovalDecision::Unknown,
         ],
     );

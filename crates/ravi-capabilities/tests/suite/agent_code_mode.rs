@@ -1,0 +1,214 @@
+//! Code mode in the ReAct loop (`CodeModeAgent::with_code_mode`): a script's calls go through
+//! the agent's invoker, `only` offers `tool_chain` alone, and a script blocked on approval
+//! pauses the run like a direct call does.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use ravi_agents::TypedTool as _;
+use ravi_agents::react::{ReActAgent, RunStop};
+use ravi_capabilities::chain::{CodeMode, CodeModeAgent as _};
+use ravi_capabilities::tools::Calculator;
+use ravi_kernel::{
+    AnyTool, ApprovalDecision, CallStatus, CancellationToken, ChatRequest, MessagePart, Role, Tool,
+    ToolContext, ToolError, ToolExecutionResult, ToolRisk,
+};
+use ravi_test_support::model::{ScriptedModel, answer, calls};
+use serde_json::{Value, json};
+
+/// A tool that needs approval (risk `High`) and counts its runs.
+struct Post(Arc<AtomicU32>);
+
+#[async_trait]
+impl Tool for Post {
+    fn name(&self) -> &str {
+        "post"
+    }
+    fn description(&self) -> &str {
+        "Posts a message."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    }
+    fn risk(&self) -> ToolRisk {
+        ToolRisk::High
+    }
+    async fn execute(
+        &self,
+        _ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolExecutionResult::text(format!(
+            "posted {}",
+            args["text"]
+        )))
+    }
+}
+
+const SCRIPT: &str = "x = calculator(expression='1+1')['result']\n\
+                      post(text='hello')\n\
+                      print('done', x)\n";
+
+fn tools(posts: &Arc<AtomicU32>) -> Vec<AnyTool> {
+    vec![
+        Calculator.into_any(),
+        AnyTool::Function(Arc::new(Post(Arc::clone(posts)))),
+    ]
+}
+
+/// The text of the tool result answering `id` in `request`.
+fn result_text(request: &ChatRequest, id: &str) -> String {
+    request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .flat_map(|m| m.content.iter())
+        .find_map(|p| match p {
+            MessagePart::ToolResult {
+                tool_use_id,
+                content,
+                ..
+            } if tool_use_id == id => ravi_kernel::ContentBlock::joined_text(content),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no result for {id}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_blocked_on_approval_pauses_the_run_and_runs_again_on_resume() {
+    let posts = Arc::new(AtomicU32::new(0));
+    let model = ScriptedModel::new(vec![
+        calls(&[("c1", "tool_chain", json!({"script": SCRIPT}))]),
+        answer("all done"),
+    ]);
+    let agent = ReActAgent::new("a", model.clone(), tools(&posts))
+        .pause_on_approval(true)
+        .with_code_mode(CodeMode::On)
+        .unwrap();
+    let paused = agent.run("post hello").await;
+    assert_eq!(paused.stop, RunStop::AwaitingApproval);
+    assert_eq!(posts.load(Ordering::SeqCst), 0, "post ran before approval");
+    let pending = &paused.state.pending_approvals;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let p = &pending[0];
+    assert_eq!(p.tool, "post");
+    assert_eq!(p.call_id, "c1:chain-1");
+    assert_eq!(p.within.as_deref(), Some("c1"));
+    assert_eq!(p.line, Some(2));
+    assert_eq!(p.arguments, json!({"text": "hello"}));
+    // The model has not been answered yet: the tool_chain call has no result.
+    assert!(paused.state.partial_results.is_empty());
+
+    // Through JSON, as an application would keep it while a person decides.
+    let state = serde_json::from_str(&serde_json::to_string(&paused.state).unwrap()).unwrap();
+    let done = agent
+        .resume(
+            state,
+            [(p.call_id.clone(), ApprovalDecision::Approved)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.stop, RunStop::FinalAnswer, "{:?}", done.state);
+    assert_eq!(done.final_text, "all done");
+    assert_eq!(
+        posts.load(Ordering::SeqCst),
+        1,
+        "post runs once, after approval"
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let text = result_text(&requests[1], "c1");
+    assert!(text.starts_with("done 2.0"), "{text}");
+    // The trace keeps the paused attempt and the run that finished, each with its calls.
+    let trace = &done.state.trace;
+    let last = trace.last().unwrap();
+    assert_eq!(last.tool, "tool_chain");
+    assert_eq!(last.status, CallStatus::Ok);
+    let inner: Vec<(&str, CallStatus)> = last
+        .calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.status))
+        .collect();
+    assert_eq!(
+        inner,
+        [("calculator", CallStatus::Ok), ("post", CallStatus::Ok)]
+    );
+    let first = &trace[0];
+    assert_eq!(first.tool, "tool_chain");
+    assert_eq!(first.calls.len(), 2, "{first:?}");
+    assert_eq!(first.calls[1].tool, "post");
+    assert_eq!(first.calls[1].status, CallStatus::Denied);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_call_denied_on_resume_raises_tool_denied_in_the_script() {
+    let posts = Arc::new(AtomicU32::new(0));
+    let script =
+        "try:\n    post(text='hello')\nexcept ToolDenied as e:\n    print('refused', e.reason)\n";
+    let model = ScriptedModel::new(vec![
+        calls(&[("c1", "tool_chain", json!({"script": script}))]),
+        answer("ok"),
+    ]);
+    let agent = ReActAgent::new("a", model.clone(), tools(&posts))
+        .pause_on_approval(true)
+        .with_code_mode(CodeMode::On)
+        .unwrap();
+    let paused = agent.run("post hello").await;
+    assert_eq!(paused.stop, RunStop::AwaitingApproval);
+    let id = paused.state.pending_approvals[0].call_id.clone();
+    let done = agent
+        .resume(
+            paused.state,
+            [(id, ApprovalDecision::Denied)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.stop, RunStop::FinalAnswer);
+    assert_eq!(posts.load(Ordering::SeqCst), 0);
+    let text = result_text(&model.requests()[1], "c1");
+    assert!(text.starts_with("refused approval_denied"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_mode_only_offers_tool_chain_and_refuses_direct_calls_to_the_rest() {
+    let posts = Arc::new(AtomicU32::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_by_model = Arc::clone(&seen);
+    let model = ScriptedModel::new(vec![
+        Box::new(move |req: &ChatRequest| {
+            seen_by_model
+                .lock()
+                .unwrap()
+                .extend(req.tools.iter().map(|t| t.name().to_owned()));
+            (calls(&[
+                ("c1", "calculator", json!({"expression": "2+2"})),
+                (
+                    "c2",
+                    "tool_chain",
+                    json!({"script": "print(calculator(expression='2+2')['result'])"}),
+                ),
+            ]))(req)
+        }),
+        answer("4"),
+    ]);
+    let agent = ReActAgent::new("a", model.clone(), tools(&posts))
+        .with_code_mode(CodeMode::Only)
+        .unwrap();
+    let done = agent.run("2+2?").await;
+    assert_eq!(done.stop, RunStop::FinalAnswer);
+    assert_eq!(*seen.lock().unwrap(), ["tool_chain"]);
+    let request = &model.requests()[1];
+    let direct = result_text(request, "c1");
+    assert!(
+        direct.contains("tool `calculator` is not offered to a model's turn here"),
+        "{direct}"
+    );
+    assert!(result_text(request, "c2").starts_with("4.0"));
+    // The refused direct call is traced like any call.
+    assert_eq!(done.state.trace[0].tool, "calculator");
+    assert_eq!(done.state.trace[0].status, CallStatus::Error);
+}

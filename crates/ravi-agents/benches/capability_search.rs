@@ -13,11 +13,11 @@
     clippy::print_stdout
 )]
 
+use ravi_test_support::bench::Figure;
 use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group};
-use serde_json::Value;
 
 // The catalog and the queries, as the capability-search tests use them.
 #[path = "../tests/common/capabilities.rs"]
@@ -96,11 +96,10 @@ fn figures(quick: bool) {
         },
         rounds,
     );
-    println!(
-        "{}",
-        serde_json::json!({"bench": "capability/search_300", "value": ravi.round(), "unit": "ns/query",
-            "peer": "naive substring scan", "peer_value": peer.round(), "ratio": peer / ravi})
-    );
+    Figure::new("capability/search_300", ravi.round(), "ns/query")
+        .peer("naive substring scan", peer.round())
+        .with_ratio(Some(peer / ravi))
+        .print();
     let top3 = QUERIES
         .iter()
         .filter(|(q, want)| reg.search(q, 3).iter().any(|h| h.entry.name == *want))
@@ -118,19 +117,23 @@ fn figures(quick: bool) {
         .iter()
         .filter(|(q, want)| naive(&plain, q, 3).iter().any(|&i| plain[i].0 == *want))
         .count();
-    println!(
-        "{}",
-        serde_json::json!({"bench": "capability/top3_accuracy_40_heldout", "value": held_top3 as f64, "unit": "queries",
-            "peer": "naive substring scan", "peer_value": held_naive as f64,
-            "ratio": if held_naive == 0 { Value::Null } else { Value::from(held_top3 as f64 / held_naive as f64) }})
-    );
     // Accuracy is "higher is better", so the ratio is Ravi over the peer here.
-    println!(
-        "{}",
-        serde_json::json!({"bench": "capability/top3_accuracy_45_paraphrases", "value": top3 as f64, "unit": "queries",
-            "peer": "naive substring scan", "peer_value": naive_top3 as f64,
-            "ratio": if naive_top3 == 0 { Value::Null } else { Value::from(top3 as f64 / naive_top3 as f64) }})
-    );
+    Figure::new(
+        "capability/top3_accuracy_40_heldout",
+        held_top3 as f64,
+        "queries",
+    )
+    .peer("naive substring scan", held_naive as f64)
+    .higher_is_better()
+    .print();
+    Figure::new(
+        "capability/top3_accuracy_45_paraphrases",
+        top3 as f64,
+        "queries",
+    )
+    .peer("naive substring scan", naive_top3 as f64)
+    .higher_is_better()
+    .print();
 }
 
 fn bench(c: &mut Criterion) {

@@ -12,6 +12,7 @@
     clippy::print_stdout
 )]
 
+use ravi_test_support::bench::Figure;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,21 +101,12 @@ fn figures(quick: bool) {
         p = p.min(piped(&rt, &invoker, n / rounds));
     }
     let added = p - d;
-    println!(
-        "{}",
-        json!({"bench": "invoker/noop_pipeline", "value": round(p), "unit": "ns/call",
-               "peer": "direct Tool::execute", "peer_value": round(d), "ratio": round3(d / p)})
-    );
-    println!(
-        "{}",
-        json!({"bench": "invoker/added_per_call", "value": round(added), "unit": "ns/call",
-               "peer": null, "peer_value": null, "ratio": null})
-    );
-    println!(
-        "{}",
-        json!({"bench": "invoker/throughput_one_core", "value": round(1e9 / p), "unit": "calls/s",
-               "peer": null, "peer_value": null, "ratio": null})
-    );
+    Figure::new("invoker/noop_pipeline", round(p), "ns/call")
+        .peer("direct Tool::execute", round(d))
+        .with_ratio(Some(round3(d / p)))
+        .print();
+    Figure::new("invoker/added_per_call", round(added), "ns/call").print();
+    Figure::new("invoker/throughput_one_core", round(1e9 / p), "calls/s").print();
 }
 
 fn round(x: f64) -> f64 {

@@ -11,6 +11,7 @@
     clippy::print_stdout
 )]
 
+use ravi_test_support::bench::Figure;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -179,28 +180,26 @@ fn figures(quick: bool) {
                 best_r = r;
             }
         }
-        println!(
-            "{}",
-            json!({"bench": format!("{label}_ms"), "value": round(best_r.secs * 1e3), "unit": "ms",
-                   "peer": "std::fs::write + std::fs::read", "peer_value": round(best_p.secs * 1e3),
-                   "ratio": round3(best_p.secs / best_r.secs)})
-        );
-        println!(
-            "{}",
-            json!({"bench": format!("{label}_mb_per_s"), "value": round(mb / best_r.secs), "unit": "MB/s",
-                   "peer": null, "peer_value": null, "ratio": null})
-        );
-        println!(
-            "{}",
-            json!({"bench": format!("{label}_peer_mb_per_s"), "value": round(mb / best_p.secs), "unit": "MB/s",
-                   "peer": null, "peer_value": null, "ratio": null})
-        );
-        println!(
-            "{}",
-            json!({"bench": format!("{label}_peak_rss"), "value": round(best_r.peak_extra_mb / mb), "unit": "x value size",
-                   "peer": "std::fs::write + std::fs::read", "peer_value": round(best_p.peak_extra_mb / mb),
-                   "ratio": round3(best_p.peak_extra_mb / best_r.peak_extra_mb)})
-        );
+        const PEER: &str = "std::fs::write + std::fs::read";
+        Figure::new(format!("{label}_ms"), round(best_r.secs * 1e3), "ms")
+            .peer(PEER, round(best_p.secs * 1e3))
+            .with_ratio(Some(round3(best_p.secs / best_r.secs)))
+            .print();
+        Figure::new(format!("{label}_mb_per_s"), round(mb / best_r.secs), "MB/s").print();
+        Figure::new(
+            format!("{label}_peer_mb_per_s"),
+            round(mb / best_p.secs),
+            "MB/s",
+        )
+        .print();
+        Figure::new(
+            format!("{label}_peak_rss"),
+            round(best_r.peak_extra_mb / mb),
+            "x value size",
+        )
+        .peer(PEER, round(best_p.peak_extra_mb / mb))
+        .with_ratio(Some(round3(best_p.peak_extra_mb / best_r.peak_extra_mb)))
+        .print();
     }
 }
 

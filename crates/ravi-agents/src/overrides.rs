@@ -1,5 +1,5 @@
 //! Operator overrides: a tool's risk and approval mode set by configuration (`ravi.toml`'s
-//! `[risk]` and `[hitl]` tables), whatever the tool itself declares.
+//! `[risk]`, `[hitl]` and `[hitl_timeout_secs]` tables), whatever the tool itself declares.
 //!
 //! An override wraps the tool; everything but the overridden answers is the tool's own, so
 //! schemas, examples, artifact streaming and execution are unchanged.
@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use ravi_kernel::{AnyTool, HitlMode, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
@@ -33,6 +34,8 @@ pub struct ToolOverride {
     pub risk: Option<ToolRisk>,
     /// The approval mode to use instead of the tool's.
     pub hitl: Option<HitlMode>,
+    /// How long to wait for an approval instead of the tool's own wait (or the policy's).
+    pub hitl_timeout: Option<Duration>,
 }
 
 impl ToolOverride {
@@ -40,15 +43,15 @@ impl ToolOverride {
     pub fn risk(risk: ToolRisk) -> Self {
         Self {
             risk: Some(risk),
-            hitl: None,
+            ..Self::default()
         }
     }
 
     /// Overrides the approval mode.
     pub fn hitl(mode: HitlMode) -> Self {
         Self {
-            risk: None,
             hitl: Some(mode),
+            ..Self::default()
         }
     }
 
@@ -56,6 +59,13 @@ impl ToolOverride {
     #[must_use]
     pub fn with_hitl(mut self, mode: HitlMode) -> Self {
         self.hitl = Some(mode);
+        self
+    }
+
+    /// Also overrides how long an approval is waited for.
+    #[must_use]
+    pub fn with_hitl_timeout(mut self, wait: Duration) -> Self {
+        self.hitl_timeout = Some(wait);
         self
     }
 
@@ -76,7 +86,9 @@ pub fn apply_overrides(map: &BTreeMap<String, ToolOverride>, tools: Vec<AnyTool>
     tools
         .into_iter()
         .map(|t| match (&t, map.get(t.name())) {
-            (AnyTool::Function(inner), Some(o)) if o.risk.is_some() || o.hitl.is_some() => {
+            (AnyTool::Function(inner), Some(o))
+                if o.risk.is_some() || o.hitl.is_some() || o.hitl_timeout.is_some() =>
+            {
                 AnyTool::Function(Arc::new(Overridden {
                     inner: Arc::clone(inner),
                     over: *o,
@@ -117,6 +129,15 @@ impl Tool for Overridden {
             // says otherwise.
             None => self.inner.hitl_mode(),
         }
+    }
+    fn hitl_timeout(&self) -> Option<Duration> {
+        self.over.hitl_timeout.or_else(|| self.inner.hitl_timeout())
+    }
+    fn timeout(&self) -> Option<Duration> {
+        self.inner.timeout()
+    }
+    fn refuses(&self, source: ravi_kernel::CallSource) -> Option<String> {
+        self.inner.refuses(source)
     }
     fn lazy_schema(&self) -> bool {
         self.inner.lazy_schema()

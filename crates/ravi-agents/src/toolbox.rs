@@ -160,12 +160,13 @@ impl Toolbox {
         self.add(tool).map(|_| ())
     }
 
-    /// Builds a toolbox from tools, failing on the first invalid name. Later tools replace
-    /// earlier ones of the same name, as with [`Toolbox::add`].
+    /// Builds a toolbox from tools, failing on the first invalid name and on two tools of the
+    /// same name ([`ToolboxError::Conflict`], naming both): one never shadows the other
+    /// silently. (`From<Vec<AnyTool>>` and `collect` replace instead, as [`Toolbox::add`].)
     pub fn try_from_tools(tools: impl IntoIterator<Item = AnyTool>) -> Result<Self, ToolboxError> {
         let mut tb = Self::new();
         for t in tools {
-            tb.add(t)?;
+            tb.try_add(t)?;
         }
         Ok(tb)
     }

@@ -205,6 +205,10 @@ pub trait TypedTool: Send + Sync + 'static {
     fn hitl_mode(&self) -> HitlMode {
         HitlMode::default_for(self.risk())
     }
+    /// How long an approval is waited for (default: the policy's `approval_timeout`).
+    fn hitl_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Whether the schema is loaded on demand.
     fn lazy_schema(&self) -> bool {
         false
@@ -281,6 +285,9 @@ impl<T: TypedTool> Tool for Typed<T> {
     fn hitl_mode(&self) -> HitlMode {
         self.inner.hitl_mode()
     }
+    fn hitl_timeout(&self) -> Option<std::time::Duration> {
+        self.inner.hitl_timeout()
+    }
     fn lazy_schema(&self) -> bool {
         self.inner.lazy_schema()
     }
@@ -311,6 +318,7 @@ pub struct FnTool<A, F> {
     output_schema: Option<Value>,
     risk: ToolRisk,
     hitl: Option<HitlMode>,
+    hitl_timeout: Option<std::time::Duration>,
     lazy: bool,
     examples: Vec<Value>,
     func: F,
@@ -354,6 +362,7 @@ where
         output_schema: None,
         risk: ToolRisk::Safe,
         hitl: None,
+        hitl_timeout: None,
         lazy: false,
         examples: Vec::new(),
         func,
@@ -373,6 +382,13 @@ impl<A, F> FnTool<A, F> {
     #[must_use]
     pub fn with_hitl(mut self, mode: HitlMode) -> Self {
         self.hitl = Some(mode);
+        self
+    }
+
+    /// Sets how long an approval is waited for (default: the policy's `approval_timeout`).
+    #[must_use]
+    pub fn with_hitl_timeout(mut self, wait: std::time::Duration) -> Self {
+        self.hitl_timeout = Some(wait);
         self
     }
 
@@ -424,6 +440,9 @@ where
     fn hitl_mode(&self) -> HitlMode {
         self.hitl
             .unwrap_or_else(|| HitlMode::default_for(self.risk))
+    }
+    fn hitl_timeout(&self) -> Option<std::time::Duration> {
+        self.hitl_timeout
     }
     fn lazy_schema(&self) -> bool {
         self.lazy

@@ -70,25 +70,9 @@ fn python_eval_ns(number: u32) -> Option<f64> {
 }
 
 fn figure(bench: &str, value: f64, unit: &str, peer: Option<(&str, f64)>) {
-    let (peer_name, peer_value, ratio) = match peer {
-        Some((name, v)) => (
-            serde_json::json!(name),
-            serde_json::json!(v),
-            serde_json::json!(v / value),
-        ),
-        None => (
-            serde_json::Value::Null,
-            serde_json::Value::Null,
-            serde_json::Value::Null,
-        ),
-    };
-    println!(
-        "{}",
-        serde_json::json!({
-            "bench": bench, "value": value, "unit": unit,
-            "peer": peer_name, "peer_value": peer_value, "ratio": ratio,
-        })
-    );
+    ravi_test_support::bench::Figure::new(bench, value, unit)
+        .peer_opt(peer)
+        .print();
 }
 
 fn figures(quick: bool) {

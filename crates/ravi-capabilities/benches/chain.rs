@@ -20,6 +20,7 @@ use ravi_kernel::{ChainStatus, ToolCall, ToolContext};
 use serde_json::json;
 
 mod support;
+use ravi_test_support::bench::Figure;
 use support::{BenchTool, noop_invoker, noop_runner};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -55,15 +56,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn figure(bench: &str, value: f64, unit: &str, peer: Option<(&str, f64)>, ratio: Option<f64>) {
-    let (peer, peer_value) = match peer {
-        Some((p, v)) => (json!(p), json!(v)),
-        None => (json!(null), json!(null)),
-    };
-    println!(
-        "{}",
-        json!({"bench": bench, "value": value, "unit": unit, "peer": peer,
-               "peer_value": peer_value, "ratio": ratio})
-    );
+    Figure::new(bench, value, unit)
+        .peer_opt(peer)
+        .with_ratio(ratio)
+        .print();
 }
 
 fn python_subprocess_ms(n: usize) -> Option<f64> {

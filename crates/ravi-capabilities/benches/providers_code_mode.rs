@@ -24,19 +24,15 @@ use ravi_kernel::{
     AnyTool, ChainPolicy, ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError,
     Provider, Role, StopReason, Usage,
 };
+use ravi_test_support::bench::Figure;
 use ravi_test_support::tools::{Outcome, TestTool};
 use serde_json::json;
 
 fn figure(bench: &str, value: f64, unit: &str, peer: Option<(&str, f64)>, ratio: Option<f64>) {
-    let (peer, peer_value) = match peer {
-        Some((p, v)) => (json!(p), json!(v)),
-        None => (json!(null), json!(null)),
-    };
-    println!(
-        "{}",
-        json!({"bench": bench, "value": value, "unit": unit, "peer": peer,
-               "peer_value": peer_value, "ratio": ratio})
-    );
+    Figure::new(bench, value, unit)
+        .peer_opt(peer)
+        .with_ratio(ratio)
+        .print();
 }
 
 fn tokens(text: &str) -> usize {

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ravi_agents::discovery::registered_tools;
+use ravi_agents::discovery::{ToolRegistration, registered_tools};
 use ravi_agents::{CapabilityError, CapabilityRegistry, Toolbox, ToolboxError};
 use ravi_kernel::{AnyTool, ToolRegistry};
 
@@ -44,6 +44,9 @@ impl CatalogEntry {
 pub struct Catalog {
     entries: Vec<CatalogEntry>,
     skipped: Vec<String>,
+    /// Two registrations of one name (a user tool shadowing a built-in, or two user tools):
+    /// [`toolbox`](Self::toolbox) refuses to assemble while there is one.
+    conflicts: Vec<ToolboxError>,
 }
 
 impl Catalog {
@@ -51,24 +54,34 @@ impl Catalog {
     pub fn discover() -> Self {
         // One set of built-ins (one backend, one HTTP client) for all of them; each built-in's
         // registration would otherwise build the whole set again just to pick its own tool.
-        Self::assemble(builtin_tools())
+        Self::assemble(builtin_tools(), registered_tools())
     }
 
     /// Every registered tool, with the built-ins confined to `root` and `http_get` under
     /// `http`.
     pub fn discover_in(root: impl AsRef<Path>, http: HttpPolicy) -> Result<Self, BackendError> {
-        Ok(Self::assemble(builtin_tools_in(root, http)?))
+        Ok(Self::assemble(
+            builtin_tools_in(root, http)?,
+            registered_tools(),
+        ))
     }
 
-    fn assemble(bound: Vec<AnyTool>) -> Self {
+    fn assemble(bound: Vec<AnyTool>, registrations: Vec<&ToolRegistration>) -> Self {
         let mut entries: Vec<CatalogEntry> = Vec::new();
         let mut skipped = Vec::new();
-        for reg in registered_tools() {
-            if entries.iter().any(|e| e.name() == reg.name) {
+        let mut conflicts = Vec::new();
+        for reg in registrations {
+            if let Some(existing) = entries.iter().find(|e| e.name() == reg.name) {
                 skipped.push(format!(
                     "`{}`: registered twice; the first registration is kept",
                     reg.name
                 ));
+                let incoming = (reg.build)();
+                conflicts.push(ToolboxError::Conflict {
+                    name: reg.name.to_owned(),
+                    existing: describe_entry(&existing.tool),
+                    incoming: describe_entry(&incoming),
+                });
                 continue;
             }
             let tool = bound
@@ -92,7 +105,11 @@ impl Catalog {
                 builtin: BUILTIN_NAMES.contains(&reg.name),
             });
         }
-        Self { entries, skipped }
+        Self {
+            entries,
+            skipped,
+            conflicts,
+        }
     }
 
     /// Every entry, sorted by name.
@@ -143,7 +160,14 @@ impl Catalog {
     }
 
     /// A [`Toolbox`] holding every catalogued tool, for an invoker or a model's tool list.
+    ///
+    /// Fails when two registrations share a name — a user tool (`#[tool]`, `register_tool!`)
+    /// named like a built-in, or two user tools — naming both: a tool never shadows another
+    /// silently.
     pub fn toolbox(&self) -> Result<Toolbox, ToolboxError> {
+        if let Some(conflict) = self.conflicts.first() {
+            return Err(conflict.clone());
+        }
         Toolbox::try_from_tools(self.entries.iter().map(|e| e.tool.clone()))
     }
 
@@ -167,6 +191,21 @@ impl Catalog {
     }
 }
 
+/// "the tool `read_file` registered as \"Read a file …\"", for conflicts: two registrations of
+/// one name are told apart by what they say they do (which of them is the built-in is not
+/// known from the name).
+fn describe_entry(tool: &AnyTool) -> String {
+    let summary: String = tool
+        .description()
+        .split(['.', '\n'])
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(60)
+        .collect();
+    format!("the tool `{}` registered as \"{summary}\"", tool.name())
+}
+
 impl ToolRegistry for Catalog {
     fn get(&self, name: &str) -> Option<AnyTool> {
         self.entry(name).map(|e| e.tool.clone())
@@ -174,5 +213,49 @@ impl ToolRegistry for Catalog {
 
     fn all(&self) -> Vec<AnyTool> {
         self.entries.iter().map(|e| e.tool.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ravi_agents::discovery::ToolRegistration;
+    use ravi_kernel::AnyTool;
+
+    use super::*;
+
+    fn my_read_file() -> AnyTool {
+        ravi_agents::tool_fn(
+            "read_file",
+            "My own reader. It reads differently.",
+            |_: serde_json::Value| async move { String::new() },
+        )
+        .into()
+    }
+
+    static MINE: ToolRegistration = ToolRegistration {
+        name: "read_file",
+        category: "mine",
+        tags: &[],
+        aliases: &[],
+        build: my_read_file,
+    };
+
+    /// A user registration named like a built-in is not silently dropped or preferred: the
+    /// catalog refuses to assemble a toolbox, and the error names both tools.
+    #[test]
+    fn a_user_tool_named_like_a_built_in_is_refused_naming_both() {
+        let mut regs = registered_tools();
+        regs.push(&MINE);
+        let catalog = Catalog::assemble(builtin_tools(), regs);
+        let err = catalog.toolbox().unwrap_err().to_string();
+        assert!(
+            err.contains("tool name conflict on `read_file`")
+                && err.contains("registered as \"Read a file from the workspace\"")
+                && err.contains("registered as \"My own reader\""),
+            "{err}"
+        );
+        // Without the duplicate the same catalog assembles.
+        let fine = Catalog::assemble(builtin_tools(), registered_tools());
+        assert!(fine.toolbox().is_ok());
     }
 }

@@ -18,7 +18,7 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
 use ravi_agents::kernel::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, CallSource, ToolRisk, async_trait,
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, CallSource, HitlMode, ToolRisk, async_trait,
 };
 
 /// How many unreadable answers are tolerated before the request is denied.
@@ -247,11 +247,18 @@ fn render(request: &ApprovalRequest, offer_always: bool) -> String {
          risk:   {}\n\
          from:   {}\n\
          reason: {}\n\
+         wait:   {} s, then {}\n\
          arguments:\n",
         request.tool,
         request.risk,
         request.origin(),
-        request.reason
+        request.reason,
+        (request.deadline - request.created_at).num_seconds(),
+        if request.hitl_mode == HitlMode::ContinueOnTimeout {
+            "it runs"
+        } else {
+            "it is denied"
+        }
     );
     for line in args.lines() {
         out.push_str("  ");

@@ -18,6 +18,9 @@
 //! [hitl]                              # how to wait for approval, by tool name
 //! write_file = "fire_and_continue"    # blocking | continue_on_timeout | fire_and_continue
 //!
+//! [hitl_timeout_secs]                 # how long to wait for that approval, by tool name
+//! shell = 10                          # (default: the tool's own, else approval_timeout_secs)
+//!
 //! [[mcp]]
 //! name = "fs"
 //! transport = "stdio"                 # or "http" with url = "...", bearer, headers
@@ -57,6 +60,8 @@ pub struct RaviConfig {
     pub risk: BTreeMap<String, ToolRisk>,
     /// Approval-mode overrides by tool name.
     pub hitl: BTreeMap<String, HitlMode>,
+    /// Approval waits by tool name, in seconds.
+    pub hitl_timeout_secs: BTreeMap<String, f64>,
     /// Upstream MCP servers: `name`, `transport = "stdio"` with `command`/`args`/`env`, or
     /// `transport = "http"` with `url`/`bearer`/`headers`; optional `risk` and `timeout_ms`.
     pub mcp: Vec<McpServerSpec>,
@@ -105,6 +110,8 @@ struct FileConfig {
     risk: BTreeMap<String, ToolRisk>,
     #[serde(default)]
     hitl: BTreeMap<String, HitlMode>,
+    #[serde(default)]
+    hitl_timeout_secs: BTreeMap<String, Spanned<f64>>,
     #[serde(default)]
     mcp: Vec<FileMcp>,
 }
@@ -315,6 +322,19 @@ impl RaviConfig {
             }
             builtin = Some(out);
         }
+        let mut hitl_timeout_secs = BTreeMap::new();
+        for (name, secs) in file.hitl_timeout_secs {
+            let value = *secs.get_ref();
+            if !(value.is_finite() && value > 0.0) {
+                bail!(
+                    "{}, line {}: [hitl_timeout_secs] `{name}` = {value}: expected a positive \
+                     number of seconds",
+                    path.display(),
+                    line_of(text, &secs.span()),
+                );
+            }
+            hitl_timeout_secs.insert(name, value);
+        }
         let span_line = |v: &Option<Spanned<f64>>| v.as_ref().map(|s| line_of(text, &s.span()));
         let p = file.policy;
         let lines_policy = (
@@ -360,6 +380,7 @@ impl RaviConfig {
             policy,
             risk: file.risk,
             hitl: file.hitl,
+            hitl_timeout_secs,
             mcp,
             lines: Lines {
                 call_timeout_secs: lines_policy.0,
@@ -469,6 +490,10 @@ impl RaviConfig {
         }
         for (name, mode) in &self.hitl {
             map.entry(name.clone()).or_default().hitl = Some(*mode);
+        }
+        for (name, secs) in &self.hitl_timeout_secs {
+            map.entry(name.clone()).or_default().hitl_timeout =
+                Some(std::time::Duration::from_secs_f64(*secs));
         }
         map
     }
@@ -668,6 +693,18 @@ args = ["-y", "server"]
         // Only the approval timeout is set, and it exceeds the default call timeout.
         let err = load_err("[policy]\napproval_timeout_secs = 4000\n");
         assert_names(&err, 2, &["approval_timeout_secs"]);
+        let err = load_err("[hitl_timeout_secs]\nshell = 5\nwrite_file = 0\n");
+        assert_names(&err, 3, &["hitl_timeout_secs", "write_file", "positive"]);
+    }
+
+    #[test]
+    fn hitl_timeouts_become_overrides() {
+        use ravi_agents::TypedTool as _;
+        let (_d, path) = write("[hitl_timeout_secs]\ncalculator = 2.5\n");
+        let c = RaviConfig::load(&path).unwrap();
+        let tools = c.apply_risk(vec![ravi_capabilities::tools::Calculator.into_any()]);
+        let t = tools[0].as_function().unwrap();
+        assert_eq!(t.hitl_timeout(), Some(Duration::from_millis(2500)));
     }
 
     #[test]

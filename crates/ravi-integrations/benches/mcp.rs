@@ -119,11 +119,10 @@ fn python_ns_per_call(n: usize, target: &[String]) -> Option<f64> {
 
 fn figure(bench: &str, value: f64, peer: &str, peer_value: Option<f64>) {
     let ratio = peer_value.map(|p| p / value);
-    println!(
-        "{}",
-        json!({"bench": bench, "value": value.round(), "unit": "ns/call",
-               "peer": peer_value.map(|_| peer), "peer_value": peer_value.map(f64::round), "ratio": ratio})
-    );
+    ravi_test_support::bench::Figure::new(bench, value.round(), "ns/call")
+        .peer_opt(peer_value.map(|v| (peer, v.round())))
+        .with_ratio(ratio)
+        .print();
 }
 
 fn figures(quick: bool) {

@@ -13,6 +13,7 @@
     missing_docs
 )]
 
+use ravi_test_support::bench::Figure;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -216,13 +217,18 @@ fn figures(quick: bool) {
         let naive = time_per_iter(budget, || {
             black_box(naive_parse(&chunks));
         }) / events as f64;
-        println!(
-            "{}",
-            json!({"bench": format!("providers/sse_parse_{label}_chunks"), "value": (ravi * 10.0).round() / 10.0,
-                   "unit": "ns/event", "peer": "naive find-and-copy splitter",
-                   "peer_value": (naive * 10.0).round() / 10.0,
-                   "ratio": ((naive / ravi) * 100.0).round() / 100.0})
-        );
+        Figure::new(
+            format!("providers/sse_parse_{label}_chunks"),
+            (ravi * 10.0).round() / 10.0,
+            "ns/event",
+        )
+        .peer(
+            "naive find-and-copy splitter",
+            (naive * 10.0).round() / 10.0,
+        )
+        .with_ratio(Some(naive / ravi))
+        .ratio_digits(2)
+        .print();
     }
     let model =
         OpenAiChatModel::new("gpt-4.1", ProviderConfig::new("http://127.0.0.1:9/v1")).unwrap();
@@ -230,11 +236,7 @@ fn figures(quick: bool) {
     let enc = time_per_iter(budget, || {
         black_box(serde_json::to_vec(&model.encode_request(&req, true)).unwrap());
     });
-    println!(
-        "{}",
-        json!({"bench": "providers/encode_chat_request", "value": enc.round(), "unit": "ns/request",
-               "peer": null, "peer_value": null, "ratio": null})
-    );
+    Figure::new("providers/encode_chat_request", enc.round(), "ns/request").print();
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -253,13 +255,18 @@ fn figures(quick: bool) {
     let direct = time_per_iter(budget, || {
         rt.block_on(direct_run(&Instant10, &invoker, &request))
     }) / turns;
-    println!(
-        "{}",
-        json!({"bench": "providers/react_loop_per_turn", "value": (looped / 100.0).round() / 10.0,
-               "unit": "µs/turn", "peer": "the same model and invoker calls made directly",
-               "peer_value": (direct / 100.0).round() / 10.0,
-               "ratio": ((direct / looped) * 100.0).round() / 100.0})
-    );
+    Figure::new(
+        "providers/react_loop_per_turn",
+        (looped / 100.0).round() / 10.0,
+        "µs/turn",
+    )
+    .peer(
+        "the same model and invoker calls made directly",
+        (direct / 100.0).round() / 10.0,
+    )
+    .with_ratio(Some(direct / looped))
+    .ratio_digits(2)
+    .print();
 }
 
 fn main() {

@@ -168,6 +168,14 @@ pub trait Tool: Send + Sync {
         HitlMode::default_for(self.risk())
     }
 
+    /// How long an approval of this tool is waited for, when the tool says (`None`, the
+    /// default: the policy's `approval_timeout`). A `ContinueOnTimeout` tool runs when it
+    /// passes unanswered; any other is denied. The invoker keeps the wait within the call's
+    /// own time limit.
+    fn hitl_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Whether the schema is loaded on demand (`defer_loading`).
     fn lazy_schema(&self) -> bool {
         false
@@ -176,6 +184,13 @@ pub trait Tool: Send + Sync {
     /// Example argument objects, for providers that accept them (Anthropic `input_examples`).
     fn input_examples(&self) -> Vec<serde_json::Value> {
         Vec::new()
+    }
+
+    /// How long one call may run, when the tool bounds itself differently from the policy's
+    /// `call_timeout` (the default, `None`): `tool_chain` runs a whole script, bounded by the
+    /// policy's `total_timeout`. The caller's own deadline still applies.
+    fn timeout(&self) -> Option<std::time::Duration> {
+        None
     }
 
     /// Why the tool refuses to be called from `source`, or `None` to accept it (the default).

@@ -35,7 +35,8 @@
 //!   `ToolError` or implements `Display`.
 //! - options: `name = "…"` (default: the function name), `description = "…"` (default: the doc
 //!   comment), `risk = safe | sensitive | high | critical`, `hitl = blocking |
-//!   continue_on_timeout | fire_and_continue`, `defer_loading = true`, `examples = ["{..}", ..]`
+//!   continue_on_timeout | fire_and_continue`, `hitl_timeout_secs = 10` (how long an approval
+//!   is waited for; default: the policy's `approval_timeout`), `defer_loading = true`, `examples = ["{..}", ..]`
 //!   (example argument objects as JSON strings, checked at compile time, sent to providers that
 //!   accept `input_examples`), and for discovery `category = "…"`, `tags = [..]`,
 //!   `aliases = [..]`, `discover = false`.
@@ -89,6 +90,8 @@ struct Options {
     description: Option<LitStr>,
     risk: Option<(String, Span)>,
     hitl: Option<(String, Span)>,
+    /// The approval wait in seconds (`hitl_timeout_secs = 10`), already checked positive.
+    hitl_timeout_secs: Option<f64>,
     category: Option<LitStr>,
     tags: Vec<LitStr>,
     aliases: Vec<LitStr>,
@@ -161,6 +164,26 @@ impl Options {
                 }
                 self.hitl = Some((w, span));
             }
+            "hitl_timeout_secs" => {
+                let lit: Lit = meta.value()?.parse()?;
+                let secs = match &lit {
+                    Lit::Int(i) => i.base10_parse::<f64>()?,
+                    Lit::Float(f) => f.base10_parse::<f64>()?,
+                    _ => {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "hitl_timeout_secs expects a number of seconds, e.g. 10 or 2.5",
+                        ));
+                    }
+                };
+                if !(secs.is_finite() && secs > 0.0) {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "hitl_timeout_secs must be a positive number of seconds",
+                    ));
+                }
+                self.hitl_timeout_secs = Some(secs);
+            }
             "tags" => self.tags = strings(&meta.value()?.parse()?)?,
             "aliases" => self.aliases = strings(&meta.value()?.parse()?)?,
             "discover" => self.discover = Some(meta.value()?.parse::<LitBool>()?.value),
@@ -175,7 +198,8 @@ impl Options {
             _ => {
                 return Err(meta.error(
                     "unknown `#[tool]` option; expected one of name, description, risk, hitl, \
-                     category, tags, aliases, discover, defer_loading, examples",
+                     hitl_timeout_secs, category, tags, aliases, discover, defer_loading, \
+                     examples",
                 ));
             }
         }
@@ -433,6 +457,12 @@ fn expand(opts: Options, func: ItemFn) -> syn::Result<TokenStream2> {
         Some(mode) => quote!(#k::HitlMode::#mode),
         None => quote!(#k::HitlMode::default_for(#k::Tool::risk(self))),
     };
+    let hitl_timeout = match opts.hitl_timeout_secs {
+        Some(secs) => quote!(::core::option::Option::Some(
+            ::std::time::Duration::from_secs_f64(#secs)
+        )),
+        None => quote!(::core::option::Option::None),
+    };
     let defer = opts.defer_loading.unwrap_or(false);
     let examples = &opts.examples;
     let output_schema = match output_type(&sig.output) {
@@ -508,6 +538,9 @@ fn expand(opts: Options, func: ItemFn) -> syn::Result<TokenStream2> {
                 }
                 fn hitl_mode(&self) -> #k::HitlMode {
                     #hitl
+                }
+                fn hitl_timeout(&self) -> ::core::option::Option<::std::time::Duration> {
+                    #hitl_timeout
                 }
                 fn lazy_schema(&self) -> bool {
                     #defer

@@ -1,6 +1,7 @@
 //! What Ravi's test suites share, so that no crate's tests define it again: golden files
 //! ([`Goldens`]), the `ravi` binary run as a user runs it ([`Ravi`]), the third-party MCP peers
-//! ([`mcp`]) and a process's peak memory ([`memory`]). With the `fixtures` feature: tools, blob
+//! ([`mcp`]), a process's peak memory ([`memory`]) and the benchmark figures `cargo xtask bench`
+//! reads ([`bench`](mod@bench)). With the `fixtures` feature: tools, blob
 //! stores and chat models built for tests (modules `tools`, `blob`, `model`); with
 //! `model-server`: recorded provider responses served locally (module `model_server`).
 //!
@@ -14,6 +15,7 @@
 // Test support: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod bench;
 mod command;
 mod files;
 mod golden;

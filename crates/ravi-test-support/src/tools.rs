@@ -245,6 +245,7 @@ pub struct TestHosted {
     name: String,
     description: String,
     specs: Vec<ProviderSpec>,
+    risk: ToolRisk,
 }
 
 impl TestHosted {
@@ -254,7 +255,14 @@ impl TestHosted {
             name: name.into(),
             description: description.into(),
             specs: Vec::new(),
+            risk: ToolRisk::Sensitive,
         }
+    }
+
+    /// The same tool with `risk` (default `Sensitive`, as the trait's).
+    pub fn with_risk(mut self, risk: ToolRisk) -> Self {
+        self.risk = risk;
+        self
     }
 
     /// Declares the tool to `provider` as `spec`.
@@ -288,6 +296,9 @@ impl HostedTool for TestHosted {
     }
     fn provider_specs(&self) -> Vec<ProviderSpec> {
         self.specs.clone()
+    }
+    fn risk(&self) -> ToolRisk {
+        self.risk
     }
 }
 

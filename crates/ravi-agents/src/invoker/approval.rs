@@ -42,12 +42,16 @@ impl ToolInvoker {
                 .await;
         };
         let now = chrono::Utc::now();
-        // A caller that must have an answer sooner than the policy's wait shortens it.
-        let wait = match ctx.deadline {
-            Some(d) => policy
-                .approval_timeout()
-                .min(d.saturating_duration_since(Instant::now())),
+        // The tool's own wait, else the policy's, within the call's time limit (a wait that
+        // outlasted it would leave the approved call no time to run); a caller that must have
+        // an answer sooner shortens it.
+        let own = match tool.hitl_timeout() {
+            Some(t) => t.min(policy.call_timeout().mul_f64(0.9)),
             None => policy.approval_timeout(),
+        };
+        let wait = match ctx.deadline {
+            Some(d) => own.min(d.saturating_duration_since(Instant::now())),
+            None => own,
         };
         let request = ApprovalRequest::new(
             format!("apr_{}", new_scope_id().trim_start_matches("ses_")),
@@ -74,7 +78,7 @@ impl ToolInvoker {
         if mode == HitlMode::FireAndContinue && handler.notifies(&request) {
             // Tell the human without waiting for the telling: a slow or failing notifier
             // neither delays nor breaks the call.
-            notify_in_background(Arc::clone(handler), request, policy.approval_timeout());
+            notify_in_background(Arc::clone(handler), request, wait);
             self.approval_resolved(call, ApprovalResolution::Notified)
                 .await;
             return Ok(());

@@ -1,5 +1,5 @@
 //! Steps 0–11 of a call (step 12, the record and `ToolEnd`, is [`super::flight`]'s), one
-//! function per step: session and budget → lookup → type gate → skill gate → argument
+//! function per step: session and budget → lookup → type gate → offer gate → skill gate → argument
 //! validation → input guardrails → approval → inbound refs → readiness (cancellation, the
 //! caller's deadline) → progress → execution → output guardrails → keeping (shaping).
 //!
@@ -82,7 +82,10 @@ impl ToolInvoker {
         };
         let mut args = std::mem::take(&mut call.arguments);
         inbound_refs(inner, session, &tool, &mut args).await?;
-        let limit = ready(ctx, &call.name, started, inner.policy.call_timeout())?;
+        let call_timeout = tool
+            .timeout()
+            .unwrap_or_else(|| inner.policy.call_timeout());
+        let limit = ready(ctx, &call.name, started, call_timeout)?;
 
         // 9. Progress: the call goes out (to the builder's sink, else the context's).
         let sink = inner.progress.as_ref().or(ctx.progress.as_ref());
@@ -232,7 +235,6 @@ fn type_gate(any: AnyTool, name: &str, source: CallSource) -> Step<Arc<dyn Tool>
     Err(Stop::new(FailureReason::NotCallable, why))
 }
 
-/// Step 4a, the skill gate: with active skills, one of them must allow the tool.
 /// Step 3b, the offer gate: a session restricted to some tools calls only those.
 fn offer_gate(session: &InvokerSession, name: &str) -> Step<()> {
     let Some(offered) = session.offered() else {
@@ -251,6 +253,7 @@ fn offer_gate(session: &InvokerSession, name: &str) -> Step<()> {
     ))
 }
 
+/// Step 4a, the skill gate: with active skills, one of them must allow the tool.
 fn skill_gate(session: &InvokerSession, name: &str) -> Step<()> {
     if session.skills.is_empty() || session.skills.iter().any(|s| s.allows(name)) {
         return Ok(());

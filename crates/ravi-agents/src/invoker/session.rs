@@ -310,6 +310,30 @@ impl InvokerSession {
         self.inner.media_seq.fetch_add(1, Ordering::AcqRel)
     }
 
+    /// Records a decision the loop made about a tool that does not run through the pipeline
+    /// (a hosted tool declared to the provider, or withheld): it appears in the trace as a
+    /// call that did not execute, with its arguments `{}`.
+    pub(crate) fn record_decision(
+        &self,
+        call_id: String,
+        tool: String,
+        status: CallStatus,
+        summary: String,
+    ) {
+        self.record(Record {
+            call_id,
+            tool,
+            args_hash: super::digest::args_hash(&serde_json::json!({})),
+            status,
+            duration_ms: 0,
+            executed: false,
+            summary,
+            artifact_ref: None,
+            app_data: None,
+            calls: Vec::new(),
+        });
+    }
+
     pub(crate) fn record(&self, record: Record) {
         if let Ok(mut s) = self.inner.state.lock() {
             s.trace.push(record);

@@ -19,7 +19,7 @@ use super::strict::strip_strict_nulls;
 use crate::hooks::HookRegistry;
 use crate::invoker::{InvokerSession, ToolInvoker, ToolInvokerBuilder};
 use crate::render::{ModelRender, model as render_model};
-use crate::toolbox::Toolbox;
+use crate::toolbox::{Toolbox, ToolboxError};
 use crate::validate::ArgumentValidator;
 
 /// The default turn limit.
@@ -94,37 +94,40 @@ impl<F: Fn(&AgentEvent) + Send + Sync> AgentObserver for F {
 /// The ways to hand an agent its tools: a list (wrapped in a [`Toolbox`]) or a shared registry
 /// used as is.
 pub trait IntoAgentTools {
-    /// The registry the agent will use.
-    fn into_registry(self) -> Arc<dyn ToolRegistry>;
+    /// The registry the agent will use. A list with two tools of one name is refused, naming
+    /// both (a user tool never shadows a built-in silently).
+    fn into_registry(self) -> Result<Arc<dyn ToolRegistry>, ToolboxError>;
 }
 
 impl IntoAgentTools for Vec<AnyTool> {
-    fn into_registry(self) -> Arc<dyn ToolRegistry> {
-        Arc::new(Toolbox::from(self))
+    fn into_registry(self) -> Result<Arc<dyn ToolRegistry>, ToolboxError> {
+        Ok(Arc::new(Toolbox::try_from_tools(self)?))
     }
 }
 
 impl IntoAgentTools for Vec<Arc<dyn Tool>> {
-    fn into_registry(self) -> Arc<dyn ToolRegistry> {
-        Arc::new(self.into_iter().map(AnyTool::Function).collect::<Toolbox>())
+    fn into_registry(self) -> Result<Arc<dyn ToolRegistry>, ToolboxError> {
+        Ok(Arc::new(Toolbox::try_from_tools(
+            self.into_iter().map(AnyTool::Function),
+        )?))
     }
 }
 
 impl IntoAgentTools for Toolbox {
-    fn into_registry(self) -> Arc<dyn ToolRegistry> {
-        Arc::new(self)
+    fn into_registry(self) -> Result<Arc<dyn ToolRegistry>, ToolboxError> {
+        Ok(Arc::new(self))
     }
 }
 
 impl IntoAgentTools for Arc<Toolbox> {
-    fn into_registry(self) -> Arc<dyn ToolRegistry> {
-        self
+    fn into_registry(self) -> Result<Arc<dyn ToolRegistry>, ToolboxError> {
+        Ok(self)
     }
 }
 
 impl IntoAgentTools for Arc<dyn ToolRegistry> {
-    fn into_registry(self) -> Arc<dyn ToolRegistry> {
-        self
+    fn into_registry(self) -> Result<Arc<dyn ToolRegistry>, ToolboxError> {
+        Ok(self)
     }
 }
 
@@ -189,6 +192,9 @@ pub struct ReActAgent {
     view: Arc<InvokerView>,
     /// The only tools offered to the model, when not all of them are (code mode only).
     offered: Option<Vec<String>>,
+    /// Why the tools given to [`new`](ReActAgent::new) were refused (two of one name): every
+    /// run then stops at once with [`RunStop::InvalidTools`].
+    tools_error: Option<ToolboxError>,
 }
 
 impl std::fmt::Debug for ReActAgent {
@@ -214,7 +220,10 @@ impl ReActAgent {
         model: Arc<dyn ChatModel>,
         tools: impl IntoAgentTools,
     ) -> Self {
-        let tools = tools.into_registry();
+        let (tools, tools_error) = match tools.into_registry() {
+            Ok(tools) => (tools, None),
+            Err(e) => (Arc::new(Toolbox::new()) as Arc<dyn ToolRegistry>, Some(e)),
+        };
         let view = Arc::new(InvokerView::new(Arc::clone(&tools)));
         Self {
             name: name.into(),
@@ -233,6 +242,21 @@ impl ReActAgent {
             parallel_tool_calls: None,
             strict_tools: false,
             offered: None,
+            tools_error,
+        }
+    }
+
+    /// [`new`](Self::new), refusing at once a list with two tools of one name (the error
+    /// names both) instead of stopping every run with [`RunStop::InvalidTools`].
+    pub fn try_new(
+        name: impl Into<String>,
+        model: Arc<dyn ChatModel>,
+        tools: impl IntoAgentTools,
+    ) -> Result<Self, ToolboxError> {
+        let agent = Self::new(name, model, tools);
+        match agent.tools_error {
+            Some(e) => Err(e),
+            None => Ok(agent),
         }
     }
 
@@ -246,7 +270,16 @@ impl ReActAgent {
     /// extension that adds tools built over the agent's own (code mode's `tool_chain`).
     #[must_use]
     pub fn with_tools(mut self, tools: impl IntoAgentTools) -> Self {
-        let tools = tools.into_registry();
+        let tools = match tools.into_registry() {
+            Ok(tools) => {
+                self.tools_error = None;
+                tools
+            }
+            Err(e) => {
+                self.tools_error = Some(e);
+                Arc::new(Toolbox::new()) as Arc<dyn ToolRegistry>
+            }
+        };
         self.view = Arc::new(InvokerView::new(Arc::clone(&tools)));
         self.invoker = self
             .invoker
@@ -444,11 +477,20 @@ impl ReActAgent {
                 .decisions
                 .insert(call_id, (p.args_digest.clone(), decision));
         }
+        // A call left without a decision is denied — unless its tool continues on timeout and
+        // its wait has run out, as the invoker would have approved it then.
+        let now = chrono::Utc::now();
         for p in &pending {
+            let expired = p.approve_after.is_some_and(|at| at <= now);
+            let decision = if expired {
+                ApprovalDecision::Approved
+            } else {
+                ApprovalDecision::Denied
+            };
             state
                 .decisions
                 .entry(p.call_id.clone())
-                .or_insert_with(|| (p.args_digest.clone(), ApprovalDecision::Denied));
+                .or_insert_with(|| (p.args_digest.clone(), decision));
         }
         Ok(self.run_state(state, cancel).await)
     }
@@ -470,6 +512,15 @@ impl ReActAgent {
     /// Continues from `state` (a fresh run, a conversation to go on with, or a paused run
     /// whose `decisions` are filled in).
     pub async fn run_state(&self, mut state: RunState, cancel: CancellationToken) -> RunResult {
+        if let Some(e) = &self.tools_error {
+            return RunResult {
+                final_text: String::new(),
+                stop: RunStop::InvalidTools {
+                    message: e.to_string(),
+                },
+                state,
+            };
+        }
         let handler = self.invoker.configured_approval_handler().cloned();
         let has_handler = handler.is_some();
         let book = Arc::new(DecisionBook::new(handler, self.pause_on_approval));
@@ -539,6 +590,71 @@ impl ReActAgent {
             .collect()
     }
 
+    /// The tools the model is offered this run: the visible ones, less each hosted tool whose
+    /// risk needs approval under the policy and did not get it. Such a tool is asked about
+    /// once per run (or resumed segment) before the first request, through the run's approval
+    /// handler (decisions given on resume, else the application's; none: withheld), and the
+    /// decision is in the trace as a call that did not execute (`ok`: declared, `denied`:
+    /// withheld).
+    async fn declared_tools(&self, session: &InvokerSession, book: &DecisionBook) -> Vec<AnyTool> {
+        let policy = self.invoker.configured_policy();
+        let mut out = Vec::new();
+        for tool in self.visible_tools() {
+            if let AnyTool::Hosted(hosted) = &tool {
+                let risk = hosted.risk();
+                if risk.needs_approval(policy.max_risk_unapproved()) {
+                    let call = ToolCall::new(
+                        format!("hosted:{}", hosted.name()),
+                        hosted.name(),
+                        serde_json::json!({}),
+                    );
+                    let now = chrono::Utc::now();
+                    let wait = policy.approval_timeout();
+                    let request = ravi_kernel::ApprovalRequest::new(
+                        format!("apr_{}", call.id),
+                        &call,
+                        risk,
+                        HitlMode::Blocking,
+                        format!(
+                            "declare the provider-hosted tool `{}` (risk {risk}) to the model \
+                             for this run",
+                            hosted.name()
+                        ),
+                        now,
+                        now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+                    )
+                    .from_source(CallSource::ModelTurn, None);
+                    let decision = tokio::time::timeout(wait, book.request(&request))
+                        .await
+                        .unwrap_or(ApprovalDecision::Unanswered);
+                    let approved = decision.is_approved();
+                    session.record_decision(
+                        call.id,
+                        call.name,
+                        if approved {
+                            ravi_kernel::CallStatus::Ok
+                        } else {
+                            ravi_kernel::CallStatus::Denied
+                        },
+                        if approved {
+                            format!("hosted tool declared to the provider (risk {risk}, approved)")
+                        } else {
+                            format!(
+                                "hosted tool withheld from the provider: risk {risk} needs \
+                                 approval and got none ({decision:?})"
+                            )
+                        },
+                    );
+                    if !approved {
+                        continue;
+                    }
+                }
+            }
+            out.push(tool);
+        }
+        out
+    }
+
     fn system(&self) -> Option<String> {
         let mut parts: Vec<String> = self.system_prompt.iter().cloned().collect();
         for skill in &self.skills {
@@ -562,7 +678,7 @@ impl ReActAgent {
         cancel: &CancellationToken,
     ) -> RunStop {
         let system = self.system();
-        let tools = self.visible_tools();
+        let tools = self.declared_tools(session, book).await;
         if let ToolChoice::Tool { name } = &self.tool_choice
             && !tools.iter().any(|t| t.name() == name)
         {
@@ -715,9 +831,19 @@ impl ReActAgent {
                     AnyTool::ProviderDefined(t) => (t.risk(), HitlMode::Blocking),
                     _ => continue,
                 };
-                if risk.needs_approval(self.invoker.configured_policy().max_risk_unapproved())
-                    && mode.effective(risk) != HitlMode::FireAndContinue
+                let policy = self.invoker.configured_policy();
+                let mode = mode.effective(risk);
+                if risk.needs_approval(policy.max_risk_unapproved())
+                    && mode != HitlMode::FireAndContinue
                 {
+                    let approve_after = (mode == HitlMode::ContinueOnTimeout).then(|| {
+                        let wait = hitl_timeout(&tool).map_or_else(
+                            || policy.approval_timeout(),
+                            |t| t.min(policy.call_timeout().mul_f64(0.9)),
+                        );
+                        chrono::Utc::now()
+                            + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX)
+                    });
                     pending.push(PendingApproval {
                         call_id: call.id.clone(),
                         tool: call.name.clone(),
@@ -726,6 +852,7 @@ impl ReActAgent {
                         risk,
                         within: None,
                         line: None,
+                        approve_after,
                     });
                 }
             }
@@ -768,6 +895,8 @@ impl ReActAgent {
                 risk: request.risk,
                 within,
                 line: request.line,
+                approve_after: (request.hitl_mode == HitlMode::ContinueOnTimeout)
+                    .then_some(request.deadline),
             });
         }
         if !pending.is_empty() && !cancel.is_cancelled() {
@@ -885,6 +1014,14 @@ impl ReActAgent {
         } else {
             render
         }
+    }
+}
+
+/// A tool's own approval wait, when it has one.
+fn hitl_timeout(tool: &AnyTool) -> Option<std::time::Duration> {
+    match tool {
+        AnyTool::Function(t) => t.hitl_timeout(),
+        _ => None,
     }
 }
 

@@ -29,6 +29,12 @@ pub enum RunStop {
     MaxTokens,
     /// The model refused.
     Refusal,
+    /// The agent's tools were refused before anything ran: two of them share a name (the
+    /// message names both). Build the agent with `ReActAgent::try_new` to hear it at once.
+    InvalidTools {
+        /// What is wrong, naming the tools.
+        message: String,
+    },
     /// The model call failed (after the client's own retries).
     ModelError {
         /// The error, as text.
@@ -59,6 +65,12 @@ pub struct PendingApproval {
     /// For a call a code-mode script made: the script line that made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// For a `ContinueOnTimeout` tool: when its approval wait (the tool's own, else the
+    /// policy's) runs out. A run resumed after then without a decision for the call approves
+    /// it, as the invoker would have; before then, or for any other mode, an undecided call is
+    /// denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_after: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Everything a run needs to go on: the transcript, results already computed for the turn in

@@ -591,3 +591,45 @@ async fn a_channel_nobody_reads_denies_at_once() {
     assert_eq!(r.status, InvocationStatus::Denied);
     first.abort();
 }
+
+/// A `ContinueOnTimeout` tool's own wait (1 s) is used instead of the policy's (55 s): the
+/// call runs after about a second without an answer, and the request said so.
+#[tokio::test]
+async fn a_tools_own_approval_wait_replaces_the_policys() {
+    let tool = ravi_agents::tool_fn(
+        "post_soon",
+        "Posts after a short wait.",
+        |_: serde_json::Value| async move { "posted".to_owned() },
+    )
+    .with_risk(ToolRisk::High)
+    .with_hitl(HitlMode::ContinueOnTimeout)
+    .with_hitl_timeout(Duration::from_secs(1));
+    let never = AutoApprovalHandler::approving().after(Duration::from_secs(600));
+    let inv = ToolInvoker::builder(Arc::new(ravi_agents::Toolbox::from(vec![tool.into()])))
+        .policy(ChainPolicy::default())
+        .approval_handler(Arc::new(never.clone()))
+        .build();
+    assert_eq!(inv.policy().approval_timeout(), Duration::from_secs(55));
+    let s = inv.open_session();
+    let started = Instant::now();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "post_soon", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    let waited = started.elapsed();
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (InvocationStatus::Ok, "posted")
+    );
+    assert!(
+        waited >= Duration::from_millis(950) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    let asked = never.requests();
+    assert_eq!(asked.len(), 1);
+    let wait = asked[0].deadline - asked[0].created_at;
+    assert_eq!(wait.num_seconds(), 1, "{wait:?}");
+}

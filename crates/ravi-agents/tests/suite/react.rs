@@ -956,3 +956,106 @@ async fn refs_seen_before_a_pause_resolve_after_the_resume() {
         "released once the run no longer waits"
     );
 }
+
+/// Under `pause_on_approval`, a `ContinueOnTimeout` call keeps its meaning: resumed without a
+/// decision before its own wait (1 s) ran out, it is denied; after, it runs, as the invoker
+/// would have let it.
+#[tokio::test]
+async fn continue_on_timeout_under_pause_approves_once_its_own_wait_ran_out() {
+    for wait_first in [false, true] {
+        let posted = Arc::new(AtomicU32::new(0));
+        let counter = posted.clone();
+        let post = ravi_agents::tool_fn("post_soon", "Posts a draft.", move |_: Value| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                "posted".to_owned()
+            }
+        })
+        .with_risk(ToolRisk::High)
+        .with_hitl(ravi_agents::kernel::HitlMode::ContinueOnTimeout)
+        .with_hitl_timeout(Duration::from_secs(1));
+        let model = ScriptedModel::new(vec![
+            calls(&[("p1", "post_soon", json!({}))]),
+            answer("done"),
+        ]);
+        let agent =
+            ReActAgent::new("poster", model, vec![AnyTool::from(post)]).pause_on_approval(true);
+        let paused = agent.run("post it").await;
+        assert_eq!(paused.stop, RunStop::AwaitingApproval);
+        let after = paused.state.pending_approvals[0].approve_after.unwrap();
+        let wait = after - chrono::Utc::now();
+        assert!(wait <= chrono::Duration::seconds(1), "{wait:?}");
+        if wait_first {
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+        let done = agent
+            .resume(
+                paused.state,
+                Vec::<(String, ApprovalDecision)>::new(),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(done.stop, RunStop::FinalAnswer);
+        let expected = u32::from(wait_first);
+        assert_eq!(
+            posted.load(Ordering::SeqCst),
+            expected,
+            "waited: {wait_first}"
+        );
+    }
+}
+
+/// A hosted tool whose risk needs approval is declared to the provider only when approval is
+/// given, and the decision is in the trace; one within the policy is declared without asking.
+#[tokio::test]
+async fn hosted_tools_above_the_threshold_are_declared_only_when_approved() {
+    for approve in [false, true] {
+        let seen = Arc::new(Mutex::new(Vec::<Vec<String>>::new()));
+        let seen_by_model = seen.clone();
+        let model = ScriptedModel::new(vec![Box::new(move |req: &ChatRequest| {
+            seen_by_model
+                .lock()
+                .unwrap()
+                .push(req.tools.iter().map(|t| t.name().to_owned()).collect());
+            (answer("ok"))(req)
+        })]);
+        let tools = vec![
+            TestHosted::web_search("Search the web.")
+                .with_risk(ToolRisk::High)
+                .into_any(),
+            TestHosted::new("code_interpreter", "Run code at the provider.").into_any(),
+            add(),
+        ];
+        let mut agent = ReActAgent::new("a", model, tools);
+        if approve {
+            agent = agent.with_approval_handler(Arc::new(AutoApprovalHandler::approving()));
+        }
+        let run = agent.run("search").await;
+        assert_eq!(run.stop, RunStop::FinalAnswer);
+        let offered = seen.lock().unwrap()[0].clone();
+        assert_eq!(
+            offered.contains(&"web_search".to_owned()),
+            approve,
+            "{offered:?}"
+        );
+        assert!(
+            offered.contains(&"code_interpreter".to_owned()),
+            "{offered:?}"
+        );
+        let record = run
+            .trace()
+            .iter()
+            .find(|r| r.tool == "web_search")
+            .cloned()
+            .expect("the decision is traced");
+        let expected = if approve {
+            CallStatus::Ok
+        } else {
+            CallStatus::Denied
+        };
+        assert_eq!((record.status, record.executed), (expected, false));
+        assert!(!run.trace().iter().any(|r| r.tool == "code_interpreter"));
+    }
+}

@@ -42,7 +42,9 @@ const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// Resolution of the clocks a script sees (`time.time()`, `time.perf_counter()`, ...).
 const CLOCK_RESOLUTION: Duration = Duration::from_millis(1);
 
-/// The limits of one run.
+/// The limits of one run. The defaults are for [`Sandbox::run`] used on its own; a
+/// `ToolChainTool` takes its wall clock from its `ChainPolicy` (`total_timeout`, 300 s by
+/// default) instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxLimits {
     /// Wall-clock limit of the whole run, tool calls included.

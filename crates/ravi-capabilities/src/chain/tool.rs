@@ -19,6 +19,9 @@ use super::bridge::{BridgeOutcome, ToolBridge};
 use super::describe::{bindings, chain_description};
 use super::sandbox::{Sandbox, SandboxLimits, ToolBinding};
 
+/// How long past a run's wall clock the invoker waits for the sandbox to end it and report.
+const RUN_GRACE: Duration = Duration::from_secs(2);
+
 /// How many trace lines the model-facing summary lists before eliding the rest.
 const SUMMARY_CALLS: usize = 20;
 
@@ -59,8 +62,8 @@ impl std::fmt::Debug for ToolChainTool {
 }
 
 impl ToolChainTool {
-    /// The tool over `invoker`'s registry, with the shared sandbox and default limits (the wall
-    /// clock capped by the policy's `total_timeout`).
+    /// The tool over `invoker`'s registry, with the shared sandbox; the run's wall clock is the
+    /// policy's `total_timeout`.
     pub fn new(invoker: ToolInvoker) -> Result<Self, SandboxError> {
         Ok(Self::with_sandbox(invoker, Sandbox::shared()?))
     }
@@ -89,6 +92,10 @@ impl ToolChainTool {
         Ok(Self::build(tools, policy, Sandbox::shared()?))
     }
 
+    /// The tool's defaults come from the policy, the single source of them: the run's wall
+    /// clock is its `total_timeout` (300 s by default), its calls are counted against
+    /// `max_tool_calls`, each call is bounded by `call_timeout`; memory and output take the
+    /// sandbox's defaults.
     fn build(tools: &[AnyTool], policy: ChainPolicy, sandbox: Arc<Sandbox>) -> Self {
         let specs: Vec<FunctionSpec> = tools
             .iter()
@@ -105,12 +112,15 @@ impl ToolChainTool {
             limits: SandboxLimits::default(),
             description: String::new(),
         };
-        tool.set_limits(SandboxLimits::default());
+        let limits = SandboxLimits {
+            timeout: tool.policy.total_timeout(),
+            ..SandboxLimits::default()
+        };
+        tool.set_limits(limits);
         tool
     }
 
-    /// Sets the sandbox limits (the wall clock is still capped by the policy's
-    /// `total_timeout`).
+    /// Sets the sandbox limits (a wall clock above the policy's `total_timeout` is cut to it).
     #[must_use]
     pub fn limits(mut self, limits: SandboxLimits) -> Self {
         self.set_limits(limits);
@@ -242,6 +252,15 @@ impl Tool for ToolChainTool {
 
     // Safe on its own: every call the script makes is approved (or not) by the invoker
     // individually, with that tool's risk.
+
+    /// A call runs a whole script: it is bounded by the run's wall clock (the policy's
+    /// `total_timeout` unless set lower), not by the per-call `call_timeout`, which bounds
+    /// each call the script makes. A little over the run's own clock, so that the sandbox,
+    /// not the invoker, ends a script that runs out of time, and the result keeps its output
+    /// and trace.
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.limits.timeout + RUN_GRACE)
+    }
 
     /// Scripts do not nest: a script's own `tool_chain` call is refused.
     fn refuses(&self, source: CallSource) -> Option<String> {

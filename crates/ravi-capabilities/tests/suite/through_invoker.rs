@@ -109,3 +109,43 @@ async fn risky_tools_need_approval_and_bad_arguments_never_run() {
     assert!(bad.text().contains("offest"), "{}", bad.text());
     session.close().await;
 }
+
+/// A user tool named like a built-in, handed to an agent beside the built-ins, is refused and
+/// the error names both: at once with `try_new`, and as the run's stop reason with `new`.
+#[tokio::test]
+async fn an_agent_refuses_a_user_tool_that_shadows_a_built_in() {
+    use ravi_agents::react::{ReActAgent, RunStop};
+    use ravi_test_support::model::{ScriptedModel, answer};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut tools: Vec<ravi_kernel::AnyTool> =
+        Catalog::discover_in(dir.path(), HttpPolicy::default())
+            .unwrap()
+            .toolbox()
+            .unwrap()
+            .iter()
+            .cloned()
+            .collect();
+    tools.push(
+        ravi_agents::tool_fn(
+            "shell",
+            "My shell wrapper.",
+            |_: serde_json::Value| async move { String::new() },
+        )
+        .into(),
+    );
+    let model = ScriptedModel::new(vec![answer("never asked")]);
+    let err = ReActAgent::try_new("a", model.clone(), tools.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tool name conflict on `shell`") && err.contains("My shell wrapper"),
+        "{err}"
+    );
+    let run = ReActAgent::new("a", model.clone(), tools).run("hi").await;
+    match run.stop {
+        RunStop::InvalidTools { message } => assert_eq!(message, err),
+        other => panic!("{other:?}"),
+    }
+    assert!(model.requests().is_empty(), "the model was called");
+}

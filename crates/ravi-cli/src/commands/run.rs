@@ -40,7 +40,8 @@ pub struct RunArgs {
     /// policy's 60).
     #[arg(long, value_name = "SECS")]
     call_timeout: Option<f64>,
-    /// How many tool calls the script may make (default: ravi.toml's `max_tool_calls`, else 50).
+    /// How many tool calls the script may make (default: ravi.toml's `max_tool_calls`, else the
+    /// policy's 50).
     #[arg(long, value_name = "N")]
     max_tool_calls: Option<u32>,
     /// Memory cap of the sandbox, in MiB.
@@ -234,4 +235,28 @@ fn readable_trace(r: &ChainRunResult) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args as _, Command};
+    use ravi_kernel::ChainPolicy;
+
+    /// `ravi run --help` states the policy's defaults, which are what applies when neither a
+    /// flag nor ravi.toml sets a limit.
+    #[test]
+    fn help_shows_the_policys_defaults() {
+        let mut cmd = super::RunArgs::augment_args(Command::new("run"));
+        let help = cmd.render_long_help().to_string();
+        let defaults = ChainPolicy::default();
+        for (flag, value) in [
+            ("total_timeout_secs", defaults.total_timeout().as_secs()),
+            ("call_timeout_secs", defaults.call_timeout().as_secs()),
+            ("max_tool_calls", u64::from(defaults.max_tool_calls())),
+        ] {
+            let said = format!("`{flag}`, else the policy's {value})");
+            let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(flat.contains(&said), "{said} not in: {help}");
+        }
+    }
 }

@@ -37,6 +37,15 @@ pub fn toolbox_server_tools(
     blobs: Arc<MemoryBlobStore>,
     mode: CodeMode,
 ) -> anyhow::Result<Arc<dyn ServerTools>> {
+    if mode != CodeMode::Off
+        && let Some(t) = base.iter().find(|t| t.name() == TOOL_CHAIN_NAME)
+    {
+        anyhow::bail!(
+            "tool name conflict on `{TOOL_CHAIN_NAME}`: the served {} tool `{TOOL_CHAIN_NAME}` \
+             would shadow code mode's; rename it, or serve with --code-mode off",
+            t.kind().as_str()
+        );
+    }
     let code_mode = match (mode, ravi_capabilities::chain::Sandbox::shared()) {
         (CodeMode::Off, _) => false,
         (_, Ok(_)) => true,

@@ -12,7 +12,7 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer};
 
 /// `ravi ARGS` with no provider settings from the test's own environment.
-fn ravi(args: &[&str]) -> Ravi {
+pub(super) fn ravi(args: &[&str]) -> Ravi {
     crate::ravi().args(args).env_remove([
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
@@ -22,7 +22,7 @@ fn ravi(args: &[&str]) -> Ravi {
 }
 
 /// Runs off the async threads, which the local model server needs.
-async fn run(cmd: Ravi) -> Output {
+pub(super) async fn run(cmd: Ravi) -> Output {
     tokio::task::spawn_blocking(move || cmd.output())
         .await
         .unwrap()
@@ -172,7 +172,7 @@ async fn mcp_tools_from_an_attached_server_are_called() {
 }
 
 /// A streamed Chat Completions answer asking for one tool call.
-fn call_sse(id: &str, name: &str, args: &serde_json::Value) -> String {
+pub(super) fn call_sse(id: &str, name: &str, args: &serde_json::Value) -> String {
     let chunk = serde_json::json!({"id": "c", "model": "m", "choices": [{"index": 0,
         "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": id, "type": "function",
             "function": {"name": name, "arguments": args.to_string()}}]},
@@ -180,12 +180,12 @@ fn call_sse(id: &str, name: &str, args: &serde_json::Value) -> String {
     format!("data: {chunk}\n\ndata: [DONE]\n\n")
 }
 
-fn body(req: &wiremock::Request) -> serde_json::Value {
+pub(super) fn body(req: &wiremock::Request) -> serde_json::Value {
     serde_json::from_slice(&req.body).unwrap()
 }
 
 /// The `role: "tool"` messages of a Chat Completions request, in order.
-fn tool_messages(body: &serde_json::Value) -> Vec<String> {
+pub(super) fn tool_messages(body: &serde_json::Value) -> Vec<String> {
     body["messages"]
         .as_array()
         .unwrap()
@@ -195,7 +195,7 @@ fn tool_messages(body: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-fn tool_names(body: &serde_json::Value) -> Vec<String> {
+pub(super) fn tool_names(body: &serde_json::Value) -> Vec<String> {
     body["tools"]
         .as_array()
         .map(|tools| {

@@ -1,68 +1,21 @@
 //! Code mode in `ravi agent`: the real binary against a scripted OpenAI-compatible model
 //! (wiremock on 127.0.0.1) that calls `tool_chain`.
 
-use std::process::Output;
-
 use ravi_test_support::model_server::{cassette, serving, sse};
-use ravi_test_support::{Ravi, stderr, stdout};
+use ravi_test_support::{stderr, stdout};
 use serde_json::{Value, json};
 
-fn ravi(args: &[&str]) -> Ravi {
-    crate::ravi().args(args).env_remove([
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_BASE_URL",
-    ])
-}
-
-async fn run(cmd: Ravi) -> Output {
-    tokio::task::spawn_blocking(move || cmd.output())
-        .await
-        .unwrap()
-}
-
-/// A streamed Chat Completions answer asking for one `tool_chain` call running `script`.
-fn script_sse(script: &str) -> String {
-    let args = json!({ "script": script }).to_string();
-    let chunk = json!({"id": "c", "model": "m", "choices": [{"index": 0,
-        "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": "call_script",
-            "type": "function", "function": {"name": "tool_chain", "arguments": args}}]},
-        "finish_reason": "tool_calls"}]});
-    format!("data: {chunk}\n\ndata: [DONE]\n\n")
-}
-
-fn body(req: &wiremock::Request) -> Value {
-    serde_json::from_slice(&req.body).unwrap()
-}
-
-fn tool_messages(body: &Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use super::agent_cli::{body, call_sse, ravi, run, tool_messages, tool_names};
 
 /// A model that runs `script` once, then answers.
 async fn script_model(script: &'static str) -> wiremock::MockServer {
     serving(
         move |req: &wiremock::Request| match tool_messages(&body(req)).len() {
-            0 => sse(script_sse(script)),
+            0 => sse(call_sse(
+                "call_script",
+                "tool_chain",
+                &json!({ "script": script }),
+            )),
             _ => sse(cassette("openai_chat/text_stream.sse")),
         },
     )
@@ -290,4 +243,32 @@ async fn a_large_result_inside_a_script_stays_out_of_the_context() {
         "{} bytes",
         reqs[1].body.len()
     );
+}
+
+/// A script's wall clock is the policy's `total_timeout` (300 s by default), not the
+/// per-call `call_timeout`'s or a sandbox default of its own: under default settings a script
+/// that runs 45 s finishes.
+#[tokio::test]
+async fn a_script_runs_45_s_under_default_settings() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = script_model("import time\ntime.sleep(45)\nprint('awake')\n").await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let started = std::time::Instant::now();
+    let out = run(ravi(&[
+        "agent",
+        "--model",
+        &spec,
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--tools",
+        "builtin",
+        "sleep",
+    ]))
+    .await;
+    let stderr = stderr(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(45));
+    let reqs = server.received_requests().await.unwrap();
+    let results = tool_messages(&body(&reqs[1]));
+    assert!(results[0].starts_with("awake"), "{}", results[0]);
 }

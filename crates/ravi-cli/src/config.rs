@@ -23,7 +23,7 @@
 //!
 //! [[mcp]]
 //! name = "fs"
-//! transport = "stdio"                 # or "http" with url = "...", bearer, headers
+//! transport = "stdio"                 # or "http" / "sse" (legacy) with url, bearer, headers
 //! command = "npx"
 //! args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
 //! ```
@@ -63,7 +63,8 @@ pub struct RaviConfig {
     /// Approval waits by tool name, in seconds.
     pub hitl_timeout_secs: BTreeMap<String, f64>,
     /// Upstream MCP servers: `name`, `transport = "stdio"` with `command`/`args`/`env`, or
-    /// `transport = "http"` with `url`/`bearer`/`headers`; optional `risk` and `timeout_ms`.
+    /// `transport = "http"` (or `"sse"`, the legacy HTTP+SSE transport) with
+    /// `url`/`bearer`/`headers`; optional `risk` and `timeout_ms`.
     pub mcp: Vec<McpServerSpec>,
     /// Where things are in the file, so later checks can name the line.
     lines: Lines,
@@ -224,18 +225,18 @@ impl FileMcp {
                 }
                 spec
             }
-            "http" => {
+            transport @ ("http" | "sse") => {
                 misplaced(
                     &[
                         ("command", self.command.as_ref().map(Spanned::span)),
                         ("args", self.args.as_ref().map(Spanned::span)),
                         ("env", self.env.as_ref().map(Spanned::span)),
                     ],
-                    "http",
+                    transport,
                 )?;
                 let Some(url) = self.url else {
                     bail!(
-                        "{}: [[mcp]] `{name}`: transport = \"http\" needs `url`",
+                        "{}: [[mcp]] `{name}`: transport = \"{transport}\" needs `url`",
                         here(transport_line)
                     );
                 };
@@ -252,7 +253,11 @@ impl FileMcp {
                         here(line(&h.span()))
                     );
                 }
-                let mut spec = McpServerSpec::http(name.clone(), url.into_inner());
+                let mut spec = if transport == "sse" {
+                    McpServerSpec::sse(name.clone(), url.into_inner())
+                } else {
+                    McpServerSpec::http(name.clone(), url.into_inner())
+                };
                 if let Some(b) = self.bearer {
                     spec = spec.with_bearer(b.into_inner());
                 }
@@ -263,7 +268,7 @@ impl FileMcp {
             }
             other => bail!(
                 "{}: [[mcp]] `{name}`: transport = \"{other}\" is not a transport; expected \
-                 \"stdio\" or \"http\"",
+                 \"stdio\", \"http\" or \"sse\"",
                 here(transport_line)
             ),
         };
@@ -642,8 +647,10 @@ args = ["-y", "server"]
         assert_names(&err, 4, &["`command`", "\"http\""]);
         let err = load_err("[[mcp]]\nname = \"d\"\ntransport = \"http\"\n\nurl = \"ftp://h\"\n");
         assert_names(&err, 5, &["ftp://h", "http://"]);
-        let err = load_err("[[mcp]]\nname = \"d\"\ntransport = \"sse\"\nurl = \"http://h\"\n");
-        assert_names(&err, 3, &["\"sse\"", "\"stdio\" or \"http\""]);
+        let err = load_err("[[mcp]]\nname = \"d\"\ntransport = \"ws\"\nurl = \"http://h\"\n");
+        assert_names(&err, 3, &["\"ws\"", "\"stdio\", \"http\" or \"sse\""]);
+        let err = load_err("[[mcp]]\nname = \"d\"\ntransport = \"sse\"\ncommand = \"x\"\n");
+        assert_names(&err, 4, &["`command`", "\"sse\""]);
         let err = load_err(&format!("{FS}timeout_ms = 0\n"));
         assert_names(&err, 5, &["timeout_ms"]);
     }

@@ -88,3 +88,39 @@ pub fn toolbox_server_tools(
     }
     Ok(Arc::new(served))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ravi_agents::approval::DenyAllApprovalHandler;
+
+    /// A served tool named `tool_chain` would shadow code mode's: refused, naming it, unless
+    /// code mode is off.
+    #[test]
+    fn a_served_tool_named_tool_chain_is_refused_while_code_mode_is_on() {
+        let impostor: AnyTool = ravi_agents::tool_fn(
+            TOOL_CHAIN_NAME,
+            "Not the real one.",
+            |_: serde_json::Value| async move { String::new() },
+        )
+        .into();
+        let build = |mode| {
+            toolbox_server_tools(
+                vec![impostor.clone()],
+                Vec::new(),
+                Arc::new(|tools| tools),
+                Arc::new(DenyAllApprovalHandler),
+                ChainPolicy::default(),
+                SESSION_CALLS,
+                Arc::new(MemoryBlobStore::new()),
+                mode,
+            )
+        };
+        let err = build(CodeMode::On).err().unwrap().to_string();
+        assert!(
+            err.contains("tool name conflict on `tool_chain`") && err.contains("--code-mode off"),
+            "{err}"
+        );
+        assert!(build(CodeMode::Off).is_ok());
+    }
+}

@@ -752,3 +752,97 @@ fn fire_and_continue_is_denied_under_approve_deny_in_ravi_serve() {
     );
     assert!(!ws.path().join("x.txt").exists());
 }
+
+/// server-everything in its legacy HTTP+SSE mode (`GET /sse`, `POST /message`), stopped when
+/// dropped.
+struct SseServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl SseServer {
+    fn start() -> Self {
+        let port = mcp::free_port();
+        let child = std::process::Command::new(mcp::node())
+            .arg(mcp::everything_js())
+            .arg("sse")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server-everything (sse) did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/sse"),
+        }
+    }
+}
+
+impl Drop for SseServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server that speaks only the legacy HTTP+SSE transport: `--mcp-url NAME=URL` finds it by
+/// probing (streamable HTTP first, then SSE), `sse+URL` names the transport, and its tools are
+/// listed and called like any other's.
+#[test]
+fn legacy_sse_servers_are_reached_by_probing_or_by_name() {
+    if !mcp::harness_ready("ravi tools --mcp-url (legacy SSE)") {
+        return;
+    }
+    let server = SseServer::start();
+    for flag in [
+        format!("ev={}", server.url),
+        format!("ev=sse+{}", server.url),
+    ] {
+        let out = crate::ravi()
+            .args(["tools", "list", "--json", "--mcp-url", &flag])
+            .output();
+        assert!(out.status.success(), "{flag}: {}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            v.as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == "ev__get-sum" && t["risk"] == "safe"),
+            "{flag}: {v}"
+        );
+        let out = crate::ravi()
+            .args([
+                "tools",
+                "call",
+                "ev__get-sum",
+                "--args",
+                r#"{"a": 20, "b": 22}"#,
+                "--mcp-url",
+                &flag,
+            ])
+            .output();
+        assert!(out.status.success(), "{flag}: {}", stderr(&out));
+        assert_eq!(stdout(&out).trim(), "The sum of 20 and 22 is 42.");
+    }
+    // Nothing listening: both transports' failures are named.
+    let port = mcp::free_port();
+    let out = crate::ravi()
+        .args([
+            "tools",
+            "list",
+            "--mcp-url",
+            &format!("ev=http://127.0.0.1:{port}/sse"),
+        ])
+        .output();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("legacy SSE"), "{err}");
+}

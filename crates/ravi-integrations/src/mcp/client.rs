@@ -30,6 +30,7 @@ use tokio::io::AsyncBufReadExt as _;
 
 use super::error::McpError;
 use super::spec::{McpServerSpec, McpTransportSpec};
+use super::sse;
 
 /// How long connecting and the `initialize` handshake may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -508,20 +509,53 @@ impl McpClient {
                 bearer,
                 headers,
             } => {
-                let mut map = HashMap::new();
-                for (k, v) in headers {
-                    let key = http::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|e| connect_err(format!("header name `{k}`: {e}")))?;
-                    let val = http::HeaderValue::from_str(v)
-                        .map_err(|e| connect_err(format!("header `{k}` value: {e}")))?;
-                    map.insert(key, val);
-                }
-                let mut config =
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                let map = header_map(headers).map_err(connect_err)?;
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(map.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
                 if let Some(token) = bearer {
                     config = config.auth_header(token.clone());
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
+                match serve_client(handler.clone(), transport).await {
+                    Ok(service) => service,
+                    // A server that refuses streamable HTTP may be an older one: try the
+                    // legacy HTTP+SSE transport at the same URL (the specification's
+                    // backwards-compatibility rule), and report both failures if it fails too.
+                    Err(streamable) => {
+                        let sse = sse::SseClientTransport::connect(
+                            url,
+                            bearer.as_deref(),
+                            map,
+                            self.inner.spec.timeout(),
+                        )
+                        .await;
+                        match sse {
+                            Ok(transport) => serve_client(handler, transport)
+                                .await
+                                .map_err(|e| connect_err(format!("{url} (legacy SSE): {e}")))?,
+                            Err(legacy) => {
+                                return Err(connect_err(format!(
+                                    "{url}: {streamable}; and as a legacy SSE server: {legacy}"
+                                )));
+                            }
+                        }
+                    }
+                }
+            }
+            McpTransportSpec::Sse {
+                url,
+                bearer,
+                headers,
+            } => {
+                let map = header_map(headers).map_err(connect_err)?;
+                let transport = sse::SseClientTransport::connect(
+                    url,
+                    bearer.as_deref(),
+                    map,
+                    self.inner.spec.timeout(),
+                )
+                .await
+                .map_err(|e| connect_err(e.to_string()))?;
                 serve_client(handler, transport)
                     .await
                     .map_err(|e| connect_err(format!("{url}: {e}")))?
@@ -654,6 +688,20 @@ impl McpClient {
             let _ = c.service.close_with_timeout(Duration::from_secs(2)).await;
         }
     }
+}
+
+/// A server spec's extra headers as an HTTP header map; a bad name or value names the header.
+fn header_map(
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<http::HeaderMap, String> {
+    let mut map = http::HeaderMap::new();
+    for (k, v) in headers {
+        let key = http::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|e| format!("header name `{k}`: {e}"))?;
+        let val = http::HeaderValue::from_str(v).map_err(|e| format!("header `{k}` value: {e}"))?;
+        map.insert(key, val);
+    }
+    Ok(map)
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ mod risk;
 mod rounds;
 mod server;
 mod spec;
+mod sse;
 mod tool;
 
 #[cfg(test)]
@@ -45,4 +46,5 @@ pub use server::{
     ResourceHandler, ServedTool, ServerTools,
 };
 pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec, SERVER_NAME_RULE};
+pub use sse::SseTransportError;
 pub use tool::McpTool;

@@ -1,4 +1,5 @@
-//! How to reach an MCP server: a command to spawn (stdio) or a URL (streamable HTTP).
+//! How to reach an MCP server: a command to spawn (stdio), a URL (streamable HTTP, falling back
+//! to the legacy HTTP+SSE transport), or a URL of a legacy HTTP+SSE server.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,9 +25,24 @@ pub enum McpTransportSpec {
         #[serde(default)]
         env: BTreeMap<String, String>,
     },
-    /// Connect to a streamable HTTP endpoint.
+    /// Connect to a streamable HTTP endpoint; a server that refuses it is tried with the
+    /// legacy HTTP+SSE transport at the same URL, as the MCP specification's
+    /// backwards-compatibility section describes.
     Http {
         /// The endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+        url: String,
+        /// A bearer token sent as `Authorization: Bearer …`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bearer: Option<String>,
+        /// Extra headers sent with every request.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+    /// Connect with the legacy HTTP+SSE transport (protocol 2024-11-05) only: `GET url` opens
+    /// the event stream, whose `endpoint` event says where to post (`sse+http://…` on the
+    /// command line, `transport = "sse"` in ravi.toml).
+    Sse {
+        /// The event-stream URL, e.g. `http://127.0.0.1:3001/sse`.
         url: String,
         /// A bearer token sent as `Authorization: Bearer …`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +114,20 @@ impl McpServerSpec {
         }
     }
 
+    /// A legacy HTTP+SSE server (its event-stream URL).
+    pub fn sse(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: McpTransportSpec::Sse {
+                url: url.into(),
+                bearer: None,
+                headers: BTreeMap::new(),
+            },
+            risk: BTreeMap::new(),
+            timeout_ms: None,
+        }
+    }
+
     /// Sets an environment variable for a stdio server (ignored for HTTP).
     #[must_use]
     pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
@@ -110,7 +140,9 @@ impl McpServerSpec {
     /// Sets the bearer token of an HTTP server (ignored for stdio).
     #[must_use]
     pub fn with_bearer(mut self, token: impl Into<String>) -> Self {
-        if let McpTransportSpec::Http { bearer, .. } = &mut self.transport {
+        if let McpTransportSpec::Http { bearer, .. } | McpTransportSpec::Sse { bearer, .. } =
+            &mut self.transport
+        {
             *bearer = Some(token.into());
         }
         self
@@ -119,7 +151,9 @@ impl McpServerSpec {
     /// Sets a header sent to an HTTP server (ignored for stdio).
     #[must_use]
     pub fn with_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        if let McpTransportSpec::Http { headers, .. } = &mut self.transport {
+        if let McpTransportSpec::Http { headers, .. } | McpTransportSpec::Sse { headers, .. } =
+            &mut self.transport
+        {
             headers.insert(key.into(), value.into());
         }
         self
@@ -170,7 +204,8 @@ impl McpServerSpec {
     }
 
     /// Parses a command-line attachment: `NAME=COMMAND ARGS…` (split like a shell) for stdio,
-    /// or, with `http = true`, `NAME=URL`.
+    /// or, with `http = true`, `NAME=URL` (streamable HTTP, falling back to legacy SSE) or
+    /// `NAME=sse+URL` (legacy SSE only).
     ///
     /// ```
     /// use ravi_integrations::mcp::{McpServerSpec, McpTransportSpec};
@@ -200,6 +235,10 @@ impl McpServerSpec {
         Self::check_name(name).map_err(invalid)?;
         let rest = rest.trim();
         if http {
+            if let Some(url) = rest.strip_prefix("sse+") {
+                Self::check_url(url).map_err(invalid)?;
+                return Ok(Self::sse(name, url));
+            }
             Self::check_url(rest).map_err(invalid)?;
             return Ok(Self::http(name, rest));
         }

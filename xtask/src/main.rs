@@ -5,15 +5,17 @@
 //! | `setup` | installs what the checks need (rustfmt, clippy, cargo-deny) if missing |
 //! | `lint` | rustfmt check, clippy `-D warnings` on all targets, layer-check, cargo-deny |
 //! | `layer-check [--manifest-path P]` | checks that Ravi crates depend only downward |
-//! | `test` | `lint`, `mcp-setup`, every test of the workspace (unit, scenario, doc, MCP interop), the docs build and `conformance`; without the MCP harness it fails unless `RAVI_REQUIRE_MCP_HARNESS=0` |
+//! | `test` | `lint`, `mcp-setup`, every test of the workspace (unit, scenario, doc, MCP interop), the docs build, `conformance` and a fuzz smoke run; without the MCP harness it fails unless `RAVI_REQUIRE_MCP_HARNESS=0` |
 //! | `bench [NAME] [--json] [--quick]` | runs benchmarks, each figure next to its peer |
 //! | `mcp-setup` | installs Node 22, the MCP conformance suite, reference servers and the Python SDK |
 //! | `conformance` | runs the official MCP conformance suite against Ravi's server and client |
+//! | `fuzz [TARGET] [--secs N]` | runs the fuzz targets of `fuzz/` (nightly, cargo-fuzz); `test` runs each for 20 s |
 
 #![allow(clippy::print_stdout)] // a command-line tool's job is to print
 
 mod bench;
 mod conformance;
+mod fuzz;
 mod layers;
 mod util;
 
@@ -53,6 +55,7 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
             Some(reason) => bail!("cannot install the MCP harness: {reason}"),
         },
         "conformance" => conformance::run(rest),
+        "fuzz" => fuzz::run(rest),
         "help" | "--help" | "-h" => {
             print_usage();
             Ok(())
@@ -74,7 +77,8 @@ fn print_usage() {
          test                           lint, then all tests and the docs build\n  \
          bench [NAME] [--json] [--quick] run benchmarks next to their peers\n  \
          mcp-setup                      install the MCP conformance suite and test peers\n  \
-         conformance                    run the MCP conformance suite (server and client)"
+         conformance                    run the MCP conformance suite (server and client)\n  \
+         fuzz [TARGET] [--secs N]       run the fuzz targets (nightly, cargo-fuzz), 60 s each by default"
     );
 }
 
@@ -117,6 +121,18 @@ fn lint() -> anyhow::Result<()> {
                 "--check",
                 "--manifest-path",
                 &guest_manifest,
+            ],
+        )?;
+        // So is the fuzz crate (it builds with nightly and sanitizer flags).
+        let fuzz_manifest = root.join("fuzz/Cargo.toml");
+        util::run(
+            "cargo",
+            &[
+                "fmt",
+                "--all",
+                "--check",
+                "--manifest-path",
+                &fuzz_manifest.to_string_lossy(),
             ],
         )
     })?;
@@ -243,6 +259,9 @@ fn mcp_harness_outcome(
     Ok(Some(problem))
 }
 
+/// How long `cargo xtask test` runs each fuzz target.
+const FUZZ_SMOKE_SECS: u64 = 20;
+
 fn test() -> anyhow::Result<()> {
     lint()?;
     // The MCP scenario tests drive real third-party peers (npm servers, the Python SDK) and
@@ -275,6 +294,9 @@ fn test() -> anyhow::Result<()> {
     if harness {
         util::step("conformance", || conformance::run(&[]))?;
     }
+    // Each fuzz target for a short smoke time, so they keep building and passing; the long
+    // runs are `cargo xtask fuzz --secs N`.
+    util::step("fuzz", || fuzz::smoke_or_run(None, FUZZ_SMOKE_SECS))?;
     match mcp_skip {
         None => println!("xtask test: all checks passed"),
         Some(reason) => println!(

@@ -112,29 +112,16 @@ fn lint() -> anyhow::Result<()> {
     let guest_manifest = guest_manifest.to_string_lossy();
     util::step("rustfmt", || {
         util::run("cargo", &["fmt", "--all", "--check"])?;
-        // The code-mode guest is a workspace of its own (it targets wasm), so `--all` skips it.
-        util::run(
-            "cargo",
-            &[
-                "fmt",
-                "--all",
-                "--check",
-                "--manifest-path",
-                &guest_manifest,
-            ],
-        )?;
-        // So is the fuzz crate (it builds with nightly and sanitizer flags).
+        // The code-mode guest (it targets wasm) and the fuzz crate (nightly, sanitizer flags)
+        // are workspaces of their own, so `--all` skips them.
         let fuzz_manifest = root.join("fuzz/Cargo.toml");
-        util::run(
-            "cargo",
-            &[
-                "fmt",
-                "--all",
-                "--check",
-                "--manifest-path",
-                &fuzz_manifest.to_string_lossy(),
-            ],
-        )
+        for manifest in [&*guest_manifest, &*fuzz_manifest.to_string_lossy()] {
+            util::run(
+                "cargo",
+                &["fmt", "--all", "--check", "--manifest-path", manifest],
+            )?;
+        }
+        Ok(())
     })?;
     util::step("clippy", || {
         util::run(

@@ -434,6 +434,9 @@ pub struct ToolContext {
     /// The line of the code-mode script that made this call (1-based), when it came from one:
     /// an approval request shows it to the person deciding.
     pub line: Option<u32>,
+    /// The skills restricting the calling session, when any do: a tool that makes calls of
+    /// its own (code mode) holds them to the same skills.
+    pub skills: Option<Arc<[crate::Skill]>>,
     /// The pipeline running this call, for a tool that makes calls of its own through it (code
     /// mode): `ravi_agents::invoker::ToolInvoker::from_context` reads it back. Opaque here:
     /// the kernel does not know the invoker.
@@ -450,6 +453,7 @@ impl std::fmt::Debug for ToolContext {
             .field("artifacts", &self.artifacts)
             .field("source", &self.source)
             .field("line", &self.line)
+            .field("skills", &self.skills.as_ref().map(|s| s.len()))
             .field("caller", &self.caller.is_some())
             .finish()
     }
@@ -475,6 +479,7 @@ impl ToolContext {
             artifacts: None,
             source: CallSource::Direct,
             line: None,
+            skills: None,
             caller: None,
         }
     }

@@ -135,6 +135,9 @@ impl ToolInvoker {
         exec_ctx.progress = sink.cloned();
         exec_ctx.artifacts = session.artifact_access();
         exec_ctx.source = session.source();
+        if !session.skills.is_empty() {
+            exec_ctx.skills = Some(Arc::clone(&session.skills));
+        }
         exec_ctx.caller = Some(Arc::clone(&self.inner) as Arc<dyn std::any::Any + Send + Sync>);
         exec_ctx
     }

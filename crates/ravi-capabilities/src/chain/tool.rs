@@ -171,7 +171,13 @@ impl ToolChainTool {
             Some(access) => invoker.session_guard_in(access.scope().clone()),
             None => invoker.session_guard(),
         };
-        let session = guard.session().clone().with_source(CallSource::CodeMode);
+        // The script is held to the skills that restrict its caller: a skill that allows
+        // `tool_chain` does not open every other tool to the script.
+        let session = guard
+            .session()
+            .clone()
+            .with_source(CallSource::CodeMode)
+            .with_skills(ctx.skills.as_deref().map(<[_]>::to_vec).unwrap_or_default());
         let cancel = ctx.cancellation.child();
         let bridge = Arc::new(InvokerBridge {
             invoker: invoker.clone(),

@@ -212,3 +212,35 @@ async fn code_mode_only_offers_tool_chain_and_refuses_direct_calls_to_the_rest()
     assert_eq!(done.state.trace[0].tool, "calculator");
     assert_eq!(done.state.trace[0].status, CallStatus::Error);
 }
+
+/// A script is held to the skills of the run that started it: a skill allowing `tool_chain`
+/// and `calculator` does not let a script call `post`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_is_held_to_the_callers_skills() {
+    let posts = Arc::new(AtomicU32::new(0));
+    let script = "print(calculator(expression='1+1')['result'])\ntry:\n    post(text='x')\nexcept ToolDenied as e:\n    print('refused', e.reason)\n";
+    let model = ScriptedModel::new(vec![
+        calls(&[("c1", "tool_chain", json!({"script": script}))]),
+        answer("ok"),
+    ]);
+    let skill = ravi_kernel::Skill {
+        name: "math".into(),
+        description: "Arithmetic only.".into(),
+        instructions: "Compute.".into(),
+        allowed_tools: Some(vec!["tool_chain".into(), "calculator".into()]),
+        path: None,
+        version: "1.0.0".into(),
+    };
+    let agent = ReActAgent::new("a", model.clone(), tools(&posts))
+        .with_approval_handler(Arc::new(
+            ravi_agents::approval::AutoApprovalHandler::approving(),
+        ))
+        .with_code_mode(CodeMode::On)
+        .unwrap()
+        .with_skill(skill);
+    let done = agent.run("compute").await;
+    assert_eq!(done.stop, RunStop::FinalAnswer);
+    assert_eq!(posts.load(Ordering::SeqCst), 0, "the skill did not hold");
+    let text = result_text(&model.requests()[1], "c1");
+    assert!(text.starts_with("2.0\nrefused skill_denied"), "{text}");
+}

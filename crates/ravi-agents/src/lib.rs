@@ -11,6 +11,7 @@ pub mod approval;
 pub mod blob;
 pub mod capability;
 pub mod discovery;
+pub mod durable;
 pub mod guardrail;
 pub mod hooks;
 pub mod invoker;

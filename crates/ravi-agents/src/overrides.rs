@@ -136,6 +136,9 @@ impl Tool for Overridden {
     fn timeout(&self) -> Option<Duration> {
         self.inner.timeout()
     }
+    fn idempotent(&self) -> bool {
+        self.inner.idempotent()
+    }
     fn refuses(&self, source: ravi_kernel::CallSource) -> Option<String> {
         self.inner.refuses(source)
     }

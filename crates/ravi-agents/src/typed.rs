@@ -209,6 +209,11 @@ pub trait TypedTool: Send + Sync + 'static {
     fn hitl_timeout(&self) -> Option<std::time::Duration> {
         None
     }
+    /// Whether running it twice has the effect of running it once (see
+    /// [`Tool::idempotent`]).
+    fn idempotent(&self) -> bool {
+        false
+    }
     /// Whether the schema is loaded on demand.
     fn lazy_schema(&self) -> bool {
         false
@@ -288,6 +293,9 @@ impl<T: TypedTool> Tool for Typed<T> {
     fn hitl_timeout(&self) -> Option<std::time::Duration> {
         self.inner.hitl_timeout()
     }
+    fn idempotent(&self) -> bool {
+        self.inner.idempotent()
+    }
     fn lazy_schema(&self) -> bool {
         self.inner.lazy_schema()
     }
@@ -319,6 +327,7 @@ pub struct FnTool<A, F> {
     risk: ToolRisk,
     hitl: Option<HitlMode>,
     hitl_timeout: Option<std::time::Duration>,
+    idempotent: bool,
     lazy: bool,
     examples: Vec<Value>,
     func: F,
@@ -363,6 +372,7 @@ where
         risk: ToolRisk::Safe,
         hitl: None,
         hitl_timeout: None,
+        idempotent: false,
         lazy: false,
         examples: Vec::new(),
         func,
@@ -389,6 +399,15 @@ impl<A, F> FnTool<A, F> {
     #[must_use]
     pub fn with_hitl_timeout(mut self, wait: std::time::Duration) -> Self {
         self.hitl_timeout = Some(wait);
+        self
+    }
+
+    /// Declares that running the tool twice with the same arguments has the effect of running
+    /// it once, so a call interrupted by a crash is run again on resume instead of being
+    /// reported in doubt (see [`Tool::idempotent`]).
+    #[must_use]
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
         self
     }
 
@@ -443,6 +462,9 @@ where
     }
     fn hitl_timeout(&self) -> Option<std::time::Duration> {
         self.hitl_timeout
+    }
+    fn idempotent(&self) -> bool {
+        self.idempotent
     }
     fn lazy_schema(&self) -> bool {
         self.lazy

@@ -156,6 +156,12 @@ pub trait ApprovalHandler: Send + Sync {
     fn notifies(&self, request: &ApprovalRequest) -> bool {
         self.attended(request)
     }
+
+    /// Who this handler's decisions are recorded as made by, in a durable approval record
+    /// (`terminal`, `policy`, `queue`…). Default: `handler`.
+    fn decider(&self) -> &str {
+        "handler"
+    }
 }
 
 /// How an approval question ended: who decided, or why nobody did. Carried by the

@@ -275,6 +275,15 @@ pub enum FailureReason {
     OutputWithheld,
     /// The invoker itself failed (a bug or a misconfigured runtime).
     Internal,
+    /// The tool started in an earlier process that ended before its outcome was recorded: it
+    /// may or may not have had its effect, so it is not run again (it is not idempotent).
+    /// Check the effect, then decide what to do.
+    InDoubt,
+    /// A resumed run made a different call at a position its journal already holds (another
+    /// tool or other arguments): it is not the run it resumes.
+    Diverged,
+    /// The durable store could not record the call, so it did not run (failing closed).
+    Journal,
 }
 
 impl FailureReason {
@@ -310,6 +319,9 @@ impl FailureReason {
             Self::ToolCrashed => "tool_crashed",
             Self::OutputWithheld => "output_withheld",
             Self::Internal => "internal",
+            Self::InDoubt => "in_doubt",
+            Self::Diverged => "diverged",
+            Self::Journal => "journal",
         }
     }
 }

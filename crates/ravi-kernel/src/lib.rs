@@ -6,7 +6,8 @@
 //! how approvals are asked and answered ([`ApprovalRequest`], [`ApprovalDecision`],
 //! [`ApprovalHandler`]), the limits and records of a chain of calls ([`ChainPolicy`],
 //! [`InvocationResult`], [`CallRecord`], [`ChainRunResult`]), and the registry and blob
-//! store contracts ([`ToolRegistry`], [`BlobStore`], [`ArtifactRef`]), and the provider-neutral
+//! store contracts ([`ToolRegistry`], [`BlobStore`], [`ArtifactRef`]), the durable store's
+//! contracts ([`Store`], [`JournalEntry`], [`StoredApproval`]), and the provider-neutral
 //! conversation model ([`Message`], [`MessagePart`], [`ChatModel`]).
 //!
 //! The kernel has no async runtime and does no I/O, so it can be depended on from anywhere
@@ -50,6 +51,7 @@ mod conversation;
 mod digest;
 mod error;
 mod hooks;
+mod journal;
 mod registry;
 mod result;
 mod risk;
@@ -77,6 +79,10 @@ pub use conversation::{
 pub use digest::{args_digest, canonical_json};
 pub use error::KernelError;
 pub use hooks::HookEvent;
+pub use journal::{
+    ApprovalState, CallKey, CallState, Decision, JournalEntry, RunKind, RunRecord, RunStatus,
+    Store, StoreError, StoredApproval, now_ms,
+};
 pub use registry::ToolRegistry;
 pub use result::{ToolError, ToolErrorKind, ToolExecutionResult};
 pub use risk::{HitlMode, ToolRisk};

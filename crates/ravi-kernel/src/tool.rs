@@ -193,6 +193,15 @@ pub trait Tool: Send + Sync {
         None
     }
 
+    /// Whether running the tool twice with the same arguments has the effect of running it
+    /// once (MCP's `idempotentHint`). The journal writes the `started` record of a tool that is
+    /// neither idempotent nor Safe durably before it runs, and after a crash reports such a
+    /// call as in doubt instead of running it again; an idempotent tool is simply run again.
+    /// Default `false`.
+    fn idempotent(&self) -> bool {
+        false
+    }
+
     /// Why the tool refuses to be called from `source`, or `None` to accept it (the default).
     /// The invoker's type gate asks before anything runs; `tool_chain` refuses calls from a
     /// code-mode script (chains do not nest).

@@ -36,7 +36,9 @@
 //! - options: `name = "…"` (default: the function name), `description = "…"` (default: the doc
 //!   comment), `risk = safe | sensitive | high | critical`, `hitl = blocking |
 //!   continue_on_timeout | fire_and_continue`, `hitl_timeout_secs = 10` (how long an approval
-//!   is waited for; default: the policy's `approval_timeout`), `defer_loading = true`, `examples = ["{..}", ..]`
+//!   is waited for; default: the policy's `approval_timeout`), `defer_loading = true`,
+//!   `idempotent = true` (running it twice has the effect of running it once: a call a crash
+//!   interrupted is run again on resume, not reported in doubt), `examples = ["{..}", ..]`
 //!   (example argument objects as JSON strings, checked at compile time, sent to providers that
 //!   accept `input_examples`), and for discovery `category = "…"`, `tags = [..]`,
 //!   `aliases = [..]`, `discover = false`.
@@ -97,6 +99,7 @@ struct Options {
     aliases: Vec<LitStr>,
     discover: Option<bool>,
     defer_loading: Option<bool>,
+    idempotent: Option<bool>,
     examples: Vec<LitStr>,
 }
 
@@ -188,6 +191,7 @@ impl Options {
             "aliases" => self.aliases = strings(&meta.value()?.parse()?)?,
             "discover" => self.discover = Some(meta.value()?.parse::<LitBool>()?.value),
             "defer_loading" => self.defer_loading = Some(meta.value()?.parse::<LitBool>()?.value),
+            "idempotent" => self.idempotent = Some(meta.value()?.parse::<LitBool>()?.value),
             "examples" => {
                 let examples = strings(&meta.value()?.parse()?)?;
                 for example in &examples {
@@ -199,7 +203,7 @@ impl Options {
                 return Err(meta.error(
                     "unknown `#[tool]` option; expected one of name, description, risk, hitl, \
                      hitl_timeout_secs, category, tags, aliases, discover, defer_loading, \
-                     examples",
+                     idempotent, examples",
                 ));
             }
         }
@@ -464,6 +468,7 @@ fn expand(opts: Options, func: ItemFn) -> syn::Result<TokenStream2> {
         None => quote!(::core::option::Option::None),
     };
     let defer = opts.defer_loading.unwrap_or(false);
+    let idempotent = opts.idempotent.unwrap_or(false);
     let examples = &opts.examples;
     let output_schema = match output_type(&sig.output) {
         Some(ty) => quote! {
@@ -544,6 +549,9 @@ fn expand(opts: Options, func: ItemFn) -> syn::Result<TokenStream2> {
                 }
                 fn lazy_schema(&self) -> bool {
                     #defer
+                }
+                fn idempotent(&self) -> bool {
+                    #idempotent
                 }
                 fn output_schema(&self) -> ::core::option::Option<#p::serde_json::Value> {
                     #output_schema

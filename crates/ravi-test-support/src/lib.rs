@@ -1,6 +1,6 @@
 //! What Ravi's test suites share, so that no crate's tests define it again: golden files
 //! ([`Goldens`]), the `ravi` binary run as a user runs it ([`Ravi`]), the third-party MCP peers
-//! ([`mcp`]), a process's peak memory ([`memory`]) and the benchmark figures `cargo xtask bench`
+//! ([`mcp`]), a process's peak memory ([`memory`]), a throwaway PostgreSQL server ([`postgres`]) and the benchmark figures `cargo xtask bench`
 //! reads ([`bench`](mod@bench)). With the `fixtures` feature: tools, blob
 //! stores and chat models built for tests (modules `tools`, `blob`, `model`); with
 //! `model-server`: recorded provider responses served locally (module `model_server`).
@@ -21,6 +21,7 @@ mod files;
 mod golden;
 pub mod mcp;
 pub mod memory;
+pub mod postgres;
 
 #[cfg(feature = "fixtures")]
 pub mod blob;
@@ -28,6 +29,8 @@ pub mod blob;
 pub mod model;
 #[cfg(feature = "model-server")]
 pub mod model_server;
+#[cfg(feature = "fixtures")]
+pub mod store;
 #[cfg(feature = "fixtures")]
 pub mod tools;
 

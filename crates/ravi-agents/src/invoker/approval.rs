@@ -11,8 +11,9 @@ use ravi_kernel::{
     FailureReason, HitlMode, HookEvent, Tool, ToolCall, ToolContext, ToolRisk,
 };
 
+use super::journal::Journaled;
 use super::pipeline::Stop;
-use super::{ToolInvoker, digest, exec};
+use super::{ToolInvoker, exec};
 use crate::blob::new_scope_id;
 
 impl ToolInvoker {
@@ -27,11 +28,11 @@ impl ToolInvoker {
     pub(super) async fn approve(
         &self,
         call: &ToolCall,
-        hash: &[u8; 32],
         tool: &Arc<dyn Tool>,
         risk: ToolRisk,
         source: CallSource,
         ctx: &ToolContext,
+        mut journaled: Option<&mut Journaled>,
     ) -> Result<(), Stop> {
         let inner = &*self.inner;
         let policy = &inner.policy;
@@ -49,11 +50,11 @@ impl ToolInvoker {
             Some(t) => t.min(policy.call_timeout().mul_f64(0.9)),
             None => policy.approval_timeout(),
         };
-        let wait = match ctx.deadline {
+        let mut wait = match ctx.deadline {
             Some(d) => own.min(d.saturating_duration_since(Instant::now())),
             None => own,
         };
-        let request = ApprovalRequest::new(
+        let mut request = ApprovalRequest::new(
             format!("apr_{}", new_scope_id().trim_start_matches("ses_")),
             call,
             risk,
@@ -63,7 +64,18 @@ impl ToolInvoker {
             now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
         )
         .from_source(source, ctx.line);
-        debug_assert_eq!(request.args_digest, digest::hex(hash));
+        // A durable run's approval is a stored record: one decided earlier (in another process)
+        // stands, one still pending is waited on again, a new one is recorded before asking.
+        if let Some(j) = journaled.as_deref_mut() {
+            let earlier = Box::pin(stored::prepare(j, &mut request, &mut wait)).await?;
+            if let Some(resolution) = earlier {
+                if resolution.is_approved() {
+                    self.approval_resolved(call, resolution).await;
+                    return Ok(());
+                }
+                return self.approval_refused(call, risk, resolution, None).await;
+            }
+        }
         if !inner.hooks.is_empty() {
             inner
                 .hooks
@@ -134,6 +146,11 @@ impl ToolInvoker {
                 ApprovalResolution::ApprovedOnTimeout
             }
             Answer::TimedOut => ApprovalResolution::TimedOut,
+        };
+        // The stored record takes the decision; one made first elsewhere wins.
+        let resolution = match journaled {
+            Some(j) => Box::pin(stored::settle(j, resolution, handler.decider())).await,
+            None => resolution,
         };
         if resolution.is_approved() {
             self.approval_resolved(call, resolution).await;
@@ -256,5 +273,142 @@ fn approval_reason(risk: ToolRisk, max: ToolRisk) -> String {
         "critical tools always need a human's approval".into()
     } else {
         format!("risk {risk} is above the policy's unapproved maximum ({max})")
+    }
+}
+
+/// Approvals of a durable run, as records in its store.
+mod stored {
+    use std::time::Duration;
+
+    use ravi_kernel::{
+        ApprovalRequest, ApprovalResolution, ApprovalState, CallState, Decision, FailureReason,
+        StoreError, StoredApproval, now_ms,
+    };
+
+    use super::super::journal::Journaled;
+    use super::super::pipeline::Stop;
+
+    fn failed(e: &StoreError) -> Stop {
+        Stop::new(
+            FailureReason::Journal,
+            format!(
+                "the approval could not be recorded in the store ({e}), so the call did not run"
+            ),
+        )
+    }
+
+    /// Finds the call's stored approval. `Some` when it was already decided (the decision
+    /// stands); `None` when someone must be asked: `request` is then the stored, pending one
+    /// (made now, or earlier by a process that stopped waiting), and `wait` ends by its
+    /// deadline.
+    pub(super) async fn prepare(
+        j: &mut Journaled,
+        request: &mut ApprovalRequest,
+        wait: &mut Duration,
+    ) -> Result<Option<ApprovalResolution>, Stop> {
+        let store = j.journal.store.clone();
+        let earlier = store.approval_for(&j.key).await.map_err(|e| failed(&e))?;
+        if let Some(a) = earlier {
+            match a.state {
+                ApprovalState::Approved => {
+                    j.approval_id = Some(a.id().to_owned());
+                    return Ok(Some(ApprovalResolution::Approved));
+                }
+                ApprovalState::Denied => return Ok(Some(ApprovalResolution::Denied)),
+                ApprovalState::Consumed => {
+                    return Err(Stop::new(
+                        FailureReason::ApprovalDenied,
+                        format!(
+                            "the approval for `{}` was already used by an earlier start of this \
+                             call, so it did not run again",
+                            j.key.tool
+                        ),
+                    ));
+                }
+                ApprovalState::Pending if a.deadline_ms() > now_ms() => {
+                    let left = u64::try_from(a.deadline_ms() - now_ms()).unwrap_or(0);
+                    *wait = (*wait).min(Duration::from_millis(left));
+                    *request = a.request;
+                    j.approval_id = Some(request.id.clone());
+                    return Ok(None);
+                }
+                ApprovalState::Pending => {
+                    store
+                        .expire_approval(a.id())
+                        .await
+                        .map_err(|e| failed(&e))?;
+                }
+                // Expired, or a state this version does not know: ask again.
+                _ => {}
+            }
+        }
+        let approval = StoredApproval::pending(request.clone(), j.key.clone());
+        store
+            .create_approval(&approval)
+            .await
+            .map_err(|e| failed(&e))?;
+        store
+            .record_call(&j.entry(CallState::AwaitingApproval))
+            .await
+            .map_err(|e| failed(&e))?;
+        j.approval_id = Some(request.id.clone());
+        Ok(None)
+    }
+
+    /// Records the handler's answer on the stored approval. A decision someone else recorded
+    /// first wins; a wait that ended unanswered expires the approval.
+    pub(super) async fn settle(
+        j: &mut Journaled,
+        resolution: ApprovalResolution,
+        decider: &str,
+    ) -> ApprovalResolution {
+        let Some(id) = j.approval_id.clone() else {
+            return resolution;
+        };
+        let store = j.journal.store.clone();
+        let decision = match resolution {
+            ApprovalResolution::Approved | ApprovalResolution::ApprovedOnTimeout => {
+                Some(Decision::approve(decider))
+            }
+            ApprovalResolution::Denied | ApprovalResolution::DeniedByPolicy => {
+                Some(Decision::deny(decider))
+            }
+            _ => None,
+        };
+        let decided = decision.is_some();
+        let state = match decision {
+            Some(d) => match store.decide_approval(&id, &d).await {
+                Ok(a) => a.state,
+                Err(StoreError::AlreadyDecided { state, .. }) => state,
+                Err(StoreError::Expired { .. }) => ApprovalState::Expired,
+                Err(e) => {
+                    tracing::warn!(approval = %id, error = %e, "could not record an approval decision");
+                    return ApprovalResolution::HandlerFailed;
+                }
+            },
+            None => match store.expire_approval(&id).await {
+                Ok(state) => state,
+                Err(e) => {
+                    tracing::warn!(approval = %id, error = %e, "could not expire an approval");
+                    return ApprovalResolution::HandlerFailed;
+                }
+            },
+        };
+        match state {
+            ApprovalState::Approved if resolution.is_approved() => resolution,
+            ApprovalState::Approved => ApprovalResolution::Approved,
+            ApprovalState::Denied if resolution.is_approved() => ApprovalResolution::Denied,
+            ApprovalState::Denied => resolution,
+            ApprovalState::Expired if decided => {
+                j.expired = true;
+                ApprovalResolution::TimedOut
+            }
+            ApprovalState::Expired => {
+                j.expired = resolution == ApprovalResolution::TimedOut;
+                resolution
+            }
+            // Pending (cannot be after a decision) or consumed (by another start): no.
+            _ => ApprovalResolution::Unanswered,
+        }
     }
 }

@@ -7,6 +7,7 @@ use ravi_kernel::{
     ArtifactRef, CallRecord, CallStatus, HookEvent, InvocationResult, ToolCall, ToolContext,
 };
 
+use super::journal::Journaled;
 use super::{Inner, InvokerSession, messages, session};
 
 /// What the pipeline learned about a call, for the trace and the hooks.
@@ -16,6 +17,8 @@ pub(super) struct Outcome {
     /// The tool's context while it runs; it holds the call id meanwhile, where a drop of the
     /// call midway still finds it.
     pub(super) exec_ctx: Option<ToolContext>,
+    /// The call's place in the run journal, when the session is durable.
+    pub(super) journal: Option<Box<Journaled>>,
 }
 
 /// When a call's execution must end: the earlier of `call_timeout` after it arrived and the

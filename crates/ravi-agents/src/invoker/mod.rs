@@ -58,6 +58,7 @@ mod builder;
 mod digest;
 mod exec;
 mod flight;
+mod journal;
 mod messages;
 mod pipeline;
 mod refs;
@@ -239,6 +240,7 @@ impl ToolInvoker {
                 status: CallStatus::Error,
                 executed: false,
                 exec_ctx: None,
+                journal: None,
             },
             stage: Stage::Running,
             end: None,
@@ -277,6 +279,9 @@ impl ToolInvoker {
                 ),
             ),
         };
+        if let Some(j) = flight.outcome.journal.take() {
+            Box::pin(journal::finish(&j, &result)).await;
+        }
         // Step 12: the record, then `ToolEnd`.
         flight.record_result(&result);
         if let Some(end) = &flight.end {

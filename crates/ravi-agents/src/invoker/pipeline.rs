@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::exec::{self, Finished};
 use super::flight::{Limit, Outcome};
-use super::{Inner, InvokerSession, ToolInvoker, digest, messages, refs, shape};
+use super::{Inner, InvokerSession, ToolInvoker, digest, journal, messages, refs, shape};
 use crate::guardrail::{GuardrailVerdict, OutputGuardrail, ToolCallGuardrail};
 use crate::validate::ArgumentValidator;
 
@@ -64,18 +64,36 @@ impl ToolInvoker {
     ) -> Step<InvocationResult> {
         let inner = &*self.inner;
         claim_budget(session, &inner.policy)?;
+        if session.journal.is_some()
+            && let Some(recorded) =
+                journal::begin(&mut outcome.journal, session, &call.name, &call.id, hash)?
+        {
+            return Ok(recorded);
+        }
         let any = lookup(&*inner.registry, &call.name)?;
         let tool = type_gate(any, &call.name, session.source())?;
         offer_gate(session, &call.name)?;
         skill_gate(session, &call.name)?;
         validate_arguments(&inner.validator, &tool, call)?;
         let risk = tool.risk();
+        if let Some(j) = outcome.journal.as_deref_mut() {
+            j.risk = risk;
+            j.idempotent = tool.idempotent();
+        }
         input_guardrails(&inner.guardrails, call, risk).await?;
         // 6. Approval, when the risk is above what the policy lets run unasked; the wait is
         // counted from the call's arrival. Boxed: the approval path is rare, and keeping its
         // state out of this future keeps the hot path's future small.
         let approval_wait = if risk.needs_approval(inner.policy.max_risk_unapproved()) {
-            Box::pin(self.approve(call, hash, &tool, risk, session.source(), ctx)).await?;
+            Box::pin(self.approve(
+                call,
+                &tool,
+                risk,
+                session.source(),
+                ctx,
+                outcome.journal.as_deref_mut(),
+            ))
+            .await?;
             Some(started.elapsed())
         } else {
             None
@@ -86,6 +104,10 @@ impl ToolInvoker {
             .timeout()
             .unwrap_or_else(|| inner.policy.call_timeout());
         let limit = ready(ctx, &call.name, started, call_timeout)?;
+        // 9b. The journal's `started` record, before the tool runs.
+        if let Some(j) = outcome.journal.as_deref_mut() {
+            Box::pin(journal::start(j, &call.name)).await?;
+        }
 
         // 9. Progress: the call goes out (to the builder's sink, else the context's).
         let sink = inner.progress.as_ref().or(ctx.progress.as_ref());

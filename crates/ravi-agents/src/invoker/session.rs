@@ -15,6 +15,7 @@ use ravi_kernel::{
 };
 
 use crate::blob::new_scope_id;
+use crate::durable::RunJournal;
 
 pub(crate) struct SessionInner {
     pub(crate) store: Option<Arc<dyn BlobStore>>,
@@ -66,6 +67,8 @@ pub struct InvokerSession {
     /// mode only calls `tool_chain` and `read_result`; its scripts, in sessions of their own,
     /// call the rest).
     pub(crate) offered: Option<Arc<[String]>>,
+    /// The run journal its calls are written to, when the run is durable.
+    pub(crate) journal: Option<Arc<RunJournal>>,
 }
 
 impl std::fmt::Debug for InvokerSession {
@@ -76,6 +79,7 @@ impl std::fmt::Debug for InvokerSession {
             .field("closed", &self.is_closed())
             .field("skills", &self.skills.len())
             .field("source", &self.source)
+            .field("journal", &self.journal.as_ref().map(|j| j.run_id()))
             .finish()
     }
 }
@@ -100,6 +104,7 @@ impl InvokerSession {
             source: CallSource::Direct,
             budget: None,
             offered: None,
+            journal: None,
         }
     }
 
@@ -157,6 +162,20 @@ impl InvokerSession {
     pub fn with_offered(mut self, names: Option<Vec<String>>) -> Self {
         self.offered = names.map(Arc::from);
         self
+    }
+
+    /// The same session writing each call to `journal` at its position in the run (and, when
+    /// the journal holds entries from an earlier process, replaying them: see
+    /// [`crate::durable`]). Nested sessions ([`child`](Self::child)) are not journaled.
+    #[must_use]
+    pub fn with_journal(mut self, journal: Arc<RunJournal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// The run journal, when the session is durable.
+    pub fn journal(&self) -> Option<&Arc<RunJournal>> {
+        self.journal.as_ref()
     }
 
     /// The only tools this session may call, when it is restricted.

@@ -1,6 +1,7 @@
 //! One module per scenario area.
 
 mod capability_search;
+mod durable;
 mod invoker_approvals;
 mod invoker_drops;
 mod invoker_gates;

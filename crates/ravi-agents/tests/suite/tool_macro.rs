@@ -62,7 +62,13 @@ pub async fn delete_file(ctx: &ToolContext, path: String) -> Result<String, Disk
 }
 
 /// Report the server time.
-#[ravi_agents::tool(risk = high, hitl = "continue_on_timeout", defer_loading = true, discover = false)]
+#[ravi_agents::tool(
+    risk = high,
+    hitl = "continue_on_timeout",
+    defer_loading = true,
+    idempotent = true,
+    discover = false
+)]
 async fn server_time() -> ToolExecutionResult {
     ToolExecutionResult::text("noon")
 }
@@ -101,6 +107,13 @@ fn outputs_with_a_schema_declare_it_and_self_converting_ones_do_not() {
     assert_eq!(GrepFilesTool.output_schema(), None);
     assert_eq!(DeleteFileTool.output_schema(), None);
     assert_eq!(ServerTimeTool.output_schema(), None);
+}
+
+#[test]
+fn idempotence_is_declared_and_defaults_to_no() {
+    assert!(ServerTimeTool.idempotent());
+    assert!(!DeleteFileTool.idempotent());
+    assert!(!ForecastTool.idempotent());
 }
 
 #[test]

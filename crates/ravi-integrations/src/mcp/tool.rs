@@ -86,6 +86,17 @@ impl Tool for McpTool {
         self.risk
     }
 
+    /// The server's `idempotentHint` (an untrusted hint, like every annotation: it only decides
+    /// whether a call interrupted by a crash is run again or reported in doubt).
+    fn idempotent(&self) -> bool {
+        self.upstream
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("idempotentHint"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
     async fn execute(
         &self,
         ctx: &ToolContext,

@@ -6,3 +6,5 @@ mod mcp_server;
 mod providers_agent;
 mod providers_env;
 mod providers_wire;
+#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+mod store;

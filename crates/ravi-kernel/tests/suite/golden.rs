@@ -247,6 +247,7 @@ fn chain_types() {
             FailureReason::SkillDenied,
             FailureReason::GuardrailDenied,
             FailureReason::ApprovalDenied,
+            FailureReason::AwaitingApproval,
             FailureReason::InvalidArtifactRef,
             FailureReason::Cancelled,
             FailureReason::Timeout,
@@ -254,6 +255,9 @@ fn chain_types() {
             FailureReason::ToolCrashed,
             FailureReason::OutputWithheld,
             FailureReason::Internal,
+            FailureReason::InDoubt,
+            FailureReason::Diverged,
+            FailureReason::Journal,
         ],
     );
     goldens().check_round_trip(
@@ -468,4 +472,66 @@ fn conversation_types() {
             },
         ],
     );
+}
+
+/// The durable store's records: what a journal row, a run and a stored approval look like on
+/// the wire (`ravi runs show --json`, `ravi approvals show --json`).
+#[test]
+fn journal_records() {
+    goldens().check_round_trip("call_states", &CallState::ALL.to_vec());
+    goldens().check_round_trip(
+        "approval_states",
+        &vec![
+            ApprovalState::Pending,
+            ApprovalState::Approved,
+            ApprovalState::Denied,
+            ApprovalState::Expired,
+            ApprovalState::Consumed,
+        ],
+    );
+    for state in CallState::ALL {
+        assert_eq!(CallState::parse(state.as_str()), Some(state));
+    }
+    let key = CallKey::new("run_1", 3, "shell", args_digest(&json!({"command": "ls"})));
+    assert_eq!(
+        key.idempotency_key(),
+        format!("run_1/3/shell/{}", key.args_digest)
+    );
+    let mut entry = JournalEntry::new(
+        key.clone(),
+        "call_3",
+        CallState::Succeeded,
+        ToolRisk::High,
+        false,
+    );
+    entry.updated_ms = 1_764_000_000_500;
+    entry.started_ms = Some(1_764_000_000_000);
+    entry.finished_ms = Some(1_764_000_000_450);
+    entry.result = Some(InvocationResult::ok("a.txt"));
+    goldens().check_round_trip("journal_entry", &entry);
+    let mut run = RunRecord::new(
+        "run_1",
+        RunKind::Script,
+        "ses_1",
+        json!({"source": "print(1)", "filename": "job.py"}),
+    );
+    run.created_ms = 1_764_000_000_000;
+    run.updated_ms = 1_764_000_000_900;
+    run.status = RunStatus::Paused;
+    goldens().check_round_trip("run_record", &run);
+    let request = ApprovalRequest::new(
+        "apr_9",
+        &ToolCall::new("call_3", "shell", json!({"command": "ls"})),
+        ToolRisk::High,
+        HitlMode::Blocking,
+        "risk high is above the policy's unapproved maximum (sensitive)",
+        Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap(),
+        Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 55).unwrap(),
+    );
+    let mut approval = StoredApproval::pending(request, key);
+    approval.state = ApprovalState::Approved;
+    approval.decided_by = Some("alice".into());
+    approval.reason = Some("checked the command".into());
+    approval.decided_ms = Some(1_764_072_010_000);
+    goldens().check_round_trip("stored_approval", &approval);
 }

@@ -1,0 +1,234 @@
+//! [`MemoryStore`]: the durable store's contract kept in memory, for tests and for embedding
+//! Ravi where nothing must outlive the process. Atomic like the SQL stores (one lock), so it
+//! passes the same conformance suite.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use ravi_kernel::{
+    ApprovalState, CallKey, Decision, JournalEntry, RunRecord, RunStatus, Store, StoreError,
+    StoredApproval, now_ms,
+};
+use tokio::sync::Notify;
+
+/// A [`Store`] in memory. Nothing survives the process; everything else behaves as the SQL
+/// stores do.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+    decided: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    runs: BTreeMap<String, RunRecord>,
+    calls: BTreeMap<(String, u32), JournalEntry>,
+    /// Approvals in creation order.
+    approvals: Vec<StoredApproval>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut guard = match self.state.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut guard)
+    }
+}
+
+fn not_found(what: &'static str, id: &str) -> StoreError {
+    StoreError::NotFound {
+        what,
+        id: id.to_owned(),
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        self.with(|s| {
+            if s.runs.contains_key(&run.id) {
+                return Err(StoreError::Backend(format!(
+                    "a run with id `{}` already exists",
+                    run.id
+                )));
+            }
+            s.runs.insert(run.id.clone(), run.clone());
+            Ok(())
+        })
+    }
+
+    async fn update_run(
+        &self,
+        id: &str,
+        status: RunStatus,
+        output: Option<&serde_json::Value>,
+    ) -> Result<(), StoreError> {
+        self.with(|s| {
+            let run = s.runs.get_mut(id).ok_or_else(|| not_found("run", id))?;
+            run.status = status;
+            run.updated_ms = now_ms();
+            if let Some(o) = output {
+                run.output = Some(o.clone());
+            }
+            Ok(())
+        })
+    }
+
+    async fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.with(|s| s.runs.get(id).cloned()))
+    }
+
+    async fn runs(&self, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self.with(|s| {
+            let mut all: Vec<RunRecord> = s.runs.values().cloned().collect();
+            all.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
+            all.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+            all
+        }))
+    }
+
+    async fn record_call(&self, entry: &JournalEntry) -> Result<(), StoreError> {
+        self.with(|s| {
+            s.calls
+                .insert((entry.key.run_id.clone(), entry.key.seq), entry.clone());
+        });
+        Ok(())
+    }
+
+    async fn start_call(
+        &self,
+        entry: &JournalEntry,
+        approval_id: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with(|s| {
+            if let Some(id) = approval_id {
+                match s.approvals.iter_mut().find(|a| a.id() == id) {
+                    Some(a) if a.state == ApprovalState::Approved && a.key == entry.key => {
+                        a.state = ApprovalState::Consumed;
+                    }
+                    _ => return false,
+                }
+            }
+            s.calls
+                .insert((entry.key.run_id.clone(), entry.key.seq), entry.clone());
+            true
+        }))
+    }
+
+    async fn calls(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        Ok(self.with(|s| {
+            s.calls
+                .range((run_id.to_owned(), 0)..=(run_id.to_owned(), u32::MAX))
+                .map(|(_, e)| e.clone())
+                .collect()
+        }))
+    }
+
+    async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError> {
+        self.with(|s| {
+            if s.approvals.iter().any(|a| a.id() == approval.id()) {
+                return Err(StoreError::Backend(format!(
+                    "an approval with id `{}` already exists",
+                    approval.id()
+                )));
+            }
+            s.approvals.push(approval.clone());
+            Ok(())
+        })
+    }
+
+    async fn approval(&self, id: &str) -> Result<Option<StoredApproval>, StoreError> {
+        Ok(self.with(|s| s.approvals.iter().find(|a| a.id() == id).cloned()))
+    }
+
+    async fn approval_for(&self, key: &CallKey) -> Result<Option<StoredApproval>, StoreError> {
+        Ok(self.with(|s| s.approvals.iter().rev().find(|a| &a.key == key).cloned()))
+    }
+
+    async fn approvals(&self, all: bool) -> Result<Vec<StoredApproval>, StoreError> {
+        Ok(self.with(|s| {
+            s.approvals
+                .iter()
+                .rev()
+                .filter(|a| all || a.state == ApprovalState::Pending)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &Decision,
+    ) -> Result<StoredApproval, StoreError> {
+        let decided = self.with(|s| {
+            let a = s
+                .approvals
+                .iter_mut()
+                .find(|a| a.id() == id)
+                .ok_or_else(|| not_found("approval", id))?;
+            if a.state != ApprovalState::Pending {
+                return Err(StoreError::AlreadyDecided {
+                    id: id.to_owned(),
+                    state: a.state,
+                });
+            }
+            let now = now_ms();
+            if now > a.deadline_ms() {
+                a.state = ApprovalState::Expired;
+                return Err(StoreError::Expired { id: id.to_owned() });
+            }
+            a.state = if decision.approve {
+                ApprovalState::Approved
+            } else {
+                ApprovalState::Denied
+            };
+            a.decided_by = Some(decision.by.clone());
+            a.reason.clone_from(&decision.reason);
+            a.decided_ms = Some(now);
+            Ok(a.clone())
+        })?;
+        self.decided.notify_waiters();
+        Ok(decided)
+    }
+
+    async fn expire_approval(&self, id: &str) -> Result<ApprovalState, StoreError> {
+        self.with(|s| {
+            let a = s
+                .approvals
+                .iter_mut()
+                .find(|a| a.id() == id)
+                .ok_or_else(|| not_found("approval", id))?;
+            if a.state == ApprovalState::Pending {
+                a.state = ApprovalState::Expired;
+                a.decided_ms = Some(now_ms());
+            }
+            Ok(a.state)
+        })
+    }
+
+    async fn wait_decided(&self, id: &str, limit: Duration) -> Result<ApprovalState, StoreError> {
+        let until = Instant::now() + limit;
+        loop {
+            // Registered before the check, so a decision between the two is not missed.
+            let woken = self.decided.notified();
+            let state = self
+                .with(|s| s.approvals.iter().find(|a| a.id() == id).map(|a| a.state))
+                .ok_or_else(|| not_found("approval", id))?;
+            let left = until.saturating_duration_since(Instant::now());
+            if state.is_decided() || left.is_zero() {
+                return Ok(state);
+            }
+            let _ = tokio::time::timeout(left, woken).await;
+        }
+    }
+}

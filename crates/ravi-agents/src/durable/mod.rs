@@ -1,0 +1,204 @@
+//! Durable runs: the journal a session writes through a [`Store`], and approvals decided from
+//! anywhere.
+//!
+//! Give a session a [`RunJournal`] ([`InvokerSession::with_journal`]) and the invoker journals
+//! each of its calls at its position in the run: the `started` entry of a tool that is neither
+//! idempotent nor Safe is written (and its approval consumed) before the tool runs, and every
+//! outcome is written after. A journal opened on a run that already has entries replays it:
+//! a call whose entry is terminal returns the recorded result without running, a call left
+//! `started` is in doubt (not run again unless idempotent), a call that differs from its entry
+//! fails as diverged. `docs/durability.md` states the guarantees.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use ravi_agents::durable::{MemoryStore, RunJournal};
+//! use ravi_agents::invoker::{StaticRegistry, ToolInvoker};
+//! use ravi_agents::tool_fn;
+//! use ravi_agents::kernel::{CallState, InvocationStatus, Store, Tool, ToolCall, ToolContext};
+//! use serde_json::json;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct NoArgs {}
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let now = tool_fn("now", "The time.", |_: NoArgs| async { "12:00".to_owned() });
+//! let tools = StaticRegistry::new([Arc::new(now) as Arc<dyn Tool>]);
+//! let invoker = ToolInvoker::builder(Arc::new(tools)).build();
+//! let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+//! let journal = RunJournal::open(store.clone(), "run_1").await.unwrap();
+//! let session = invoker.open_session().with_journal(journal);
+//! let out = invoker.invoke(&session, ToolCall::new("c1", "now", json!({})), &ToolContext::default()).await;
+//! assert_eq!(out.status, InvocationStatus::Ok);
+//! let calls = store.calls("run_1").await.unwrap();
+//! assert_eq!((calls.len(), calls[0].state), (1, CallState::Succeeded));
+//! # });
+//! ```
+//!
+//! [`InvokerSession::with_journal`]: crate::invoker::InvokerSession::with_journal
+
+mod memory;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ravi_kernel::{
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalState, JournalEntry, Store,
+    StoreError,
+};
+
+pub use memory::MemoryStore;
+
+/// One run's journal, as a session writes it: the store, the run, what earlier processes
+/// recorded, and the position of the next call.
+pub struct RunJournal {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) run_id: String,
+    /// The entries recorded before this journal was opened, by position.
+    pub(crate) recorded: Vec<Option<JournalEntry>>,
+    next: AtomicU32,
+}
+
+impl std::fmt::Debug for RunJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunJournal")
+            .field("run_id", &self.run_id)
+            .field("recorded", &self.recorded.iter().flatten().count())
+            .field("next", &self.next.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl RunJournal {
+    /// The journal of `run_id` in `store`, with what it already holds loaded for replay.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        run_id: impl Into<String>,
+    ) -> Result<Arc<Self>, StoreError> {
+        let run_id = run_id.into();
+        let mut recorded: Vec<Option<JournalEntry>> = Vec::new();
+        for entry in store.calls(&run_id).await? {
+            let i = usize::try_from(entry.key.seq).unwrap_or(usize::MAX);
+            if i >= recorded.len() {
+                recorded.resize(i.saturating_add(1), None);
+            }
+            if let Some(slot) = recorded.get_mut(i) {
+                *slot = Some(entry);
+            }
+        }
+        Ok(Arc::new(Self {
+            store,
+            run_id,
+            recorded,
+            next: AtomicU32::new(0),
+        }))
+    }
+
+    /// The run this journal belongs to.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The store it writes to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// How many entries earlier processes recorded (the replayed part of the run).
+    pub fn replayed(&self) -> usize {
+        self.recorded.iter().flatten().count()
+    }
+
+    /// Claims the next position.
+    pub(crate) fn next_seq(&self) -> u32 {
+        self.next.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// What an earlier process recorded at `seq`.
+    pub(crate) fn recorded(&self, seq: u32) -> Option<&JournalEntry> {
+        self.recorded
+            .get(usize::try_from(seq).ok()?)
+            .and_then(Option::as_ref)
+    }
+}
+
+/// Approvals decided from anywhere: each request waits until someone decides its stored
+/// approval — `ravi approvals approve ID` in another terminal, the console, another replica —
+/// or until its deadline. The invoker records the approval in the store before asking (a
+/// session with a [`RunJournal`] is required; without one, nothing can decide and the call is
+/// denied as unanswered).
+pub struct QueueApprovalHandler {
+    store: Arc<dyn Store>,
+    /// Told, once per request, the approval id and how to decide it (the CLI prints it).
+    on_queued: Option<OnQueued>,
+}
+
+/// What [`QueueApprovalHandler::on_queued`] calls.
+type OnQueued = Box<dyn Fn(&ApprovalRequest) + Send + Sync>;
+
+impl std::fmt::Debug for QueueApprovalHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueApprovalHandler")
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueueApprovalHandler {
+    /// A handler that waits on `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            on_queued: None,
+        }
+    }
+
+    /// Calls `f` with each request when it is queued (to tell a person where to decide it).
+    #[must_use]
+    pub fn on_queued(mut self, f: impl Fn(&ApprovalRequest) + Send + Sync + 'static) -> Self {
+        self.on_queued = Some(Box::new(f));
+        self
+    }
+}
+
+#[async_trait]
+impl ApprovalHandler for QueueApprovalHandler {
+    async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        match self.store.approval(&request.id).await {
+            Ok(Some(_)) => {}
+            // The invoker records the approval before asking; without a journal it cannot.
+            Ok(None) => return ApprovalDecision::Unanswered,
+            Err(e) => {
+                tracing::warn!(approval = %request.id, error = %e, "could not read a queued approval");
+                return ApprovalDecision::Unanswered;
+            }
+        }
+        if let Some(f) = &self.on_queued {
+            f(request);
+        }
+        let left = (request.deadline - chrono::Utc::now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        match self.store.wait_decided(&request.id, left).await {
+            Ok(ApprovalState::Approved | ApprovalState::Consumed) => ApprovalDecision::Approved,
+            Ok(ApprovalState::Denied) => ApprovalDecision::Denied,
+            // Still pending at the deadline: the invoker's own timeout answers (and expires it).
+            Ok(ApprovalState::Pending) => std::future::pending().await,
+            Ok(_) => ApprovalDecision::Unanswered,
+            Err(e) => {
+                tracing::warn!(approval = %request.id, error = %e, "waiting for a queued approval failed");
+                ApprovalDecision::Unanswered
+            }
+        }
+    }
+
+    /// A notification cannot reach anyone from here: a `FireAndContinue` call is queued and
+    /// waited on like a blocking one.
+    fn notifies(&self, _request: &ApprovalRequest) -> bool {
+        false
+    }
+
+    fn decider(&self) -> &str {
+        "queue"
+    }
+}

@@ -1,0 +1,613 @@
+//! [`SqlStore`]: the durable store on SQLite or PostgreSQL, through sqlx's `Any` driver with one
+//! SQL text for both (see `0001_journal.sql`).
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use ravi_kernel::{
+    ApprovalRequest, ApprovalState, CallKey, CallState, Decision, InvocationResult, JournalEntry,
+    RunKind, RunRecord, RunStatus, Store, StoreError, StoredApproval, ToolRisk, now_ms,
+};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+use sqlx::{AnyPool, Row as _, SqlSafeStr as _};
+
+/// Which database a [`SqlStore`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// An embedded SQLite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+/// How often a SQLite waiter looks for a decision (the issue's bound: at most 50 ms).
+const POLL: Duration = Duration::from_millis(25);
+
+/// The PostgreSQL channel decisions are announced on; the payload is the approval id.
+const CHANNEL: &str = "ravi_approval_decided";
+
+/// The durable store on SQLite or PostgreSQL. Cheap to clone (a connection pool).
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    backend: Backend,
+    /// The connection URL, for PostgreSQL listeners.
+    url: String,
+}
+
+/// The schema's migrations, embedded (applied in order on open, each once, recorded in
+/// sqlx's `_sqlx_migrations` table).
+#[derive(Debug)]
+struct Embedded;
+
+impl MigrationSource<'static> for Embedded {
+    fn resolve(self) -> BoxFuture<'static, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
+        Box::pin(async {
+            Ok(vec![Migration::new(
+                1,
+                Cow::Borrowed("journal, runs and approvals"),
+                MigrationType::Simple,
+                include_str!("0001_journal.sql").into_sql_str(),
+                false,
+            )])
+        })
+    }
+}
+
+fn backend_err(e: &sqlx::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {e}"))
+}
+
+impl SqlStore {
+    /// Opens the store at `url` — `sqlite:PATH` (the file and its directory are created) or
+    /// `postgres://…` — and brings its schema up to date.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let (backend, connect) = if let Some(path) = url.strip_prefix("sqlite:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            (Backend::Sqlite, sqlite_url(Path::new(path))?)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            (Backend::Postgres, url.to_owned())
+        } else {
+            return Err(StoreError::Backend(format!(
+                "unsupported store URL `{url}`: expected `sqlite:PATH` or `postgres://…`"
+            )));
+        };
+        let mut options = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 4 } else { 8 })
+            .acquire_timeout(Duration::from_secs(10));
+        if backend == Backend::Sqlite {
+            // Durable against a crash of the process (the OS holds the written pages); a power
+            // cut may lose the last transactions. Waits for another process's write instead of
+            // failing at once.
+            options = options.after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::query("PRAGMA synchronous = NORMAL")
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query("PRAGMA busy_timeout = 10000")
+                        .execute(&mut *conn)
+                        .await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = options
+            .connect(&connect)
+            .await
+            .map_err(|e| StoreError::Backend(format!("could not open the store at {url}: {e}")))?;
+        if backend == Backend::Sqlite {
+            // WAL lets readers (`ravi approvals list`) work while a run writes; it is a
+            // property of the file, so one process setting it is enough.
+            if let Err(e) = sqlx::query("PRAGMA journal_mode = WAL")
+                .execute(&pool)
+                .await
+            {
+                tracing::debug!(error = %e, "could not switch the store to WAL (another process holds it)");
+            }
+        }
+        let store = Self {
+            pool,
+            backend,
+            url: connect,
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Applies the migrations not applied yet. Two processes opening a new SQLite file at once
+    /// may collide (SQLite has no migration lock); the loser retries and finds them applied.
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let migrator = Migrator::new(Embedded)
+            .await
+            .map_err(|e| StoreError::Backend(format!("loading the store's migrations: {e}")))?;
+        let mut last = None;
+        for attempt in 0..5u32 {
+            match migrator.run(&self.pool).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    last = Some(e);
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt + 1))).await;
+                }
+            }
+        }
+        Err(StoreError::Backend(format!(
+            "could not bring the store's schema up to date: {}",
+            last.map(|e| e.to_string()).unwrap_or_default()
+        )))
+    }
+
+    async fn approval_state(&self, id: &str) -> Result<ApprovalState, StoreError> {
+        let row = sqlx::query("SELECT state FROM ravi_approvals WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "approval",
+                id: id.to_owned(),
+            })?;
+        let state: String = row.try_get("state").map_err(|e| backend_err(&e))?;
+        ApprovalState::parse(&state).ok_or_else(|| corrupt("approval state", &state))
+    }
+
+    /// Announces a decision to PostgreSQL listeners (other processes waiting on it).
+    async fn announce(&self, id: &str) {
+        if self.backend != Backend::Postgres {
+            return;
+        }
+        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+        {
+            tracing::warn!(approval = %id, error = %e, "could not announce an approval decision");
+        }
+    }
+
+    #[cfg(feature = "store-postgres")]
+    async fn listen(&self) -> Option<sqlx::postgres::PgListener> {
+        if self.backend != Backend::Postgres {
+            return None;
+        }
+        let mut listener = sqlx::postgres::PgListener::connect(&self.url).await.ok()?;
+        listener.listen(CHANNEL).await.ok()?;
+        Some(listener)
+    }
+}
+
+/// `sqlite://PATH?mode=rwc` for a file path (made absolute, its directory created; `%`, `?`
+/// and `#` escaped).
+fn sqlite_url(path: &Path) -> Result<String, StoreError> {
+    if path.as_os_str().is_empty() {
+        return Err(StoreError::Backend(
+            "the store URL `sqlite:` names no file; expected `sqlite:PATH`".into(),
+        ));
+    }
+    let path = std::path::absolute(path)
+        .map_err(|e| StoreError::Backend(format!("resolving {}: {e}", path.display())))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Backend(format!("creating {}: {e}", dir.display())))?;
+    }
+    let text = path.to_str().ok_or_else(|| {
+        StoreError::Backend(format!("the store path {} is not UTF-8", path.display()))
+    })?;
+    let escaped = text
+        .replace('%', "%25")
+        .replace('?', "%3F")
+        .replace('#', "%23");
+    Ok(format!("sqlite://{escaped}?mode=rwc"))
+}
+
+fn text(row: &AnyRow, col: &str) -> Result<String, StoreError> {
+    row.try_get::<String, _>(col).map_err(|e| backend_err(&e))
+}
+
+fn opt_text(row: &AnyRow, col: &str) -> Result<Option<String>, StoreError> {
+    row.try_get::<Option<String>, _>(col)
+        .map_err(|e| backend_err(&e))
+}
+
+fn int(row: &AnyRow, col: &str) -> Result<i64, StoreError> {
+    row.try_get::<i64, _>(col).map_err(|e| backend_err(&e))
+}
+
+fn opt_int(row: &AnyRow, col: &str) -> Result<Option<i64>, StoreError> {
+    row.try_get::<Option<i64>, _>(col)
+        .map_err(|e| backend_err(&e))
+}
+
+fn json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| corrupt(what, e))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Backend(format!("encoding a record: {e}")))
+}
+
+fn seq_of(row: &AnyRow) -> Result<u32, StoreError> {
+    let seq = int(row, "seq")?;
+    u32::try_from(seq).map_err(|_| corrupt("call position", seq))
+}
+
+fn run_from(row: &AnyRow) -> Result<RunRecord, StoreError> {
+    let kind = text(row, "kind")?;
+    let status = text(row, "status")?;
+    let mut run = RunRecord::new(
+        text(row, "id")?,
+        RunKind::parse(&kind).ok_or_else(|| corrupt("run kind", &kind))?,
+        text(row, "scope")?,
+        json("run input", &text(row, "input")?)?,
+    );
+    run.status = RunStatus::parse(&status).ok_or_else(|| corrupt("run status", &status))?;
+    run.created_ms = int(row, "created_ms")?;
+    run.updated_ms = int(row, "updated_ms")?;
+    run.output = opt_text(row, "output")?
+        .map(|o| json("run output", &o))
+        .transpose()?;
+    Ok(run)
+}
+
+fn entry_from(row: &AnyRow) -> Result<JournalEntry, StoreError> {
+    let state = text(row, "state")?;
+    let risk = text(row, "risk")?;
+    let key = CallKey::new(
+        text(row, "run_id")?,
+        seq_of(row)?,
+        text(row, "tool")?,
+        text(row, "args_digest")?,
+    );
+    let mut entry = JournalEntry::new(
+        key,
+        text(row, "call_id")?,
+        CallState::parse(&state).ok_or_else(|| corrupt("call state", &state))?,
+        risk.parse::<ToolRisk>()
+            .map_err(|e| corrupt("call risk", e))?,
+        int(row, "idempotent")? != 0,
+    );
+    entry.updated_ms = int(row, "updated_ms")?;
+    entry.started_ms = opt_int(row, "started_ms")?;
+    entry.finished_ms = opt_int(row, "finished_ms")?;
+    entry.result = opt_text(row, "result")?
+        .map(|r| json::<InvocationResult>("call result", &r))
+        .transpose()?;
+    Ok(entry)
+}
+
+fn approval_from(row: &AnyRow) -> Result<StoredApproval, StoreError> {
+    let state = text(row, "state")?;
+    let request: ApprovalRequest = json("approval request", &text(row, "request")?)?;
+    let key = CallKey::new(
+        text(row, "run_id")?,
+        seq_of(row)?,
+        text(row, "tool")?,
+        text(row, "args_digest")?,
+    );
+    let mut a = StoredApproval::pending(request, key);
+    a.state = ApprovalState::parse(&state).ok_or_else(|| corrupt("approval state", &state))?;
+    a.requester = opt_text(row, "requester")?;
+    a.decided_by = opt_text(row, "decided_by")?;
+    a.reason = opt_text(row, "reason")?;
+    a.decided_ms = opt_int(row, "decided_ms")?;
+    Ok(a)
+}
+
+const UPSERT_CALL: &str = "INSERT INTO ravi_calls (run_id, seq, call_id, tool, args_digest, \
+    state, risk, idempotent, updated_ms, started_ms, finished_ms, result) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+    ON CONFLICT (run_id, seq) DO UPDATE SET call_id = excluded.call_id, tool = excluded.tool, \
+    args_digest = excluded.args_digest, state = excluded.state, risk = excluded.risk, \
+    idempotent = excluded.idempotent, updated_ms = excluded.updated_ms, \
+    started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, \
+    result = excluded.result";
+
+const APPROVAL_COLUMNS: &str = "id, run_id, seq, tool, args_digest, state, request, requester, \
+    created_ms, deadline_ms, decided_ms, decided_by, reason";
+
+/// The upsert of `entry`, ready to run on a pool or a transaction.
+fn upsert(
+    entry: &JournalEntry,
+) -> Result<sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>, StoreError> {
+    let result = entry.result.as_ref().map(to_json).transpose()?;
+    Ok(sqlx::query(UPSERT_CALL)
+        .bind(entry.key.run_id.clone())
+        .bind(i64::from(entry.key.seq))
+        .bind(entry.call_id.clone())
+        .bind(entry.key.tool.clone())
+        .bind(entry.key.args_digest.clone())
+        .bind(entry.state.as_str())
+        .bind(entry.risk.as_str())
+        .bind(i64::from(entry.idempotent))
+        .bind(now_ms())
+        .bind(entry.started_ms)
+        .bind(entry.finished_ms)
+        .bind(result))
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO ravi_runs (id, kind, status, created_ms, updated_ms, scope, input, \
+             output) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(run.id.clone())
+        .bind(run.kind.as_str())
+        .bind(run.status.as_str())
+        .bind(run.created_ms)
+        .bind(run.updated_ms)
+        .bind(run.scope.clone())
+        .bind(to_json(&run.input)?)
+        .bind(run.output.as_ref().map(to_json).transpose()?)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(())
+    }
+
+    async fn update_run(
+        &self,
+        id: &str,
+        status: RunStatus,
+        output: Option<&serde_json::Value>,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE ravi_runs SET status = $1, updated_ms = $2, output = COALESCE($3, output) \
+             WHERE id = $4",
+        )
+        .bind(status.as_str())
+        .bind(now_ms())
+        .bind(output.map(to_json).transpose()?)
+        .bind(id.to_owned())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                what: "run",
+                id: id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
+        sqlx::query("SELECT * FROM ravi_runs WHERE id = $1")
+            .bind(id.to_owned())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .as_ref()
+            .map(run_from)
+            .transpose()
+    }
+
+    async fn runs(&self, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
+        sqlx::query("SELECT * FROM ravi_runs ORDER BY created_ms DESC, id DESC LIMIT $1")
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .iter()
+            .map(run_from)
+            .collect()
+    }
+
+    async fn record_call(&self, entry: &JournalEntry) -> Result<(), StoreError> {
+        upsert(entry)?
+            .execute(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        Ok(())
+    }
+
+    async fn start_call(
+        &self,
+        entry: &JournalEntry,
+        approval_id: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| backend_err(&e))?;
+        if let Some(id) = approval_id {
+            let used = sqlx::query(
+                "UPDATE ravi_approvals SET state = 'consumed' WHERE id = $1 AND state = \
+                 'approved' AND run_id = $2 AND seq = $3 AND args_digest = $4",
+            )
+            .bind(id.to_owned())
+            .bind(entry.key.run_id.clone())
+            .bind(i64::from(entry.key.seq))
+            .bind(entry.key.args_digest.clone())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| backend_err(&e))?;
+            if used.rows_affected() != 1 {
+                tx.rollback().await.map_err(|e| backend_err(&e))?;
+                return Ok(false);
+            }
+        }
+        upsert(entry)?
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        tx.commit().await.map_err(|e| backend_err(&e))?;
+        Ok(true)
+    }
+
+    async fn calls(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        sqlx::query("SELECT * FROM ravi_calls WHERE run_id = $1 ORDER BY seq")
+            .bind(run_id.to_owned())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .iter()
+            .map(entry_from)
+            .collect()
+    }
+
+    async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO ravi_approvals (id, run_id, seq, tool, args_digest, state, request, \
+             requester, created_ms, deadline_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(approval.id().to_owned())
+        .bind(approval.key.run_id.clone())
+        .bind(i64::from(approval.key.seq))
+        .bind(approval.key.tool.clone())
+        .bind(approval.key.args_digest.clone())
+        .bind(approval.state.as_str())
+        .bind(to_json(&approval.request)?)
+        .bind(approval.requester.clone())
+        .bind(approval.request.created_at.timestamp_millis())
+        .bind(approval.deadline_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(())
+    }
+
+    async fn approval(&self, id: &str) -> Result<Option<StoredApproval>, StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {APPROVAL_COLUMNS} FROM ravi_approvals WHERE id = $1"
+        )))
+        .bind(id.to_owned())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?
+        .as_ref()
+        .map(approval_from)
+        .transpose()
+    }
+
+    async fn approval_for(&self, key: &CallKey) -> Result<Option<StoredApproval>, StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {APPROVAL_COLUMNS} FROM ravi_approvals WHERE run_id = $1 AND seq = $2 AND \
+             args_digest = $3 AND tool = $4 ORDER BY created_ms DESC, id DESC LIMIT 1"
+        )))
+        .bind(key.run_id.clone())
+        .bind(i64::from(key.seq))
+        .bind(key.args_digest.clone())
+        .bind(key.tool.clone())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?
+        .as_ref()
+        .map(approval_from)
+        .transpose()
+    }
+
+    async fn approvals(&self, all: bool) -> Result<Vec<StoredApproval>, StoreError> {
+        let filter = if all { "" } else { "WHERE state = 'pending'" };
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {APPROVAL_COLUMNS} FROM ravi_approvals {filter} ORDER BY created_ms DESC, \
+             id DESC LIMIT 1000"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?
+        .iter()
+        .map(approval_from)
+        .collect()
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &Decision,
+    ) -> Result<StoredApproval, StoreError> {
+        let now = now_ms();
+        let state = if decision.approve {
+            ApprovalState::Approved
+        } else {
+            ApprovalState::Denied
+        };
+        // One statement: of two deciders, the database lets exactly one change the row.
+        let done = sqlx::query(
+            "UPDATE ravi_approvals SET state = $1, decided_by = $2, reason = $3, decided_ms = $4 \
+             WHERE id = $5 AND state = 'pending' AND deadline_ms >= $4",
+        )
+        .bind(state.as_str())
+        .bind(decision.by.clone())
+        .bind(decision.reason.clone())
+        .bind(now)
+        .bind(id.to_owned())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        if done.rows_affected() == 1 {
+            self.announce(id).await;
+            return self
+                .approval(id)
+                .await?
+                .ok_or_else(|| StoreError::NotFound {
+                    what: "approval",
+                    id: id.to_owned(),
+                });
+        }
+        match self.approval_state(id).await? {
+            ApprovalState::Pending => {
+                // Undecided, so its deadline passed: it expires now.
+                self.expire_approval(id).await?;
+                Err(StoreError::Expired { id: id.to_owned() })
+            }
+            state => Err(StoreError::AlreadyDecided {
+                id: id.to_owned(),
+                state,
+            }),
+        }
+    }
+
+    async fn expire_approval(&self, id: &str) -> Result<ApprovalState, StoreError> {
+        let done = sqlx::query(
+            "UPDATE ravi_approvals SET state = 'expired', decided_ms = $1 WHERE id = $2 AND \
+             state = 'pending'",
+        )
+        .bind(now_ms())
+        .bind(id.to_owned())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        if done.rows_affected() == 1 {
+            self.announce(id).await;
+        }
+        self.approval_state(id).await
+    }
+
+    async fn wait_decided(&self, id: &str, limit: Duration) -> Result<ApprovalState, StoreError> {
+        let until = Instant::now() + limit;
+        #[cfg(feature = "store-postgres")]
+        let mut listener = self.listen().await;
+        loop {
+            let state = self.approval_state(id).await?;
+            let left = until.saturating_duration_since(Instant::now());
+            if state.is_decided() || left.is_zero() {
+                return Ok(state);
+            }
+            #[cfg(feature = "store-postgres")]
+            if let Some(l) = listener.as_mut() {
+                // Woken by any decision; a lost connection falls back to polling. A bounded
+                // wait still re-reads now and then, in case a notification was missed.
+                match tokio::time::timeout(left.min(Duration::from_secs(1)), l.recv()).await {
+                    Ok(Ok(_)) | Err(_) => continue,
+                    Ok(Err(_)) => listener = None,
+                }
+                continue;
+            }
+            tokio::time::sleep(left.min(POLL)).await;
+        }
+    }
+}

@@ -1,0 +1,586 @@
+//! The durable store's contracts: runs, the journal of their calls, and approvals that any
+//! process may decide.
+//!
+//! A run (a code-mode script, an agent conversation) owns a journal: one entry per call, keyed
+//! by the run and the call's position in it ([`CallKey`]), moving through [`CallState`]s from
+//! `received` to a terminal state. The invoker writes the `started` entry of a tool that is
+//! not idempotent *before* the tool runs, so after a crash a call is either finished (its
+//! result is replayed), never started (it runs), or `started` without an outcome: *in doubt*,
+//! reported and never silently run again.
+//!
+//! Approvals are records of their own ([`StoredApproval`]): bound to the run, the call's
+//! position and its exact argument digest, decided at most once by anyone with access to the
+//! store, and consumed when the call starts — so one approval authorises one execution.
+//!
+//! The kernel only defines the contract ([`Store`]); `ravi-agents` has an in-memory store and
+//! `ravi-integrations` the SQLite and PostgreSQL ones.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::approval::ApprovalRequest;
+use crate::chain::InvocationResult;
+use crate::risk::ToolRisk;
+
+/// Milliseconds since the Unix epoch, the store's clock.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Where a call sits in the journal: its run and position, with what was called. Two calls with
+/// equal keys are the same call (the idempotency key).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CallKey {
+    /// The run the call belongs to.
+    pub run_id: String,
+    /// The call's position in the run, from 0.
+    pub seq: u32,
+    /// The tool's name as called.
+    pub tool: String,
+    /// Digest of the arguments as called (see [`crate::args_digest`]).
+    pub args_digest: String,
+}
+
+impl CallKey {
+    /// The key of call `seq` of `run_id`: `tool` with arguments of digest `args_digest`.
+    pub fn new(
+        run_id: impl Into<String>,
+        seq: u32,
+        tool: impl Into<String>,
+        args_digest: impl Into<String>,
+    ) -> Self {
+        Self {
+            run_id: run_id.into(),
+            seq,
+            tool: tool.into(),
+            args_digest: args_digest.into(),
+        }
+    }
+
+    /// The idempotency key as one string: `run/seq/tool/digest`.
+    pub fn idempotency_key(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.run_id, self.seq, self.tool, self.args_digest
+        )
+    }
+}
+
+/// Where a journaled call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallState {
+    /// The call reached the invoker.
+    Received,
+    /// It waits for a decision on its approval.
+    AwaitingApproval,
+    /// Its approval was granted; it has not started.
+    Approved,
+    /// It was refused (a person, a policy or a gate said no); it never ran.
+    Denied,
+    /// Its approval expired unanswered; it never ran.
+    Expired,
+    /// The tool started. With no outcome after a crash, the call is in doubt.
+    Started,
+    /// The tool ran and succeeded.
+    Succeeded,
+    /// The call failed (before or while the tool ran).
+    Failed,
+    /// The tool started and the process ended before its outcome was recorded: it may or may
+    /// not have had its effect. Never re-run unless the tool is idempotent.
+    InDoubt,
+}
+
+impl CallState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [Self; 9] = [
+        Self::Received,
+        Self::AwaitingApproval,
+        Self::Approved,
+        Self::Denied,
+        Self::Expired,
+        Self::Started,
+        Self::Succeeded,
+        Self::Failed,
+        Self::InDoubt,
+    ];
+
+    /// The wire name, e.g. `awaiting_approval`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+            Self::Started => "started",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::InDoubt => "in_doubt",
+        }
+    }
+
+    /// The state of wire name `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// Whether the call's outcome is settled: a replay returns its recorded result.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Denied | Self::Expired | Self::Succeeded | Self::Failed | Self::InDoubt
+        )
+    }
+}
+
+impl std::fmt::Display for CallState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One call in a run's journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct JournalEntry {
+    /// Which call.
+    #[serde(flatten)]
+    pub key: CallKey,
+    /// The call's id as the caller gave it.
+    pub call_id: String,
+    /// Where it stands.
+    pub state: CallState,
+    /// The tool's risk.
+    pub risk: ToolRisk,
+    /// Whether the tool declares that running it twice has the effect of running it once.
+    pub idempotent: bool,
+    /// When the entry last changed (ms since the epoch).
+    pub updated_ms: i64,
+    /// When the tool started, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<i64>,
+    /// When the call's outcome was recorded, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<i64>,
+    /// The outcome, for a terminal entry: what a replay returns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<InvocationResult>,
+}
+
+impl JournalEntry {
+    /// An entry for `key` in `state`, stamped now.
+    pub fn new(
+        key: CallKey,
+        call_id: impl Into<String>,
+        state: CallState,
+        risk: ToolRisk,
+        idempotent: bool,
+    ) -> Self {
+        Self {
+            key,
+            call_id: call_id.into(),
+            state,
+            risk,
+            idempotent,
+            updated_ms: now_ms(),
+            started_ms: None,
+            finished_ms: None,
+            result: None,
+        }
+    }
+
+    /// Whether a crash before its outcome would leave this call in doubt: its tool is neither
+    /// idempotent nor Safe.
+    pub fn needs_durable_start(&self) -> bool {
+        !self.idempotent && self.risk != ToolRisk::Safe
+    }
+
+    /// How long the tool ran, when both ends are known.
+    pub fn duration(&self) -> Option<Duration> {
+        let (s, f) = (self.started_ms?, self.finished_ms?);
+        u64::try_from(f - s).ok().map(Duration::from_millis)
+    }
+}
+
+/// What kind of run a record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunKind {
+    /// A code-mode script (`ravi run`): resumes by replaying its journal.
+    Script,
+    /// An agent conversation (`ravi agent`): resumes from its saved state.
+    Agent,
+}
+
+impl RunKind {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Script => "script",
+            Self::Agent => "agent",
+        }
+    }
+
+    /// The kind of wire name `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Script, Self::Agent]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// A process is running it (or was, until it died: see [`RunRecord::updated_ms`]).
+    Running,
+    /// It stopped to wait for something (an approval) and can be resumed.
+    Paused,
+    /// It finished successfully.
+    Succeeded,
+    /// It finished with an error, a limit or a denial.
+    Failed,
+}
+
+impl RunStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Paused => "paused",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The status of wire name `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Running, Self::Paused, Self::Succeeded, Self::Failed]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run as the store keeps it: enough to list it, show it and resume it in another process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunRecord {
+    /// The run's id (`run_…`).
+    pub id: String,
+    /// What kind of run.
+    pub kind: RunKind,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// When it was created (ms since the epoch).
+    pub created_ms: i64,
+    /// When it last changed.
+    pub updated_ms: i64,
+    /// The blob scope its artifacts live in, so its refs resolve after a resume.
+    pub scope: String,
+    /// What resuming needs: for a script its source and file name; for an agent its saved
+    /// state.
+    pub input: serde_json::Value,
+    /// The outcome, once it finished (or paused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
+}
+
+impl RunRecord {
+    /// A new running run of `kind` whose artifacts live in `scope`.
+    pub fn new(
+        id: impl Into<String>,
+        kind: RunKind,
+        scope: impl Into<String>,
+        input: serde_json::Value,
+    ) -> Self {
+        let now = now_ms();
+        Self {
+            id: id.into(),
+            kind,
+            status: RunStatus::Running,
+            created_ms: now,
+            updated_ms: now,
+            scope: scope.into(),
+            input,
+            output: None,
+        }
+    }
+}
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ApprovalState {
+    /// Nobody decided yet.
+    Pending,
+    /// Granted; the call may start once.
+    Approved,
+    /// Refused.
+    Denied,
+    /// Its deadline passed undecided.
+    Expired,
+    /// Granted and used: the call started. It authorises nothing more.
+    Consumed,
+}
+
+impl ApprovalState {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+            Self::Consumed => "consumed",
+        }
+    }
+
+    /// The state of wire name `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Approved,
+            Self::Denied,
+            Self::Expired,
+            Self::Consumed,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+
+    /// Whether someone (or the clock) decided it.
+    pub fn is_decided(self) -> bool {
+        self != Self::Pending
+    }
+}
+
+impl std::fmt::Display for ApprovalState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A durable approval: the question ([`ApprovalRequest`]), the call it is bound to, and its
+/// decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StoredApproval {
+    /// The request as the invoker made it; its `id` is the approval's id.
+    pub request: ApprovalRequest,
+    /// The call it is bound to: a decision applies to this run, position and argument digest
+    /// only.
+    pub key: CallKey,
+    /// Who asked (a principal, once the gateway knows them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<String>,
+    /// Where it stands.
+    pub state: ApprovalState,
+    /// Who decided (a user name, `terminal`, `policy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// The reason given with the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it was decided (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_ms: Option<i64>,
+}
+
+impl StoredApproval {
+    /// A pending approval of `request`, bound to `key`.
+    pub fn pending(request: ApprovalRequest, key: CallKey) -> Self {
+        Self {
+            request,
+            key,
+            requester: None,
+            state: ApprovalState::Pending,
+            decided_by: None,
+            reason: None,
+            decided_ms: None,
+        }
+    }
+
+    /// The approval's id.
+    pub fn id(&self) -> &str {
+        &self.request.id
+    }
+
+    /// The deadline in ms since the epoch.
+    pub fn deadline_ms(&self) -> i64 {
+        self.request.deadline.timestamp_millis()
+    }
+}
+
+/// A decision someone makes on a pending approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Decision {
+    /// Approve (`true`) or deny.
+    pub approve: bool,
+    /// Who decides.
+    pub by: String,
+    /// Why, if they said.
+    pub reason: Option<String>,
+}
+
+impl Decision {
+    /// An approval by `by`.
+    pub fn approve(by: impl Into<String>) -> Self {
+        Self {
+            approve: true,
+            by: by.into(),
+            reason: None,
+        }
+    }
+
+    /// A denial by `by`.
+    pub fn deny(by: impl Into<String>) -> Self {
+        Self {
+            approve: false,
+            by: by.into(),
+            reason: None,
+        }
+    }
+
+    /// The same decision with a reason.
+    #[must_use]
+    pub fn with_reason(mut self, reason: Option<String>) -> Self {
+        self.reason = reason;
+        self
+    }
+}
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The backend could not be reached or failed (connection, I/O, SQL).
+    #[error("the store failed: {0}")]
+    Backend(String),
+    /// A stored value could not be read back (a corrupt row, a newer format).
+    #[error("the store holds a value that cannot be read: {0}")]
+    Corrupt(String),
+    /// No record of that id.
+    #[error("no {what} with id `{id}` in the store")]
+    NotFound {
+        /// What was looked for (`run`, `approval`).
+        what: &'static str,
+        /// The id asked for.
+        id: String,
+    },
+    /// The approval was already decided (or expired, or used): the decision was not recorded.
+    #[error("approval `{id}` is already {state}; nothing was changed")]
+    AlreadyDecided {
+        /// The approval.
+        id: String,
+        /// Where it stands.
+        state: ApprovalState,
+    },
+    /// The approval's deadline passed before the decision arrived.
+    #[error("approval `{id}` expired before it was decided; nothing was changed")]
+    Expired {
+        /// The approval.
+        id: String,
+    },
+    /// The run's journal records a different call at this position: the caller diverged from
+    /// the run it resumes.
+    #[error(
+        "call {seq} of run `{run_id}` diverged from its journal: the journal has `{journaled}`, \
+         this call is `{called}`"
+    )]
+    Diverged {
+        /// The run.
+        run_id: String,
+        /// The position.
+        seq: u32,
+        /// The tool and digest the journal holds.
+        journaled: String,
+        /// The tool and digest of the call made now.
+        called: String,
+    },
+}
+
+/// The durable store: runs, their call journals and approvals.
+///
+/// Implementations must make [`decide_approval`](Self::decide_approval) and
+/// [`start_call`](Self::start_call) atomic across processes: of two deciders one wins; an
+/// approval is consumed by exactly one start.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Records a new run.
+    async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+
+    /// Sets a run's status and output (and stamps it).
+    async fn update_run(
+        &self,
+        id: &str,
+        status: RunStatus,
+        output: Option<&serde_json::Value>,
+    ) -> Result<(), StoreError>;
+
+    /// The run of that id.
+    async fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// The most recent runs, newest first, at most `limit`.
+    async fn runs(&self, limit: u32) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// Writes `entry` (inserting, or replacing the entry at its key's position).
+    async fn record_call(&self, entry: &JournalEntry) -> Result<(), StoreError>;
+
+    /// Writes `entry` (state `started`) once it is durable, consuming the approval
+    /// `approval_id` in the same transaction when given. `Ok(false)` — and nothing written —
+    /// when that approval is not `approved` (already used, denied, expired): the call must not
+    /// start.
+    async fn start_call(
+        &self,
+        entry: &JournalEntry,
+        approval_id: Option<&str>,
+    ) -> Result<bool, StoreError>;
+
+    /// The journal of `run_id`, in call order.
+    async fn calls(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError>;
+
+    /// Records a new pending approval.
+    async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError>;
+
+    /// The approval of that id.
+    async fn approval(&self, id: &str) -> Result<Option<StoredApproval>, StoreError>;
+
+    /// The approval bound to `key` (its run, position and digest), if one was made.
+    async fn approval_for(&self, key: &CallKey) -> Result<Option<StoredApproval>, StoreError>;
+
+    /// Approvals, newest first: only pending ones unless `all`.
+    async fn approvals(&self, all: bool) -> Result<Vec<StoredApproval>, StoreError>;
+
+    /// Decides a pending approval; fails with [`StoreError::AlreadyDecided`] when someone else
+    /// decided first, [`StoreError::Expired`] past its deadline. Wakes whoever waits on it.
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &Decision,
+    ) -> Result<StoredApproval, StoreError>;
+
+    /// Marks a pending approval expired (its wait ended); returns where it stands afterwards
+    /// (a decision that arrived first stands).
+    async fn expire_approval(&self, id: &str) -> Result<ApprovalState, StoreError>;
+
+    /// Waits until approval `id` is decided or `limit` passes, and returns where it stands.
+    /// A backend that can be woken (PostgreSQL `LISTEN`) answers at once; one that cannot
+    /// polls at most every 50 ms.
+    async fn wait_decided(&self, id: &str, limit: Duration) -> Result<ApprovalState, StoreError>;
+}

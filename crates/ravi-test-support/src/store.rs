@@ -1,0 +1,332 @@
+//! The conformance suite every durable [`Store`] passes — the in-memory one, SQLite and
+//! PostgreSQL — so the backends cannot drift apart.
+//!
+//! [`conformance`] takes two handles to one store (for the SQL stores, two connection pools,
+//! as two processes would have) and runs every check, each on its own run ids.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ravi_kernel::{
+    ApprovalRequest, ApprovalState, CallKey, CallState, Decision, HitlMode, InvocationResult,
+    JournalEntry, RunKind, RunRecord, RunStatus, Store, StoreError, StoredApproval, ToolCall,
+    ToolRisk,
+};
+use serde_json::json;
+
+fn unique(prefix: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!(
+        "{prefix}_{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        ravi_kernel::now_ms()
+    )
+}
+
+/// A pending approval of a call to `tool` at `seq` of `run`, expiring in `ttl`.
+pub fn approval(run: &str, seq: u32, tool: &str, ttl: Duration) -> StoredApproval {
+    let call = ToolCall::new(format!("c{seq}"), tool, json!({"n": seq}));
+    let now = chrono::Utc::now();
+    let request = ApprovalRequest::new(
+        unique("apr"),
+        &call,
+        ToolRisk::High,
+        HitlMode::Blocking,
+        "test",
+        now,
+        now + chrono::Duration::from_std(ttl).unwrap(),
+    );
+    let key = CallKey::new(run, seq, tool, request.args_digest.clone());
+    StoredApproval::pending(request, key)
+}
+
+/// Every check, on store `a` and a second handle `b` to the same store.
+pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
+    runs(&*a, &*b).await;
+    journal(&*a, &*b).await;
+    approvals(&*a, &*b).await;
+    consumption(&*a).await;
+    races(&a, &b).await;
+    waking(&a, &b).await;
+}
+
+async fn runs(a: &dyn Store, b: &dyn Store) {
+    let id = unique("run");
+    let run = RunRecord::new(&id, RunKind::Script, "ses_x", json!({"source": "print(1)"}));
+    a.create_run(&run).await.unwrap();
+    assert!(
+        a.create_run(&run).await.is_err(),
+        "a run id is created once"
+    );
+    let got = b
+        .run(&id)
+        .await
+        .unwrap()
+        .expect("the run, from the other handle");
+    assert_eq!(got, run);
+    b.update_run(&id, RunStatus::Succeeded, Some(&json!({"ok": true})))
+        .await
+        .unwrap();
+    let got = a.run(&id).await.unwrap().unwrap();
+    assert_eq!(got.status, RunStatus::Succeeded);
+    assert_eq!(got.output, Some(json!({"ok": true})));
+    // Without an output, the earlier one stays.
+    a.update_run(&id, RunStatus::Failed, None).await.unwrap();
+    assert_eq!(
+        a.run(&id).await.unwrap().unwrap().output,
+        Some(json!({"ok": true}))
+    );
+    assert!(matches!(
+        a.update_run("run_missing", RunStatus::Failed, None).await,
+        Err(StoreError::NotFound { what: "run", .. })
+    ));
+    assert!(a.run("run_missing").await.unwrap().is_none());
+    // Newest first.
+    let later = RunRecord::new(unique("run"), RunKind::Agent, "ses_y", json!({}));
+    let mut later = later;
+    later.created_ms = run.created_ms + 1;
+    a.create_run(&later).await.unwrap();
+    let listed = b.runs(1000).await.unwrap();
+    let pos = |i: &str| listed.iter().position(|r| r.id == i).unwrap();
+    assert!(pos(&later.id) < pos(&id), "newest first");
+    assert_eq!(b.runs(1).await.unwrap().len(), 1);
+}
+
+async fn journal(a: &dyn Store, b: &dyn Store) {
+    let run = unique("run");
+    for seq in [2u32, 0, 1] {
+        let key = CallKey::new(&run, seq, "echo", format!("{seq:064}"));
+        let entry = JournalEntry::new(
+            key,
+            format!("c{seq}"),
+            CallState::Received,
+            ToolRisk::Safe,
+            true,
+        );
+        a.record_call(&entry).await.unwrap();
+    }
+    let calls = b.calls(&run).await.unwrap();
+    assert_eq!(
+        calls.iter().map(|c| c.key.seq).collect::<Vec<_>>(),
+        [0, 1, 2],
+        "in call order"
+    );
+    // An entry is replaced at its position, result and all.
+    let mut done = calls[1].clone();
+    done.state = CallState::Succeeded;
+    done.started_ms = Some(10);
+    done.finished_ms = Some(15);
+    done.result = Some(InvocationResult::ok("hi"));
+    b.record_call(&done).await.unwrap();
+    let calls = a.calls(&run).await.unwrap();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(calls[1].state, CallState::Succeeded);
+    assert_eq!(calls[1].result, done.result);
+    assert_eq!(calls[1].duration(), Some(Duration::from_millis(5)));
+    assert!(calls[1].idempotent);
+    assert!(a.calls(&unique("run")).await.unwrap().is_empty());
+}
+
+async fn approvals(a: &dyn Store, b: &dyn Store) {
+    let run = unique("run");
+    let first = approval(&run, 0, "deploy", Duration::from_secs(60));
+    a.create_approval(&first).await.unwrap();
+    assert!(
+        a.create_approval(&first).await.is_err(),
+        "an approval id is created once"
+    );
+    assert_eq!(b.approval(first.id()).await.unwrap(), Some(first.clone()));
+    assert_eq!(
+        b.approval_for(&first.key).await.unwrap(),
+        Some(first.clone())
+    );
+    let pending = b.approvals(false).await.unwrap();
+    assert!(pending.iter().any(|p| p.id() == first.id()));
+    // Deciding: once, by whoever comes first.
+    let decided = b
+        .decide_approval(
+            first.id(),
+            &Decision::approve("alice").with_reason(Some("ok".into())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(decided.state, ApprovalState::Approved);
+    assert_eq!(decided.decided_by.as_deref(), Some("alice"));
+    assert_eq!(decided.reason.as_deref(), Some("ok"));
+    assert!(matches!(
+        a.decide_approval(first.id(), &Decision::deny("bob")).await,
+        Err(StoreError::AlreadyDecided {
+            state: ApprovalState::Approved,
+            ..
+        })
+    ));
+    assert!(
+        !a.approvals(false)
+            .await
+            .unwrap()
+            .iter()
+            .any(|p| p.id() == first.id())
+    );
+    assert!(
+        a.approvals(true)
+            .await
+            .unwrap()
+            .iter()
+            .any(|p| p.id() == first.id())
+    );
+    // Past its deadline, a decision is refused and the approval expires.
+    let late = approval(&run, 1, "deploy", Duration::from_millis(1));
+    a.create_approval(&late).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(matches!(
+        b.decide_approval(late.id(), &Decision::approve("alice"))
+            .await,
+        Err(StoreError::Expired { .. })
+    ));
+    assert_eq!(
+        a.approval(late.id()).await.unwrap().unwrap().state,
+        ApprovalState::Expired
+    );
+    // Expiring a pending one; a decided one keeps its decision.
+    let gone = approval(&run, 2, "deploy", Duration::from_secs(60));
+    a.create_approval(&gone).await.unwrap();
+    assert_eq!(
+        b.expire_approval(gone.id()).await.unwrap(),
+        ApprovalState::Expired
+    );
+    assert_eq!(
+        b.expire_approval(first.id()).await.unwrap(),
+        ApprovalState::Approved
+    );
+    assert!(matches!(
+        a.decide_approval("apr_missing", &Decision::approve("x"))
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    // The newest approval of a call is the one that counts.
+    let again = {
+        let mut again = approval(&run, 2, "deploy", Duration::from_secs(60));
+        again.key = gone.key.clone();
+        again.request.created_at = gone.request.created_at + chrono::Duration::milliseconds(5);
+        again
+    };
+    a.create_approval(&again).await.unwrap();
+    assert_eq!(
+        b.approval_for(&gone.key).await.unwrap().unwrap().id(),
+        again.id()
+    );
+}
+
+fn started(key: &CallKey) -> JournalEntry {
+    let mut e = JournalEntry::new(key.clone(), "c", CallState::Started, ToolRisk::High, false);
+    e.started_ms = Some(ravi_kernel::now_ms());
+    e
+}
+
+async fn consumption(a: &dyn Store) {
+    let run = unique("run");
+    let ap = approval(&run, 0, "deploy", Duration::from_secs(60));
+    a.create_approval(&ap).await.unwrap();
+    // Pending: not usable, and nothing is written.
+    assert!(
+        !a.start_call(&started(&ap.key), Some(ap.id()))
+            .await
+            .unwrap()
+    );
+    assert!(a.calls(&run).await.unwrap().is_empty());
+    a.decide_approval(ap.id(), &Decision::approve("alice"))
+        .await
+        .unwrap();
+    // Bound to its call: another position or digest cannot use it.
+    let other = CallKey::new(&run, 1, "deploy", ap.key.args_digest.clone());
+    assert!(!a.start_call(&started(&other), Some(ap.id())).await.unwrap());
+    // Once.
+    assert!(
+        a.start_call(&started(&ap.key), Some(ap.id()))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        a.approval(ap.id()).await.unwrap().unwrap().state,
+        ApprovalState::Consumed
+    );
+    assert!(
+        !a.start_call(&started(&ap.key), Some(ap.id()))
+            .await
+            .unwrap()
+    );
+    let calls = a.calls(&run).await.unwrap();
+    assert_eq!((calls.len(), calls[0].state), (1, CallState::Started));
+    // Without an approval, a start is just a write.
+    let free = CallKey::new(&run, 5, "shell", "d".repeat(64));
+    assert!(a.start_call(&started(&free), None).await.unwrap());
+}
+
+async fn races(a: &Arc<dyn Store>, b: &Arc<dyn Store>) {
+    let run = unique("run");
+    for i in 0..20u32 {
+        let ap = approval(&run, i, "deploy", Duration::from_secs(60));
+        a.create_approval(&ap).await.unwrap();
+        let (x, y) = (Arc::clone(a), Arc::clone(b));
+        let (id1, id2) = (ap.id().to_owned(), ap.id().to_owned());
+        let approve =
+            tokio::spawn(async move { x.decide_approval(&id1, &Decision::approve("a")).await });
+        let deny = tokio::spawn(async move { y.decide_approval(&id2, &Decision::deny("b")).await });
+        let (r1, r2) = (approve.await.unwrap(), deny.await.unwrap());
+        assert!(
+            r1.is_ok() != r2.is_ok(),
+            "exactly one decider wins: {r1:?} / {r2:?}"
+        );
+        if r1.is_err() {
+            continue;
+        }
+        // Two starts race for one approval: exactly one runs.
+        let (x, y) = (Arc::clone(a), Arc::clone(b));
+        let (e1, e2) = (started(&ap.key), started(&ap.key));
+        let (id1, id2) = (ap.id().to_owned(), ap.id().to_owned());
+        let s1 = tokio::spawn(async move { x.start_call(&e1, Some(&id1)).await });
+        let s2 = tokio::spawn(async move { y.start_call(&e2, Some(&id2)).await });
+        let (s1, s2) = (s1.await.unwrap().unwrap(), s2.await.unwrap().unwrap());
+        assert!(s1 != s2, "exactly one start consumes the approval");
+    }
+}
+
+async fn waking(a: &Arc<dyn Store>, b: &Arc<dyn Store>) {
+    let run = unique("run");
+    let ap = approval(&run, 0, "deploy", Duration::from_secs(60));
+    a.create_approval(&ap).await.unwrap();
+    // Undecided: the wait ends at its limit, still pending.
+    let t = Instant::now();
+    let state = a
+        .wait_decided(ap.id(), Duration::from_millis(120))
+        .await
+        .unwrap();
+    assert_eq!(state, ApprovalState::Pending);
+    assert!(t.elapsed() >= Duration::from_millis(100));
+    // A decision through the other handle wakes the waiter.
+    let waiter = {
+        let a = Arc::clone(a);
+        let id = ap.id().to_owned();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            let s = a.wait_decided(&id, Duration::from_secs(20)).await.unwrap();
+            (s, t.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    b.decide_approval(ap.id(), &Decision::deny("carol"))
+        .await
+        .unwrap();
+    let (state, waited) = waiter.await.unwrap();
+    assert_eq!(state, ApprovalState::Denied);
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken promptly, after {waited:?}"
+    );
+    assert!(matches!(
+        a.wait_decided("apr_missing", Duration::from_millis(10))
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+}

@@ -21,6 +21,9 @@
 //! [hitl_timeout_secs]                 # how long to wait for that approval, by tool name
 //! shell = 10                          # (default: the tool's own, else approval_timeout_secs)
 //!
+//! [store]                             # the durable store (journal, approvals, runs)
+//! url = "sqlite:state/ravi.db"        # or "postgres://…", or "none"; default: the state dir
+//!
 //! [[mcp]]
 //! name = "fs"
 //! transport = "stdio"                 # or "http" / "sse" (legacy) with url, bearer, headers
@@ -66,6 +69,9 @@ pub struct RaviConfig {
     /// `transport = "http"` (or `"sse"`, the legacy HTTP+SSE transport) with
     /// `url`/`bearer`/`headers`; optional `risk` and `timeout_ms`.
     pub mcp: Vec<McpServerSpec>,
+    /// `[store] url`: the durable store (`sqlite:PATH`, relative to the file; `postgres://…`;
+    /// `none`).
+    pub store_url: Option<String>,
     /// Where things are in the file, so later checks can name the line.
     lines: Lines,
 }
@@ -115,6 +121,14 @@ struct FileConfig {
     hitl_timeout_secs: BTreeMap<String, Spanned<f64>>,
     #[serde(default)]
     mcp: Vec<FileMcp>,
+    #[serde(default)]
+    store: FileStore,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileStore {
+    url: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -379,7 +393,16 @@ impl RaviConfig {
             let base = path.parent().unwrap_or_else(|| Path::new("."));
             workspace = Some(base.join(ws));
         }
+        // A relative SQLite path is relative to the file, like the workspace.
+        let store_url = file.store.url.map(|u| match u.strip_prefix("sqlite:") {
+            Some(p) if !p.starts_with('/') && !p.is_empty() => {
+                let base = path.parent().unwrap_or_else(|| Path::new("."));
+                format!("sqlite:{}", base.join(p).display())
+            }
+            _ => u,
+        });
         let config = Self {
+            store_url,
             workspace,
             builtin,
             policy,

@@ -9,6 +9,7 @@ mod approval;
 mod commands;
 mod config;
 mod setup;
+mod store;
 mod table;
 mod tokens;
 
@@ -35,6 +36,12 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Run a model with tools (the ReAct loop), approving risky calls on the terminal.
     Agent(commands::agent::AgentArgs),
+    /// Decide the approvals queued in the durable store (`--approve queue`).
+    #[command(subcommand)]
+    Approvals(commands::approvals::ApprovalsCommand),
+    /// List, show and resume the runs journaled in the durable store.
+    #[command(subcommand)]
+    Runs(commands::runs::RunsCommand),
     /// Inspect skills (SKILL.md prompt packages).
     #[command(subcommand)]
     Skills(commands::skills::SkillsCommand),
@@ -73,6 +80,8 @@ fn main() {
         Command::Run(args) => commands::run::run(args),
         Command::Agent(args) => commands::agent::run(args),
         Command::Skills(cmd) => commands::skills::run(cmd),
+        Command::Approvals(cmd) => commands::approvals::run(cmd),
+        Command::Runs(cmd) => commands::runs::run(cmd),
     };
     let code = match result {
         Ok(exit) => exit as i32,

@@ -43,6 +43,10 @@ pub enum ApproveMode {
     /// Ask the MCP client's user (`ravi serve` only: elicitation, or an input round on
     /// protocol 2026-07-28); denied when the client cannot be asked.
     Elicit,
+    /// Queue the approval in the durable store and wait for a decision from any process
+    /// (`ravi approvals approve ID`), up to the approval timeout (`ravi run` and
+    /// `ravi runs resume`).
+    Queue,
 }
 
 /// The command an approval handler is for: each reads a terminal its own way.
@@ -75,6 +79,10 @@ pub fn approval_handler(
         (ApproveMode::All, _) => Arc::new(AutoApprovalHandler::approving()),
         (ApproveMode::None, _) => Arc::new(DenyAllApprovalHandler),
         (ApproveMode::Elicit, Asker::Serve { .. }) => Arc::new(ElicitationApproval::new(None)),
+        (ApproveMode::Queue, _) => anyhow::bail!(
+            "--approve queue waits on the durable store, which `ravi run` and `ravi runs \
+             resume` use; this command does not support it yet: use ask, all or none"
+        ),
         (ApproveMode::Elicit, _) => anyhow::bail!(
             "--approve elicit asks an MCP client's user and is for `ravi serve`; use ask, all \
              or none here"

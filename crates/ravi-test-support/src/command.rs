@@ -11,6 +11,11 @@ use std::time::Duration;
 
 use crate::memory::status_kib;
 
+/// The state directory the `ravi` runs of this test process share.
+pub fn state_home() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("ravi-test-state-{}", std::process::id()))
+}
+
 /// One run of the `ravi` binary (or any program), built up and then run with
 /// [`output`](Self::output).
 ///
@@ -24,10 +29,15 @@ pub struct Ravi {
 }
 
 impl Ravi {
-    /// A run of `program` with no arguments.
+    /// A run of `program` with no arguments. Its state directory (`XDG_STATE_HOME`: the
+    /// default durable store and artifacts) is one of this test process's own, under the
+    /// system's temporary directory, never the user's; [`env`](Self::env) can point it
+    /// elsewhere.
     pub fn new(program: impl AsRef<OsStr>) -> Self {
+        let mut command = Command::new(program);
+        command.env("XDG_STATE_HOME", state_home());
         Self {
-            command: Command::new(program),
+            command,
             stdin: None,
         }
     }

@@ -34,6 +34,6 @@ pub mod store;
 #[cfg(feature = "fixtures")]
 pub mod tools;
 
-pub use command::{Ravi, stderr, stdout, text};
+pub use command::{Ravi, state_home, stderr, stdout, text};
 pub use files::files_with_extension;
 pub use golden::Goldens;

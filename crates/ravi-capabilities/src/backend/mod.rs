@@ -8,6 +8,7 @@
 mod local;
 mod path;
 mod payload;
+mod reaper;
 mod shell;
 mod stream;
 

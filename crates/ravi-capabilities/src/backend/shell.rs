@@ -4,7 +4,8 @@
 //! variables, stdin from `/dev/null`, and its working directory inside the workspace. When the
 //! time limit passes (or the caller stops waiting) the whole process group is killed, so
 //! background children cannot outlive the call; after a normal exit the group is killed too, for
-//! the same reason. stdout and stderr are drained concurrently and kept up to the output cap.
+//! the same reason. If this process dies (a crash, `kill -9`) the group is killed by the reaper
+//! (`reaper.rs`). stdout and stderr are drained concurrently and kept up to the output cap.
 //!
 //! The working directory is confined; the command itself is not a filesystem sandbox (`cat
 //! /etc/passwd` works). That is why the `shell` tool is Critical and always asks for approval.
@@ -29,6 +30,7 @@ impl GroupGuard {
         if let Some(pgid) = self.0.take() {
             // ESRCH (group already gone) is the normal case after a clean exit.
             let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+            super::reaper::forget(pgid.as_raw_nonzero().get());
         }
     }
 }
@@ -178,6 +180,10 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .and_then(rustix::process::Pid::from_raw);
+    // Should this process die before the call ends, the reaper kills the group.
+    if let Some(pgid) = pgid {
+        super::reaper::watch(pgid.as_raw_nonzero().get());
+    }
     let mut guard = GroupGuard(pgid);
     let cap = limits.max_output_bytes;
     let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, cap)));

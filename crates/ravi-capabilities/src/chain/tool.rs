@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use ravi_agents::durable::RunJournal;
 use ravi_agents::invoker::{InvokerSession, ToolInvoker};
 use ravi_kernel::{
-    AnyTool, CallSource, ChainPolicy, ChainRunResult, ChainStatus, FailureReason, FunctionSpec,
-    Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry,
+    AnyTool, BlobScope, CallSource, ChainPolicy, ChainRunResult, ChainStatus, FailureReason,
+    FunctionSpec, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry,
 };
 use serde_json::{Value, json};
 
@@ -152,6 +153,33 @@ impl ToolChainTool {
         filename: &str,
         ctx: &ToolContext,
     ) -> ChainRunResult {
+        self.run_in(script, filename, ctx, None).await
+    }
+
+    /// Runs `script` as a durable run: its calls are written to `journal` — and, when the
+    /// journal already holds calls of this run (a resume in another process), replayed from
+    /// it: finished calls return their recorded results without running, a call left in doubt
+    /// is reported as such (see `ravi_agents::durable`). Its artifacts live in `scope`, the
+    /// run's own, so the refs its journal holds resolve again.
+    pub async fn run_journaled(
+        &self,
+        script: &str,
+        filename: &str,
+        ctx: &ToolContext,
+        journal: Arc<RunJournal>,
+        scope: BlobScope,
+    ) -> ChainRunResult {
+        self.run_in(script, filename, ctx, Some((journal, scope)))
+            .await
+    }
+
+    async fn run_in(
+        &self,
+        script: &str,
+        filename: &str,
+        ctx: &ToolContext,
+        durable: Option<(Arc<RunJournal>, BlobScope)>,
+    ) -> ChainRunResult {
         let started = Instant::now();
         // The invoker running this call, else the one the tool was built with.
         let Some(invoker) = ToolInvoker::from_context(ctx).or_else(|| self.invoker.clone()) else {
@@ -167,17 +195,24 @@ impl ToolChainTool {
         // Called through an invoker (a model's turn, an MCP client), the run's artifacts live
         // in the caller's scope, so the refs its results name resolve in the caller's later
         // calls; the caller then holds their pins.
-        let guard = match &ctx.artifacts {
-            Some(access) => invoker.session_guard_in(access.scope().clone()),
+        let (journal, scope) = match durable {
+            Some((journal, scope)) => (Some(journal), Some(scope)),
+            None => (None, ctx.artifacts.as_ref().map(|a| a.scope().clone())),
+        };
+        let guard = match scope {
+            Some(scope) => invoker.session_guard_in(scope),
             None => invoker.session_guard(),
         };
         // The script is held to the skills that restrict its caller: a skill that allows
         // `tool_chain` does not open every other tool to the script.
-        let session = guard
+        let mut session = guard
             .session()
             .clone()
             .with_source(CallSource::CodeMode)
             .with_skills(ctx.skills.as_deref().map(<[_]>::to_vec).unwrap_or_default());
+        if let Some(journal) = journal {
+            session = session.with_journal(journal);
+        }
         let cancel = ctx.cancellation.child();
         let bridge = Arc::new(InvokerBridge {
             invoker: invoker.clone(),

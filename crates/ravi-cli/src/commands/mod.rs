@@ -1,8 +1,10 @@
 //! One module per top-level command.
 
 pub mod agent;
+pub mod approvals;
 pub mod mcp_attach;
 pub mod run;
+pub mod runs;
 pub mod serve;
 pub mod serve_tools;
 pub mod skills;

@@ -13,13 +13,18 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use ravi_agents::blob::MemoryBlobStore;
+use ravi_agents::durable::{QueueApprovalHandler, RunJournal};
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::chain::{ToolChainTool, limits_from};
-use ravi_kernel::{ChainPolicy, ChainRunResult, ChainStatus, ToolContext};
+use ravi_kernel::{
+    ApprovalHandler, ApprovalRequest, BlobScope, BlobStore, ChainPolicy, ChainRunResult,
+    ChainStatus, RunKind, RunRecord, RunStatus, Store, ToolContext,
+};
 
 use super::mcp_attach::McpArgs;
 use crate::Exit;
 use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
+use crate::store;
 
 /// Arguments of `ravi run`.
 #[derive(Debug, Args)]
@@ -48,9 +53,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 256)]
     memory_mb: usize,
     /// Who approves calls above the policy's risk threshold: `ask` (at the terminal; the
-    /// default on one), `all`, or `none` (the default without a terminal).
+    /// default on one), `all`, `none` (the default without a terminal), or `queue` (recorded in
+    /// the store and decided from any terminal with `ravi approvals approve ID`).
     #[arg(long, value_enum)]
     approve: Option<ApproveMode>,
+    /// How long a call waits for its approval, in seconds (default: ravi.toml's
+    /// `approval_timeout_secs`, else the policy's 55). A wait longer than the call and run
+    /// limits raises them to fit it.
+    #[arg(long, value_name = "SECS")]
+    approval_timeout: Option<f64>,
+    /// The durable store the run is journaled in: `sqlite:PATH`, `postgres://…` or `none`
+    /// (default: `RAVI_STORE`, else ravi.toml's `[store] url`, else
+    /// `sqlite:$XDG_STATE_HOME/ravi/ravi.db`).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// MCP servers whose tools the script may call too (`--mcp`, `--mcp-url`).
     #[command(flatten)]
     mcp: McpArgs,
@@ -68,8 +84,73 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// A run being resumed: its record in the store.
+pub struct Resume {
+    /// The run.
+    pub record: RunRecord,
+    /// The store it lives in.
+    pub store: Arc<dyn Store>,
+}
+
+impl RunArgs {
+    /// The arguments of `ravi runs resume`: the run's recorded workspace and configuration,
+    /// the given output, approval and store options, the defaults otherwise.
+    pub fn for_resume(
+        workspace: Option<PathBuf>,
+        config: Option<PathBuf>,
+        json: bool,
+        approve: Option<ApproveMode>,
+        approval_timeout: Option<f64>,
+        store: Option<String>,
+    ) -> Self {
+        Self {
+            script: String::new(),
+            json,
+            workspace,
+            timeout: None,
+            call_timeout: None,
+            max_tool_calls: None,
+            memory_mb: 256,
+            approve,
+            approval_timeout,
+            store,
+            mcp: McpArgs::default(),
+            config,
+        }
+    }
+}
+
 /// Runs `ravi run`.
 pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
+    let from_stdin = args.script == "-";
+    let (source, filename) = if from_stdin {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading the script from standard input")?;
+        (s, "<stdin>".to_owned())
+    } else {
+        let path = PathBuf::from(&args.script);
+        let s = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading the script {}", path.display()))?;
+        let name = path
+            .file_name()
+            .map_or_else(|| args.script.clone(), |n| n.to_string_lossy().into_owned());
+        (s, name)
+    };
+    execute(runtime()?, &args, &source, &filename, from_stdin, None)
+}
+
+/// Runs a script — a new run, or `resume` — with the options of `args`, on `rt` (the runtime
+/// the resumed run's store was opened on: its connections belong to it).
+pub fn execute(
+    rt: tokio::runtime::Runtime,
+    args: &RunArgs,
+    source: &str,
+    filename: &str,
+    from_stdin: bool,
+    resume: Option<Resume>,
+) -> anyhow::Result<Exit> {
     let setup = Setup::load(args.config.as_deref(), args.workspace.clone())?;
     let from_file = &setup.config.policy;
     let defaults = ChainPolicy::default();
@@ -96,30 +177,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
             args.memory_mb
         );
     }
-    let from_stdin = args.script == "-";
-    let (source, filename) = if from_stdin {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("reading the script from standard input")?;
-        (s, "<stdin>".to_owned())
-    } else {
-        let path = PathBuf::from(&args.script);
-        let s = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading the script {}", path.display()))?;
-        let name = path
-            .file_name()
-            .map_or_else(|| args.script.clone(), |n| n.to_string_lossy().into_owned());
-        (s, name)
-    };
     // Approvals get most of a call's time; the invoker requires them to be shorter.
-    let approval_timeout = match from_file.approval_timeout_secs {
+    let mut approval_timeout = match from_file.approval_timeout_secs {
         Some(s) if args.call_timeout.is_none() => seconds("approval_timeout_secs", s)?,
         _ if args.call_timeout.is_none() && from_file.call_timeout_secs.is_none() => {
             defaults.approval_timeout()
         }
         _ => call_timeout.mul_f64(0.9),
     };
+    let (mut call_timeout, mut timeout) = (call_timeout, timeout);
+    if let Some(secs) = args.approval_timeout {
+        // A long wait (a queued approval decided later) stretches the limits around it: the
+        // call still has its own time to run once approved.
+        approval_timeout = seconds("approval-timeout", secs)?;
+        if approval_timeout >= call_timeout {
+            call_timeout += approval_timeout;
+        }
+        if args.timeout.is_none() && from_file.total_timeout_secs.is_none() {
+            timeout = timeout.max(call_timeout);
+        }
+    }
     let mut policy = ChainPolicy::builder()
         .max_tool_calls(max_tool_calls)
         .call_timeout(call_timeout)
@@ -142,16 +219,58 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
             ApproveMode::None
         },
     );
-    let approval = approval_handler(mode, Asker::Run)?;
+    // The durable store: the run's record and journal, and the files its artifacts live in.
+    let store = match (&resume, store::url(args.store.as_deref(), &setup.config)?) {
+        (Some(r), _) => Some(Arc::clone(&r.store)),
+        (None, Some(url)) => Some(rt.block_on(store::open(&url)).context(
+            "the durable store could not be opened; pass --store none to run without one",
+        )?),
+        (None, None) => None,
+    };
+    let approval: Arc<dyn ApprovalHandler> = match (mode, &store) {
+        (ApproveMode::Queue, Some(store)) => {
+            Arc::new(QueueApprovalHandler::new(Arc::clone(store)).on_queued(announce_queued))
+        }
+        (ApproveMode::Queue, None) => bail!(
+            "--approve queue records approvals in the durable store, and this run has none \
+             (--store none); choose a store or another --approve mode"
+        ),
+        (mode, _) => approval_handler(mode, Asker::Run)?,
+    };
     let builtins = setup.builtins()?;
     let specs = setup.mcp_specs(&args.mcp)?;
-    let rt = runtime()?;
+    let blobs: Arc<dyn BlobStore> = match &store {
+        Some(_) => store::blob_store()?,
+        None => Arc::new(MemoryBlobStore::new()),
+    };
+    // The run's record: a new one, or the one resumed.
+    let durable = match (&store, resume) {
+        (Some(_), Some(r)) => Some(r.record),
+        (Some(store), None) => {
+            let input = serde_json::json!({
+                "source": source,
+                "filename": filename,
+                "workspace": std::path::absolute(&setup.workspace).ok(),
+                "config": setup.config_path.as_ref().and_then(|p| std::path::absolute(p).ok()),
+            });
+            let record = RunRecord::new(
+                store::new_run_id(),
+                RunKind::Script,
+                ravi_agents::blob::new_scope_id(),
+                input,
+            );
+            rt.block_on(store.create_run(&record))
+                .context("recording the run in the store")?;
+            Some(record)
+        }
+        (None, _) => None,
+    };
     // Attached MCP servers run as child processes (or connections) for the whole run.
     let (toolbox, clients) = rt.block_on(setup.toolbox(builtins, specs))?;
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)
         .approval_handler(approval)
-        .blob_store(Arc::new(MemoryBlobStore::new()))
+        .blob_store(blobs)
         .build();
     let chain = ToolChainTool::new(invoker)
         .context("loading the code-mode sandbox")?
@@ -168,22 +287,48 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
         }
     });
     let result = rt.block_on(async {
-        let result = chain.run_named(&source, &filename, &ctx).await;
+        let result = match (&store, &durable) {
+            (Some(store), Some(record)) => {
+                let journal = RunJournal::open(Arc::clone(store), record.id.clone())
+                    .await
+                    .context("reading the run's journal")?;
+                let scope = BlobScope::root(record.scope.clone());
+                chain
+                    .run_journaled(source, filename, &ctx, journal, scope)
+                    .await
+            }
+            _ => chain.run_named(source, filename, &ctx).await,
+        };
         for client in clients {
             client.close().await;
         }
-        result
-    });
+        if let (Some(store), Some(record)) = (&store, &durable) {
+            let status = match result.status {
+                ChainStatus::Ok => RunStatus::Succeeded,
+                _ => RunStatus::Failed,
+            };
+            let output = serde_json::to_value(&result).ok();
+            if let Err(e) = store.update_run(&record.id, status, output.as_ref()).await {
+                eprintln!("ravi: warning: could not record the run's outcome: {e}");
+            }
+        }
+        anyhow::Ok(result)
+    })?;
 
     // A terminal approval prompt may still be waiting on stdin in a blocking thread; do not
     // wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
+    let run_id = durable.as_ref().map(|r| r.id.as_str());
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        let mut value = serde_json::to_value(&result)?;
+        if let (Some(id), Some(map)) = (run_id, value.as_object_mut()) {
+            map.insert("run_id".into(), id.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", result.output_text);
         let _ = std::io::stdout().flush();
-        eprint!("{}", readable_trace(&result));
+        eprint!("{}", readable_trace(&result, run_id));
     }
     Ok(match result.status {
         ChainStatus::Ok => Exit::Ok,
@@ -192,15 +337,31 @@ pub fn run(args: RunArgs) -> anyhow::Result<Exit> {
     })
 }
 
+/// Tells the person at the terminal that a call waits in the queue, and how to decide it.
+fn announce_queued(request: &ApprovalRequest) {
+    let left = (request.deadline - chrono::Utc::now()).num_seconds().max(0);
+    eprintln!(
+        "ravi: `{}` (risk {}) from {} waits for approval {} (up to {left} s); decide from any \
+         terminal: `ravi approvals approve {}` or `ravi approvals deny {}`",
+        request.tool,
+        request.risk,
+        request.origin(),
+        request.id,
+        request.id,
+        request.id
+    );
+}
+
 /// The trace as a person reads it: one line per call, then the outcome.
-fn readable_trace(r: &ChainRunResult) -> String {
+fn readable_trace(r: &ChainRunResult, run_id: Option<&str>) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "── {} in {} ms, {} tool call{} ──\n",
+        "── {} in {} ms, {} tool call{}{} ──\n",
         r.status.as_str(),
         r.duration_ms,
         r.call_trace.len(),
-        if r.call_trace.len() == 1 { "" } else { "s" }
+        if r.call_trace.len() == 1 { "" } else { "s" },
+        run_id.map(|id| format!(", run {id}")).unwrap_or_default()
     ));
     let width = r.call_trace.iter().map(|c| c.tool.len()).max().unwrap_or(0);
     for c in &r.call_trace {

@@ -3,6 +3,7 @@
 mod agent_cli;
 mod agent_code_mode;
 mod cli;
+mod durable;
 mod mcp_serve;
 mod run;
 mod tools_call;

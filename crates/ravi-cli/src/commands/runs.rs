@@ -1,0 +1,219 @@
+//! `ravi runs`: the runs the durable store holds — list them, show a run's journal, resume a
+//! script run in this process (finished calls replay their recorded results, calls in doubt
+//! are reported, the rest run).
+
+use anyhow::bail;
+use clap::Subcommand;
+use ravi_kernel::{CallState, JournalEntry, RunKind, RunRecord};
+use serde_json::json;
+
+use super::approvals::{StoreArgs, relative};
+use super::run::{Resume, RunArgs, execute};
+use crate::Exit;
+use crate::setup::{ApproveMode, runtime};
+use crate::table::Table;
+
+/// `ravi runs …`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List recent runs (newest first).
+    List {
+        /// Print JSON (one array of run records, without their inputs).
+        #[arg(long)]
+        json: bool,
+        /// How many runs.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: u32,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Show a run and every call of its journal: state, duration, risk, argument digest.
+    Show {
+        /// The run's id (`run_…`).
+        run_id: String,
+        /// Print JSON: `{"run": …, "calls": […]}`.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Resume a script run here: its journal replays, then the script goes on. Same output
+    /// and exit codes as `ravi run`.
+    Resume {
+        /// The run's id (`run_…`).
+        run_id: String,
+        /// Print the result as JSON (with `run_id`).
+        #[arg(long)]
+        json: bool,
+        /// Who approves calls that need it: ask, all, none or queue (default: ask on a
+        /// terminal, else none).
+        #[arg(long, value_enum)]
+        approve: Option<ApproveMode>,
+        /// How long a call waits for its approval, in seconds.
+        #[arg(long, value_name = "SECS")]
+        approval_timeout: Option<f64>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// Runs `ravi runs`.
+pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
+    match cmd {
+        RunsCommand::List { json, limit, store } => runtime()?.block_on(async {
+            let runs = store.open().await?.runs(limit).await?;
+            if json {
+                let list: Vec<_> = runs.iter().map(summary).collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else if runs.is_empty() {
+                println!("no runs");
+            } else {
+                let mut t = Table::new(["RUN", "KIND", "STATUS", "STARTED", "UPDATED", "NAME"]);
+                for r in &runs {
+                    t.row([
+                        &r.id,
+                        r.kind.as_str(),
+                        r.status.as_str(),
+                        &relative(r.created_ms),
+                        &relative(r.updated_ms),
+                        r.input
+                            .get("filename")
+                            .and_then(|f| f.as_str())
+                            .unwrap_or("-"),
+                    ]);
+                }
+                print!("{t}");
+            }
+            Ok(Exit::Ok)
+        }),
+        RunsCommand::Show {
+            run_id,
+            json,
+            store,
+        } => runtime()?.block_on(async {
+            let store = store.open().await?;
+            let Some(run) = store.run(&run_id).await? else {
+                bail!("no run `{run_id}` in the store (`ravi runs list` lists them)");
+            };
+            let calls = store.calls(&run_id).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"run": run, "calls": calls}))?
+                );
+            } else {
+                print!("{}", show(&run, &calls));
+            }
+            Ok(Exit::Ok)
+        }),
+        RunsCommand::Resume {
+            run_id,
+            json,
+            approve,
+            approval_timeout,
+            store,
+        } => {
+            let rt = runtime()?;
+            let (record, opened) = rt.block_on(async {
+                let opened = store.open().await?;
+                let record = opened.run(&run_id).await?;
+                anyhow::Ok((record, opened))
+            })?;
+            let Some(record) = record else {
+                bail!("no run `{run_id}` in the store (`ravi runs list` lists them)");
+            };
+            if record.kind != RunKind::Script {
+                bail!(
+                    "run `{run_id}` is an agent run; `ravi runs resume` resumes script runs \
+                     (`ravi run`)"
+                );
+            }
+            let text = |k: &str| {
+                record
+                    .input
+                    .get(k)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned)
+            };
+            let (Some(source), Some(filename)) = (text("source"), text("filename")) else {
+                bail!("run `{run_id}` has no script recorded; it cannot be resumed");
+            };
+            let args = RunArgs::for_resume(
+                text("workspace").map(Into::into),
+                text("config").map(Into::into),
+                json,
+                approve,
+                approval_timeout,
+                store.store.clone(),
+            );
+            let resume = Resume {
+                record,
+                store: opened,
+            };
+            execute(rt, &args, &source, &filename, false, Some(resume))
+        }
+    }
+}
+
+/// A run without its input (the script can be long), for listings.
+fn summary(r: &RunRecord) -> serde_json::Value {
+    json!({
+        "id": r.id,
+        "kind": r.kind,
+        "status": r.status,
+        "created_ms": r.created_ms,
+        "updated_ms": r.updated_ms,
+        "name": r.input.get("filename"),
+    })
+}
+
+fn show(run: &RunRecord, calls: &[JournalEntry]) -> String {
+    let mut s = format!(
+        "run      {}\nkind     {}\nstatus   {}\nstarted  {}\nupdated  {}\n",
+        run.id,
+        run.kind.as_str(),
+        run.status,
+        relative(run.created_ms),
+        relative(run.updated_ms)
+    );
+    if let Some(name) = run.input.get("filename").and_then(|f| f.as_str()) {
+        s.push_str(&format!("script   {name}\n"));
+    }
+    if calls.is_empty() {
+        s.push_str("no calls journaled\n");
+        return s;
+    }
+    let mut t = Table::new(["#", "TOOL", "STATE", "DURATION", "RISK", "DIGEST"]);
+    for c in calls {
+        let duration = c
+            .duration()
+            .map_or_else(|| "-".into(), |d| format!("{} ms", d.as_millis()));
+        let digest = c.key.args_digest.trim_start_matches("sha256:");
+        t.row([
+            &c.key.seq.to_string(),
+            &c.key.tool,
+            c.state.as_str(),
+            &duration,
+            c.risk.as_str(),
+            digest.get(..12).unwrap_or(digest),
+        ]);
+    }
+    s.push_str(&t.to_string());
+    for c in calls
+        .iter()
+        .filter(|c| c.state == CallState::InDoubt || c.state == CallState::Started)
+    {
+        s.push_str(&format!(
+            "call {} (`{}`) {}: it started and its outcome was never recorded; check whether \
+             its effect happened before running it again\n",
+            c.key.seq,
+            c.key.tool,
+            if c.state == CallState::InDoubt {
+                "is in doubt"
+            } else {
+                "may be in doubt"
+            }
+        ));
+    }
+    s
+}

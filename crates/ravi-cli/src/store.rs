@@ -1,0 +1,89 @@
+//! The durable store every command that runs tools shares: which one (`--store URL`, else
+//! `RAVI_STORE`, else `[store] url` in ravi.toml, else the SQLite file under the state
+//! directory), and the blob store its journaled results' artifacts live in.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use ravi_agents::blob::FsBlobStore;
+use ravi_kernel::{BlobStore, Store};
+
+use crate::config::RaviConfig;
+
+/// The environment variable naming the store when `--store` is not given.
+pub const ENV: &str = "RAVI_STORE";
+
+/// `$XDG_STATE_HOME/ravi`, else `~/.local/state/ravi`: where the default store and its
+/// artifacts live (outside any workspace, so a script cannot reach them).
+pub fn state_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        if dir.is_absolute() {
+            return Ok(dir.join("ravi"));
+        }
+    }
+    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+        bail!(
+            "cannot find the state directory: neither XDG_STATE_HOME nor HOME is set; pass \
+             --store URL (or --store none)"
+        );
+    };
+    Ok(PathBuf::from(home).join(".local/state/ravi"))
+}
+
+/// Which store to use: `None` for `none`.
+pub fn url(flag: Option<&str>, config: &RaviConfig) -> anyhow::Result<Option<String>> {
+    let env = std::env::var(ENV).ok().filter(|v| !v.trim().is_empty());
+    let chosen = match (flag, env, &config.store_url) {
+        (Some(f), _, _) => f.to_owned(),
+        (None, Some(e), _) => e,
+        (None, None, Some(c)) => c.clone(),
+        (None, None, None) => {
+            let path = state_dir()?.join("ravi.db");
+            format!("sqlite:{}", path.display())
+        }
+    };
+    let chosen = chosen.trim().to_owned();
+    if chosen == "none" {
+        return Ok(None);
+    }
+    if !(chosen.starts_with("sqlite:")
+        || chosen.starts_with("postgres://")
+        || chosen.starts_with("postgresql://"))
+    {
+        bail!("--store `{chosen}`: expected `sqlite:PATH`, `postgres://USER@HOST/DB` or `none`");
+    }
+    Ok(Some(chosen))
+}
+
+/// Opens the store at `url` (creating and migrating it as needed).
+pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+    {
+        let store = ravi_integrations::store::SqlStore::open(url)
+            .await
+            .with_context(|| format!("opening the store {url}"))?;
+        Ok(Arc::new(store))
+    }
+    #[cfg(not(any(feature = "store-sqlite", feature = "store-postgres")))]
+    {
+        bail!("this ravi was built without a store backend; cannot open {url} (use --store none)")
+    }
+}
+
+/// The blob store of a durable run: files under the state directory, so the refs its journal
+/// names resolve after a restart.
+pub fn blob_store() -> anyhow::Result<Arc<dyn BlobStore>> {
+    let dir = state_dir()?.join("artifacts");
+    let store = FsBlobStore::open(&dir)
+        .with_context(|| format!("opening the artifact store {}", dir.display()))?;
+    Ok(Arc::new(store))
+}
+
+/// A fresh run id: `run_` and 16 random hex digits.
+pub fn new_run_id() -> String {
+    let scope = ravi_agents::blob::new_scope_id();
+    let hex = scope.trim_start_matches("ses_");
+    format!("run_{}", hex.get(..16).unwrap_or(hex))
+}

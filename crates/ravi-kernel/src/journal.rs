@@ -542,6 +542,16 @@ pub trait Store: Send + Sync {
     /// Writes `entry` (inserting, or replacing the entry at its key's position).
     async fn record_call(&self, entry: &JournalEntry) -> Result<(), StoreError>;
 
+    /// Writes several entries at once (a batch of outcomes that need not be durable one by
+    /// one: Safe and idempotent calls). The default writes them one by one; a SQL store uses
+    /// one transaction.
+    async fn record_calls(&self, entries: &[JournalEntry]) -> Result<(), StoreError> {
+        for e in entries {
+            self.record_call(e).await?;
+        }
+        Ok(())
+    }
+
     /// Writes `entry` (state `started`) once it is durable, consuming the approval
     /// `approval_id` in the same transaction when given. `Ok(false)` — and nothing written —
     /// when that approval is not `approved` (already used, denied, expired): the call must not

@@ -126,6 +126,31 @@ async fn journal(a: &dyn Store, b: &dyn Store) {
     assert_eq!(calls[1].duration(), Some(Duration::from_millis(5)));
     assert!(calls[1].idempotent);
     assert!(a.calls(&unique("run")).await.unwrap().is_empty());
+    // A batch: one write for many entries; a position given twice keeps its last entry.
+    let batch_run = unique("run");
+    let mut batch: Vec<JournalEntry> = (0..300u32)
+        .map(|seq| {
+            let key = CallKey::new(&batch_run, seq, "read", format!("{seq:064}"));
+            let mut e = JournalEntry::new(
+                key,
+                format!("c{seq}"),
+                CallState::Succeeded,
+                ToolRisk::Safe,
+                false,
+            );
+            e.result = Some(InvocationResult::ok(format!("r{seq}")));
+            e
+        })
+        .collect();
+    let mut again = batch[7].clone();
+    again.result = Some(InvocationResult::ok("last"));
+    batch.push(again);
+    a.record_calls(&batch).await.unwrap();
+    let calls = b.calls(&batch_run).await.unwrap();
+    assert_eq!(calls.len(), 300);
+    assert_eq!(calls[7].result, Some(InvocationResult::ok("last")));
+    assert_eq!(calls[299].result, Some(InvocationResult::ok("r299")));
+    a.record_calls(&[]).await.unwrap();
 }
 
 async fn approvals(a: &dyn Store, b: &dyn Store) {

@@ -29,6 +29,8 @@
 //! let session = invoker.open_session().with_journal(journal);
 //! let out = invoker.invoke(&session, ToolCall::new("c1", "now", json!({})), &ToolContext::default()).await;
 //! assert_eq!(out.status, InvocationStatus::Ok);
+//! // A Safe call's outcome is written in the background; `flush` waits for it.
+//! session.journal().unwrap().flush().await;
 //! let calls = store.calls("run_1").await.unwrap();
 //! assert_eq!((calls.len(), calls[0].state), (1, CallState::Succeeded));
 //! # });
@@ -47,6 +49,7 @@ use ravi_kernel::{
     ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalState, JournalEntry, Store,
     StoreError,
 };
+use tokio::sync::{mpsc, oneshot};
 
 pub use memory::MemoryStore;
 
@@ -58,6 +61,50 @@ pub struct RunJournal {
     /// The entries recorded before this journal was opened, by position.
     pub(crate) recorded: Vec<Option<JournalEntry>>,
     next: AtomicU32,
+    /// The background writer of outcomes that need not be durable one by one.
+    writer: Option<mpsc::UnboundedSender<Write>>,
+}
+
+/// What the background writer is asked to do.
+enum Write {
+    /// Record this outcome with the next batch.
+    Entry(Box<JournalEntry>),
+    /// Answer once everything sent before is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The most entries one batch writes.
+const BATCH: usize = 256;
+
+/// Writes batches of entries in the background, in the order they were sent, until the
+/// journal is dropped (then it writes what is left and stops).
+async fn write_batches(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Write>) {
+    let mut batch: Vec<JournalEntry> = Vec::new();
+    let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(w) = next.take() {
+            match w {
+                Write::Entry(e) => batch.push(*e),
+                Write::Flush(done) => waiting.push(done),
+            }
+            if batch.len() < BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            if let Err(e) = store.record_calls(&batch).await {
+                tracing::warn!(
+                    error = %e, entries = batch.len(),
+                    "could not journal a batch of outcomes; a resume runs those calls again"
+                );
+            }
+            batch.clear();
+        }
+        for done in waiting.drain(..) {
+            let _ = done.send(());
+        }
+    }
 }
 
 impl std::fmt::Debug for RunJournal {
@@ -87,12 +134,49 @@ impl RunJournal {
                 *slot = Some(entry);
             }
         }
+        // Outside a runtime (nothing to run the writer on) every outcome is written in place.
+        let writer = tokio::runtime::Handle::try_current().ok().map(|handle| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            handle.spawn(write_batches(Arc::clone(&store), rx));
+            tx
+        });
         Ok(Arc::new(Self {
             store,
             run_id,
             recorded,
             next: AtomicU32::new(0),
+            writer,
         }))
+    }
+
+    /// Waits until every outcome handed to the background writer is written: call it before
+    /// reporting a run finished.
+    pub async fn flush(&self) {
+        let Some(writer) = &self.writer else {
+            return;
+        };
+        let (tx, rx) = oneshot::channel();
+        if writer.send(Write::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Records the outcome of a call that needs no durable write of its own (Safe or
+    /// idempotent, never started under a stored approval): it goes with the next batch. A
+    /// crash may lose it, and then the call simply runs again on resume, which such a call
+    /// allows.
+    pub(crate) async fn record_later(&self, entry: JournalEntry) {
+        let entry = match &self.writer {
+            Some(writer) => match writer.send(Write::Entry(Box::new(entry))) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(Write::Entry(e))) => *e,
+                Err(_) => return,
+            },
+            None => entry,
+        };
+        if let Err(e) = self.store.record_call(&entry).await {
+            tracing::warn!(error = %e, "could not journal a call's outcome");
+        }
     }
 
     /// The run this journal belongs to.

@@ -307,6 +307,8 @@ mod stored {
         wait: &mut Duration,
     ) -> Result<Option<ApprovalResolution>, Stop> {
         let store = j.journal.store.clone();
+        // The approval (and the call's `awaiting_approval` entry) is durable from here on.
+        j.durable = true;
         let earlier = store.approval_for(&j.key).await.map_err(|e| failed(&e))?;
         if let Some(a) = earlier {
             match a.state {

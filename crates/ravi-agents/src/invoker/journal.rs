@@ -29,6 +29,9 @@ pub(crate) struct Journaled {
     pub(super) expired: bool,
     /// When the tool started (ms since the epoch), once it did.
     started_ms: Option<i64>,
+    /// Something durable was written for this call (its start, its approval, an earlier
+    /// process's record): its outcome is written durably too.
+    pub(super) durable: bool,
     /// Nothing is to be written: the outcome came from the journal, or the call is not the
     /// one the journal holds at its position.
     settled: bool,
@@ -58,11 +61,13 @@ pub(super) fn begin(
         approval_id: None,
         expired: false,
         started_ms: None,
+        durable: false,
         settled: false,
     }));
     let Some(entry) = journal.recorded(seq) else {
         return Ok(None);
     };
+    this.durable = true;
     if entry.key.tool != this.key.tool || entry.key.args_digest != this.key.args_digest {
         this.settled = true;
         return Err(Stop::new(
@@ -118,7 +123,10 @@ pub(super) async fn start(j: &mut Journaled, tool: &str) -> Result<(), Stop> {
         .start_call(&entry, j.approval_id.as_deref())
         .await
     {
-        Ok(true) => Ok(()),
+        Ok(true) => {
+            j.durable = true;
+            Ok(())
+        }
         Ok(false) => {
             j.started_ms = None;
             Err(Stop::new(
@@ -169,6 +177,12 @@ pub(super) async fn finish(j: &Journaled, result: &InvocationResult) {
     entry.started_ms = j.started_ms;
     entry.finished_ms = Some(now_ms());
     entry.result = Some(result.clone());
+    // Nothing durable was written for this call yet (no start record, no approval): its
+    // outcome may go with the next batch.
+    if !j.durable {
+        j.journal.record_later(entry).await;
+        return;
+    }
     if let Err(e) = j.journal.store.record_call(&entry).await {
         tracing::warn!(
             run = %j.key.run_id, seq = j.key.seq, tool = %j.key.tool, error = %e,

@@ -103,18 +103,25 @@ impl Fixture {
     }
 }
 
+/// One call, its outcome journaled before it returns (outcomes of Safe calls are otherwise
+/// written in the background).
 async fn call(
     inv: &ToolInvoker,
     s: &InvokerSession,
     tool: &str,
     n: i64,
 ) -> ravi_agents::kernel::InvocationResult {
-    inv.invoke(
-        s,
-        ToolCall::new(format!("c{n}"), tool, json!({"n": n})),
-        &ToolContext::default(),
-    )
-    .await
+    let r = inv
+        .invoke(
+            s,
+            ToolCall::new(format!("c{n}"), tool, json!({"n": n})),
+            &ToolContext::default(),
+        )
+        .await;
+    if let Some(j) = s.journal() {
+        j.flush().await;
+    }
+    r
 }
 
 #[tokio::test]

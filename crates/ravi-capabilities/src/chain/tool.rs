@@ -235,6 +235,10 @@ impl ToolChainTool {
         // Stop anything the script left running before reading the trace. A call the run was
         // stopped in the middle of is already in it: dropping the call recorded it.
         cancel.cancel();
+        // The run's outcomes are all journaled before it reports.
+        if let Some(journal) = session.journal() {
+            journal.flush().await;
+        }
         let call_trace = session.trace();
         if let Some(access) = &ctx.artifacts {
             for r in session.detach_pins() {

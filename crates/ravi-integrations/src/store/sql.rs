@@ -308,24 +308,37 @@ fn approval_from(row: &AnyRow) -> Result<StoredApproval, StoreError> {
     Ok(a)
 }
 
-const UPSERT_CALL: &str = "INSERT INTO ravi_calls (run_id, seq, call_id, tool, args_digest, \
-    state, risk, idempotent, updated_ms, started_ms, finished_ms, result) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-    ON CONFLICT (run_id, seq) DO UPDATE SET call_id = excluded.call_id, tool = excluded.tool, \
-    args_digest = excluded.args_digest, state = excluded.state, risk = excluded.risk, \
-    idempotent = excluded.idempotent, updated_ms = excluded.updated_ms, \
+/// The journal upsert, in two halves around its `VALUES` rows (one row, or a batch's).
+const UPSERT_HEAD: &str = "INSERT INTO ravi_calls (run_id, seq, call_id, tool, args_digest, \
+    state, risk, idempotent, updated_ms, started_ms, finished_ms, result) VALUES ";
+const UPSERT_TAIL: &str = " ON CONFLICT (run_id, seq) DO UPDATE SET call_id = excluded.call_id, \
+    tool = excluded.tool, args_digest = excluded.args_digest, state = excluded.state, \
+    risk = excluded.risk, idempotent = excluded.idempotent, updated_ms = excluded.updated_ms, \
     started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, \
     result = excluded.result";
 
-const APPROVAL_COLUMNS: &str = "id, run_id, seq, tool, args_digest, state, request, requester, \
-    created_ms, deadline_ms, decided_ms, decided_by, reason";
+/// The upsert of `rows` entries: one round trip whatever their number.
+fn upsert_sql(rows: usize) -> String {
+    let mut sql = String::from(UPSERT_HEAD);
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        let params: Vec<String> = (1..=12).map(|k| format!("${}", i * 12 + k)).collect();
+        sql.push('(');
+        sql.push_str(&params.join(", "));
+        sql.push(')');
+    }
+    sql.push_str(UPSERT_TAIL);
+    sql
+}
 
-/// The upsert of `entry`, ready to run on a pool or a transaction.
-fn upsert(
-    entry: &JournalEntry,
-) -> Result<sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>, StoreError> {
+type AnyQuery = sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>;
+
+/// Binds `entry`'s 12 columns, in `UPSERT_HEAD`'s order.
+fn bind_entry(query: AnyQuery, entry: &JournalEntry) -> Result<AnyQuery, StoreError> {
     let result = entry.result.as_ref().map(to_json).transpose()?;
-    Ok(sqlx::query(UPSERT_CALL)
+    Ok(query
         .bind(entry.key.run_id.clone())
         .bind(i64::from(entry.key.seq))
         .bind(entry.call_id.clone())
@@ -338,6 +351,16 @@ fn upsert(
         .bind(entry.started_ms)
         .bind(entry.finished_ms)
         .bind(result))
+}
+
+const APPROVAL_COLUMNS: &str = "id, run_id, seq, tool, args_digest, state, request, requester, \
+    created_ms, deadline_ms, decided_ms, decided_by, reason";
+
+/// The upsert of `entry`, ready to run on a pool or a transaction.
+fn upsert(entry: &JournalEntry) -> Result<AnyQuery, StoreError> {
+    static ONE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let sql = ONE.get_or_init(|| upsert_sql(1)).clone();
+    bind_entry(sqlx::query(sqlx::AssertSqlSafe(sql)), entry)
 }
 
 #[async_trait]
@@ -417,13 +440,63 @@ impl Store for SqlStore {
         Ok(())
     }
 
+    async fn record_calls(&self, entries: &[JournalEntry]) -> Result<(), StoreError> {
+        match entries {
+            [] => return Ok(()),
+            [one] => return self.record_call(one).await,
+            _ => {}
+        }
+        if self.backend == Backend::Sqlite {
+            // In process, a prepared one-row statement per entry in one transaction is
+            // cheapest (a multi-row statement of each new size is parsed afresh).
+            let mut tx = self.pool.begin().await.map_err(|e| backend_err(&e))?;
+            for entry in entries {
+                upsert(entry)?
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| backend_err(&e))?;
+            }
+            tx.commit().await.map_err(|e| backend_err(&e))?;
+            return Ok(());
+        }
+        // Over the network, one multi-row statement: one round trip per batch. A position given twice
+        // keeps its last entry (one statement may not change a row twice).
+        let mut last: Vec<&JournalEntry> = Vec::with_capacity(entries.len());
+        for e in entries {
+            if let Some(i) = last
+                .iter()
+                .position(|l| l.key.run_id == e.key.run_id && l.key.seq == e.key.seq)
+            {
+                last.remove(i);
+            }
+            last.push(e);
+        }
+        // Chunks keep a statement well under both databases' parameter limits.
+        for chunk in last.chunks(1000) {
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(upsert_sql(chunk.len())));
+            for entry in chunk {
+                query = bind_entry(query, entry)?;
+            }
+            query
+                .execute(&self.pool)
+                .await
+                .map_err(|e| backend_err(&e))?;
+        }
+        Ok(())
+    }
+
     async fn start_call(
         &self,
         entry: &JournalEntry,
         approval_id: Option<&str>,
     ) -> Result<bool, StoreError> {
+        let Some(id) = approval_id else {
+            // Nothing to consume: one statement, durable when it returns.
+            self.record_call(entry).await?;
+            return Ok(true);
+        };
         let mut tx = self.pool.begin().await.map_err(|e| backend_err(&e))?;
-        if let Some(id) = approval_id {
+        {
             let used = sqlx::query(
                 "UPDATE ravi_approvals SET state = 'consumed' WHERE id = $1 AND state = \
                  'approved' AND run_id = $2 AND seq = $3 AND args_digest = $4",

@@ -21,6 +21,8 @@ use serde_json::Value;
 struct BenchTarget {
     package: String,
     target: String,
+    /// The features the target requires (`required-features`), turned on to run it.
+    features: Vec<String>,
 }
 
 fn bench_targets() -> anyhow::Result<Vec<BenchTarget>> {
@@ -51,9 +53,16 @@ fn bench_targets() -> anyhow::Result<Vec<BenchTarget>> {
                 .as_array()
                 .is_some_and(|k| k.iter().any(|k| k == "bench"));
             if is_bench {
+                let features = t["required-features"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f.as_str().map(str::to_owned))
+                    .collect();
                 targets.push(BenchTarget {
                     package: package.clone(),
                     target: t["name"].as_str().unwrap_or_default().to_owned(),
+                    features,
                 });
             }
         }
@@ -90,19 +99,19 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         _ => targets.iter().collect(),
     };
     let root = crate::util::workspace_root()?;
+    if selected.iter().any(|t| t.target == "store") {
+        // The store benchmark's PostgreSQL figures and its LangGraph peer.
+        crate::services::postgres()?;
+        crate::services::langgraph();
+    }
     let mut figures = Vec::new();
     for t in selected {
         let mut cmd = Command::new("cargo");
-        cmd.args([
-            "bench",
-            "--quiet",
-            "-p",
-            &t.package,
-            "--bench",
-            &t.target,
-            "--",
-            "--ravi-figures",
-        ]);
+        cmd.args(["bench", "--quiet", "-p", &t.package, "--bench", &t.target]);
+        if !t.features.is_empty() {
+            cmd.args(["--features", &t.features.join(",")]);
+        }
+        cmd.args(["--", "--ravi-figures"]);
         if quick {
             cmd.arg("--quick");
         }

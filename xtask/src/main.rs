@@ -17,6 +17,7 @@ mod bench;
 mod conformance;
 mod fuzz;
 mod layers;
+mod services;
 mod util;
 
 use std::path::PathBuf;
@@ -56,6 +57,7 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
         },
         "conformance" => conformance::run(rest),
         "fuzz" => fuzz::run(rest),
+        "crash" => crash(rest),
         "help" | "--help" | "-h" => {
             print_usage();
             Ok(())
@@ -78,7 +80,8 @@ fn print_usage() {
          bench [NAME] [--json] [--quick] run benchmarks next to their peers\n  \
          mcp-setup                      install the MCP conformance suite and test peers\n  \
          conformance                    run the MCP conformance suite (server and client)\n  \
-         fuzz [TARGET] [--secs N]       run the fuzz targets (nightly, cargo-fuzz), 60 s each by default"
+         fuzz [TARGET] [--secs N]       run the fuzz targets (nightly, cargo-fuzz), 60 s each by default\n  \
+         crash [--runs N]               the crash suite's long form: N scenarios per crash point (200)"
     );
 }
 
@@ -246,6 +249,36 @@ fn mcp_harness_outcome(
     Ok(Some(problem))
 }
 
+/// `cargo xtask crash [--runs N]`: the crash suite (random scripts, `ravi` killed at every
+/// crash point, resumed, invariants checked) on SQLite and PostgreSQL with `N` scenarios per
+/// point; `cargo xtask test` runs its short form (2 per point).
+fn crash(args: &[String]) -> anyhow::Result<()> {
+    let runs = match args {
+        [] => "200".to_owned(),
+        [flag, n] if flag == "--runs" && n.parse::<u32>().is_ok_and(|n| n > 0) => n.clone(),
+        _ => bail!(
+            "usage: cargo xtask crash [--runs N] (N a positive number of scenarios per crash point)"
+        ),
+    };
+    services::postgres()?;
+    util::run_env(
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "ravi-cli",
+            "--test",
+            "all",
+            "crash_suite",
+            "--",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ],
+        &[("RAVI_CRASH_RUNS", runs.as_str())],
+    )
+}
+
 /// How long `cargo xtask test` runs each fuzz target.
 const FUZZ_SMOKE_SECS: u64 = 20;
 
@@ -263,6 +296,8 @@ fn test() -> anyhow::Result<()> {
         Ok(())
     })?;
     let harness = mcp_skip.is_none();
+    // The store tests start a PostgreSQL cluster of their own; its programs must be there.
+    util::step("services", services::postgres)?;
     util::step("tests", || {
         let flag = if harness { "1" } else { "0" };
         util::run_env(

@@ -1,5 +1,6 @@
-//! Operator overrides: a tool's risk and approval mode set by configuration (`ravi.toml`'s
-//! `[risk]`, `[hitl]` and `[hitl_timeout_secs]` tables), whatever the tool itself declares.
+//! Operator overrides: a tool's risk, approval mode and idempotence set by configuration
+//! (`ravi.toml`'s `[risk]`, `[hitl]`, `[hitl_timeout_secs]` and `[idempotent]` tables), whatever
+//! the tool itself declares.
 //!
 //! An override wraps the tool; everything but the overridden answers is the tool's own, so
 //! schemas, examples, artifact streaming and execution are unchanged.
@@ -36,6 +37,9 @@ pub struct ToolOverride {
     pub hitl: Option<HitlMode>,
     /// How long to wait for an approval instead of the tool's own wait (or the policy's).
     pub hitl_timeout: Option<Duration>,
+    /// Whether running the tool twice has the effect of running it once, instead of what the
+    /// tool declares (`[idempotent]`: an operator who knows how a tool is used here).
+    pub idempotent: Option<bool>,
 }
 
 impl ToolOverride {
@@ -69,6 +73,13 @@ impl ToolOverride {
         self
     }
 
+    /// Also overrides whether the tool is idempotent.
+    #[must_use]
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = Some(idempotent);
+        self
+    }
+
     /// Also overrides the risk.
     #[must_use]
     pub fn with_risk(mut self, risk: ToolRisk) -> Self {
@@ -87,7 +98,10 @@ pub fn apply_overrides(map: &BTreeMap<String, ToolOverride>, tools: Vec<AnyTool>
         .into_iter()
         .map(|t| match (&t, map.get(t.name())) {
             (AnyTool::Function(inner), Some(o))
-                if o.risk.is_some() || o.hitl.is_some() || o.hitl_timeout.is_some() =>
+                if o.risk.is_some()
+                    || o.hitl.is_some()
+                    || o.hitl_timeout.is_some()
+                    || o.idempotent.is_some() =>
             {
                 AnyTool::Function(Arc::new(Overridden {
                     inner: Arc::clone(inner),
@@ -137,7 +151,9 @@ impl Tool for Overridden {
         self.inner.timeout()
     }
     fn idempotent(&self) -> bool {
-        self.inner.idempotent()
+        self.over
+            .idempotent
+            .unwrap_or_else(|| self.inner.idempotent())
     }
     fn refuses(&self, source: ravi_kernel::CallSource) -> Option<String> {
         self.inner.refuses(source)

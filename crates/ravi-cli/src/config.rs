@@ -21,6 +21,9 @@
 //! [hitl_timeout_secs]                 # how long to wait for that approval, by tool name
 //! shell = 10                          # (default: the tool's own, else approval_timeout_secs)
 //!
+//! [idempotent]                        # running twice = running once, by tool name: a call a
+//! write_file = true                   # crash interrupted runs again on resume, not in doubt
+//!
 //! [store]                             # the durable store (journal, approvals, runs)
 //! url = "sqlite:state/ravi.db"        # or "postgres://…", or "none"; default: the state dir
 //!
@@ -65,6 +68,9 @@ pub struct RaviConfig {
     pub hitl: BTreeMap<String, HitlMode>,
     /// Approval waits by tool name, in seconds.
     pub hitl_timeout_secs: BTreeMap<String, f64>,
+    /// Idempotence by tool name (a crash-interrupted call of an idempotent tool is run again
+    /// on resume instead of being reported in doubt).
+    pub idempotent: BTreeMap<String, bool>,
     /// Upstream MCP servers: `name`, `transport = "stdio"` with `command`/`args`/`env`, or
     /// `transport = "http"` (or `"sse"`, the legacy HTTP+SSE transport) with
     /// `url`/`bearer`/`headers`; optional `risk` and `timeout_ms`.
@@ -119,6 +125,8 @@ struct FileConfig {
     hitl: BTreeMap<String, HitlMode>,
     #[serde(default)]
     hitl_timeout_secs: BTreeMap<String, Spanned<f64>>,
+    #[serde(default)]
+    idempotent: BTreeMap<String, bool>,
     #[serde(default)]
     mcp: Vec<FileMcp>,
     #[serde(default)]
@@ -409,6 +417,7 @@ impl RaviConfig {
             risk: file.risk,
             hitl: file.hitl,
             hitl_timeout_secs,
+            idempotent: file.idempotent,
             mcp,
             lines: Lines {
                 call_timeout_secs: lines_policy.0,
@@ -522,6 +531,9 @@ impl RaviConfig {
         for (name, secs) in &self.hitl_timeout_secs {
             map.entry(name.clone()).or_default().hitl_timeout =
                 Some(std::time::Duration::from_secs_f64(*secs));
+        }
+        for (name, idempotent) in &self.idempotent {
+            map.entry(name.clone()).or_default().idempotent = Some(*idempotent);
         }
         map
     }
@@ -735,6 +747,23 @@ args = ["-y", "server"]
         let tools = c.apply_risk(vec![ravi_capabilities::tools::Calculator.into_any()]);
         let t = tools[0].as_function().unwrap();
         assert_eq!(t.hitl_timeout(), Some(Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn idempotence_and_the_store_come_from_the_file() {
+        use ravi_agents::TypedTool as _;
+        let (d, path) =
+            write("[idempotent]\ncalculator = true\n[store]\nurl = \"sqlite:st/r.db\"\n");
+        let c = RaviConfig::load(&path).unwrap();
+        let tools = c.apply_risk(vec![ravi_capabilities::tools::Calculator.into_any()]);
+        assert!(tools[0].as_function().unwrap().idempotent());
+        let want = format!("sqlite:{}", d.path().join("st/r.db").display());
+        assert_eq!(c.store_url.as_deref(), Some(want.as_str()));
+        let err = format!(
+            "{:#}",
+            RaviConfig::load(&write("[store]\nurll = 1\n").1).unwrap_err()
+        );
+        assert!(err.contains("unknown field `urll`"), "{err}");
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub enum Exit {
 
 fn main() {
     let cli = Cli::parse();
+    // The crash tests' build arms crash points from FAILPOINTS; every other build ignores it.
+    ravi_agents::durable::arm_crash_points();
     let result = match cli.command {
         Command::Version => {
             // Every Ravi crate takes `version.workspace`, so the CLI's version is theirs too.

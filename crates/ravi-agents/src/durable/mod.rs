@@ -53,6 +53,28 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use memory::MemoryStore;
 
+/// Reads the crash points to arm from `FAILPOINTS` (`call.after_start=2*off->return` aborts
+/// the process the third time a call passes that point). A no-op unless built with the
+/// `failpoints` feature, as only the crash tests' build is. Call once at start-up.
+pub fn arm_crash_points() {
+    #[cfg(feature = "failpoints")]
+    std::mem::forget(fail::FailScenario::setup());
+}
+
+/// A crash point: with the `failpoints` feature and `name` armed, the process aborts here —
+/// no destructor, flush or background write runs, which is what `kill -9` leaves — after
+/// telling stderr which point it was. Compiled to nothing otherwise.
+macro_rules! crash_point {
+    ($name:expr) => {
+        #[cfg(feature = "failpoints")]
+        if fail::eval($name, |_| ()).is_some() {
+            eprintln!("RAVI_CRASH_POINT {}", $name);
+            std::process::abort();
+        }
+    };
+}
+pub(crate) use crash_point;
+
 /// One run's journal, as a session writes it: the store, the run, what earlier processes
 /// recorded, and the position of the next call.
 pub struct RunJournal {

@@ -344,6 +344,7 @@ mod stored {
                 _ => {}
             }
         }
+        crate::durable::crash_point!("approval.before_record");
         let approval = StoredApproval::pending(request.clone(), j.key.clone());
         store
             .create_approval(&approval)

@@ -84,6 +84,7 @@ pub(super) fn begin(
         ));
     }
     if let (true, Some(result)) = (entry.state.is_terminal(), &entry.result) {
+        crate::durable::crash_point!("call.replayed");
         this.settled = true;
         return Ok(Some(result.clone()));
     }

@@ -280,7 +280,9 @@ impl ToolInvoker {
             ),
         };
         if let Some(j) = flight.outcome.journal.take() {
+            crate::durable::crash_point!("call.before_finish");
             Box::pin(journal::finish(&j, &result)).await;
+            crate::durable::crash_point!("call.after_finish");
         }
         // Step 12: the record, then `ToolEnd`.
         flight.record_result(&result);

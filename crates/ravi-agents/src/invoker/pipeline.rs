@@ -106,7 +106,9 @@ impl ToolInvoker {
         let limit = ready(ctx, &call.name, started, call_timeout)?;
         // 9b. The journal's `started` record, before the tool runs.
         if let Some(j) = outcome.journal.as_deref_mut() {
+            crate::durable::crash_point!("call.before_start");
             Box::pin(journal::start(j, &call.name)).await?;
+            crate::durable::crash_point!("call.after_start");
         }
 
         // 9. Progress: the call goes out (to the builder's sink, else the context's).

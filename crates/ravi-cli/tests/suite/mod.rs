@@ -3,6 +3,7 @@
 mod agent_cli;
 mod agent_code_mode;
 mod cli;
+mod crash;
 mod durable;
 mod mcp_serve;
 mod run;

@@ -1,0 +1,111 @@
+//! What the tests and benchmarks need from the OS besides Rust, installed when missing:
+//! PostgreSQL's programs (the store tests start a throwaway cluster of their own on a free
+//! port; no system cluster is created or started) and the Python environment of the LangGraph
+//! checkpointer peer of `cargo xtask bench store`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+use crate::util;
+
+/// Whether PostgreSQL's server programs are installed (`/usr/lib/postgresql/*/bin/initdb`).
+fn postgres_installed() -> bool {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("bin/initdb").exists())
+}
+
+/// Installs PostgreSQL from the OS packages when missing (Debian/Ubuntu, as root), without the
+/// default cluster the package would otherwise create and start.
+pub fn postgres() -> anyhow::Result<()> {
+    if postgres_installed() {
+        return Ok(());
+    }
+    if !util::command_works("apt-get", &["--version"]) {
+        bail!(
+            "PostgreSQL is not installed and apt-get is not available; install PostgreSQL's server (initdb, postgres, psql)"
+        );
+    }
+    println!("xtask: installing PostgreSQL from the OS packages (one time)");
+    let conf = Path::new("/etc/postgresql-common/createcluster.conf");
+    if !conf.exists() {
+        std::fs::create_dir_all("/etc/postgresql-common")
+            .context("creating /etc/postgresql-common (are you root?)")?;
+        std::fs::write(conf, "create_main_cluster = false\n")
+            .context("writing /etc/postgresql-common/createcluster.conf")?;
+    }
+    util::run_env(
+        "apt-get",
+        &["update", "-q"],
+        &[("DEBIAN_FRONTEND", "noninteractive")],
+    )?;
+    util::run_env(
+        "apt-get",
+        &[
+            "install",
+            "-y",
+            "-q",
+            "--no-install-recommends",
+            "postgresql",
+        ],
+        &[("DEBIAN_FRONTEND", "noninteractive")],
+    )?;
+    if !postgres_installed() {
+        bail!(
+            "installed the postgresql package, but /usr/lib/postgresql/*/bin/initdb is still missing"
+        );
+    }
+    Ok(())
+}
+
+/// The LangGraph checkpointer versions the store benchmark compares with.
+const LANGGRAPH: &[&str] = &[
+    "langgraph-checkpoint==4.3.2",
+    "langgraph-checkpoint-sqlite==3.1.2",
+    "langgraph-checkpoint-postgres==3.2.0",
+    "psycopg[binary]==3.3.9",
+    "psycopg-pool==3.3.3",
+];
+
+/// The venv the store benchmark runs LangGraph from (`~/.cache/ravi-bench/langgraph`).
+fn langgraph_venv() -> anyhow::Result<PathBuf> {
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    Ok(PathBuf::from(home).join(".cache/ravi-bench/langgraph"))
+}
+
+/// Makes the LangGraph venv when missing. A failure is reported and the peer skipped: a
+/// benchmark run without network still measures Ravi.
+pub fn langgraph() {
+    let Ok(venv) = langgraph_venv() else {
+        return;
+    };
+    let python = venv.join("bin/python");
+    let ready = python.exists()
+        && Command::new(&python)
+            .args([
+                "-c",
+                "import langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+    if ready {
+        return;
+    }
+    println!("xtask: installing LangGraph's checkpointers for the store benchmark (one time)");
+    let venv_text = venv.display().to_string();
+    let made = util::run("python3", &["-m", "venv", &venv_text]).and_then(|()| {
+        let pip = venv.join("bin/pip").display().to_string();
+        let mut args = vec!["install", "-q"];
+        args.extend_from_slice(LANGGRAPH);
+        util::run(&pip, &args)
+    });
+    if let Err(e) = made {
+        eprintln!(
+            "xtask: could not install LangGraph ({e:#}); the store benchmark runs without its peer"
+        );
+    }
+}

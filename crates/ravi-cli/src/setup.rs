@@ -80,8 +80,8 @@ pub fn approval_handler(
         (ApproveMode::None, _) => Arc::new(DenyAllApprovalHandler),
         (ApproveMode::Elicit, Asker::Serve { .. }) => Arc::new(ElicitationApproval::new(None)),
         (ApproveMode::Queue, _) => anyhow::bail!(
-            "--approve queue waits on the durable store, which `ravi run` and `ravi runs \
-             resume` use; this command does not support it yet: use ask, all or none"
+            "--approve queue waits on the durable store, which `ravi run`, `ravi runs resume` \
+             and `ravi agent` use; this command does not support it yet: use ask, all or none"
         ),
         (ApproveMode::Elicit, _) => anyhow::bail!(
             "--approve elicit asks an MCP client's user and is for `ravi serve`; use ask, all \
@@ -128,6 +128,57 @@ pub fn approval_handler(
             }
         }
     })
+}
+
+/// `policy` with approvals waited for `secs` seconds (`--approval-timeout`): a wait as long
+/// as the call's time limit or longer (a queued approval decided later) stretches the limit
+/// around it, so the call still has its own time once approved; the run's limit grows to
+/// fit one such call unless `total_fixed` (set by a flag or the file).
+pub fn with_approval_wait(
+    policy: ChainPolicy,
+    secs: Option<f64>,
+    total_fixed: bool,
+) -> anyhow::Result<ChainPolicy> {
+    let Some(secs) = secs else {
+        return Ok(policy);
+    };
+    if !(secs.is_finite() && secs > 0.0 && secs <= 7.0 * 86_400.0) {
+        anyhow::bail!(
+            "--approval-timeout must be a number of seconds between 0 and 604800, got {secs}"
+        );
+    }
+    let wait = std::time::Duration::from_secs_f64(secs);
+    let mut call = policy.call_timeout();
+    if wait >= call {
+        call += wait;
+    }
+    let total = if total_fixed {
+        policy.total_timeout()
+    } else {
+        policy.total_timeout().max(call)
+    };
+    Ok(policy
+        .to_builder()
+        .approval_timeout(wait)
+        .call_timeout(call)
+        .total_timeout(total)
+        .build()?)
+}
+
+/// Tells the person at the terminal that a call waits in the approval queue, and how to
+/// decide it (`--approve queue`).
+pub fn announce_queued(request: &ravi_kernel::ApprovalRequest) {
+    let left = (request.deadline - chrono::Utc::now()).num_seconds().max(0);
+    eprintln!(
+        "ravi: `{}` (risk {}) from {} waits for approval {} (up to {left} s); decide from any \
+         terminal: `ravi approvals approve {}` or `ravi approvals deny {}`",
+        request.tool,
+        request.risk,
+        request.origin(),
+        request.id,
+        request.id,
+        request.id
+    );
 }
 
 /// `ravi.toml` and the flags every command shares, merged: a flag wins over the file.

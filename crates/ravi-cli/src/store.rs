@@ -72,10 +72,15 @@ pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
-/// The blob store of a durable run: files under the state directory, so the refs its journal
-/// names resolve after a restart.
-pub fn blob_store() -> anyhow::Result<Arc<dyn BlobStore>> {
-    let dir = state_dir()?.join("artifacts");
+/// The blob store of the durable run whose artifacts live in `scope`: files under the state
+/// directory, one directory per run (a file blob store is owned by one process at a time, and
+/// a run is, until it ends or dies), so the refs its journal names resolve after a restart.
+pub fn blob_store(scope: &str) -> anyhow::Result<Arc<dyn BlobStore>> {
+    let name: String = scope
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let dir = state_dir()?.join("artifacts").join(name);
     let store = FsBlobStore::open(&dir)
         .with_context(|| format!("opening the artifact store {}", dir.display()))?;
     Ok(Arc::new(store))

@@ -52,6 +52,13 @@ impl ChainPolicy {
         }
     }
 
+    /// A builder starting from this policy, to change some of its limits.
+    pub fn to_builder(&self) -> ChainPolicyBuilder {
+        ChainPolicyBuilder {
+            policy: self.clone(),
+        }
+    }
+
     /// How many calls a chain may make; failures count too.
     pub fn max_tool_calls(&self) -> u32 {
         self.max_tool_calls

@@ -94,7 +94,8 @@ fn now_ms() -> u64 {
 
 impl FsBlobStore {
     /// Opens (creating if needed) a store under `root`, reloading the refs and pins a previous
-    /// process left there and clearing abandoned temporary files.
+    /// process left there and clearing abandoned temporary files (those untouched for an
+    /// hour: a file another process is still writing is left alone).
     ///
     /// Writes are durable by default (data synced to disk before the rename that publishes
     /// it); see [`durable`](Self::durable).
@@ -106,8 +107,17 @@ impl FsBlobStore {
         }
         let tmp = root.join("tmp");
         if let Ok(entries) = fs::read_dir(&tmp) {
+            let stale = SystemTime::now()
+                .checked_sub(Duration::from_secs(3600))
+                .unwrap_or(UNIX_EPOCH);
             for entry in entries.flatten() {
-                let _ = fs::remove_file(entry.path());
+                let old = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t < stale);
+                if old {
+                    let _ = fs::remove_file(entry.path());
+                }
             }
         }
         let mut index = HashMap::new();
@@ -869,9 +879,22 @@ mod tests {
         )
         .unwrap();
         fs::create_dir_all(dir.path().join("tmp")).unwrap();
+        // An abandoned temporary file goes; one written a moment ago (by another process
+        // still writing it) stays.
         fs::write(dir.path().join("tmp/leftover.tmp"), b"x").unwrap();
+        File::options()
+            .write(true)
+            .open(dir.path().join("tmp/leftover.tmp"))
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(7200))
+            .unwrap();
+        fs::write(dir.path().join("tmp/in_progress.tmp"), b"y").unwrap();
         let store = FsBlobStore::open(dir.path()).unwrap();
         assert!(store.is_empty());
-        assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+        let left: Vec<_> = fs::read_dir(dir.path().join("tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["in_progress.tmp"]);
     }
 }

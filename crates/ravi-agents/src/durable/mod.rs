@@ -216,6 +216,17 @@ impl RunJournal {
         self.recorded.iter().flatten().count()
     }
 
+    /// Makes `seq` the position of the next call (an agent run resumed from a checkpoint
+    /// continues its journal where the checkpoint was taken).
+    pub fn skip_to(&self, seq: u32) {
+        self.next.store(seq, Ordering::Release);
+    }
+
+    /// The position the next call will take.
+    pub fn next(&self) -> u32 {
+        self.next.load(Ordering::Acquire)
+    }
+
     /// Claims the next position.
     pub(crate) fn next_seq(&self) -> u32 {
         self.next.fetch_add(1, Ordering::AcqRel)

@@ -14,6 +14,7 @@ use ravi_kernel::{
 };
 
 use super::dispatch::{DecisionBook, InvokerView};
+use super::durable::DurableRun;
 use super::state::{PendingApproval, RunResult, RunState, RunStop};
 use super::strict::strip_strict_nulls;
 use crate::hooks::HookRegistry;
@@ -143,6 +144,12 @@ pub enum AgentError {
         /// The pending call ids, comma-separated.
         pending: String,
     },
+    /// `resume_durable` on an agent without a durable run (`with_durable_run`).
+    #[error("this agent has no durable run to resume; give it one with with_durable_run")]
+    NotDurable,
+    /// The durable run could not be read.
+    #[error("the durable run could not be read: {0}")]
+    Store(String),
 }
 
 /// A model with tools, run as a ReAct loop.
@@ -195,6 +202,8 @@ pub struct ReActAgent {
     /// Why the tools given to [`new`](ReActAgent::new) were refused (two of one name): every
     /// run then stops at once with [`RunStop::InvalidTools`].
     tools_error: Option<ToolboxError>,
+    /// The durable run its runs are journaled and checkpointed in, when there is one.
+    durable: Option<DurableRun>,
 }
 
 impl std::fmt::Debug for ReActAgent {
@@ -243,6 +252,7 @@ impl ReActAgent {
             strict_tools: false,
             offered: None,
             tools_error,
+            durable: None,
         }
     }
 
@@ -438,6 +448,63 @@ impl ReActAgent {
         self
     }
 
+    /// Makes the agent's runs durable in `store` under the run `run_id` (recorded by the
+    /// caller, [`Store::create_run`](ravi_kernel::Store::create_run)): every call is journaled
+    /// (a tool that is neither idempotent nor Safe is recorded as started before it runs, and
+    /// approvals become stored records anyone may decide), and the state is checkpointed in
+    /// the run's record after each model turn and each batch of results.
+    /// [`resume_durable`](Self::resume_durable), in this process or another, continues from
+    /// the last checkpoint; the calls of a turn the crash interrupted replay from the journal
+    /// (a finished one returns its recorded result, one that had started is reported in doubt)
+    /// instead of running twice.
+    #[must_use]
+    pub fn with_durable_run(
+        mut self,
+        store: Arc<dyn ravi_kernel::Store>,
+        run_id: impl Into<String>,
+    ) -> Self {
+        self.durable = Some(DurableRun {
+            store,
+            run_id: run_id.into(),
+        });
+        self
+    }
+
+    /// Continues the durable run (see [`with_durable_run`](Self::with_durable_run)) from its
+    /// last checkpoint; a run with none yet starts from `prompt`. A run that finished goes on
+    /// as a conversation only with a new prompt (`None` returns its recorded result as is).
+    pub async fn resume_durable(
+        &self,
+        prompt: Option<String>,
+        cancel: CancellationToken,
+    ) -> Result<RunResult, AgentError> {
+        let Some(durable) = &self.durable else {
+            return Err(AgentError::NotDurable);
+        };
+        let checkpoint = durable
+            .load()
+            .await
+            .map_err(|e| AgentError::Store(e.to_string()))?;
+        let Some(checkpoint) = checkpoint else {
+            let state = RunState::new(prompt.unwrap_or_default());
+            return Ok(self.run_from(state, 0, cancel).await);
+        };
+        let mut state = checkpoint.state;
+        match (checkpoint.stop, prompt) {
+            // Stopped for good: its result stands, unless the conversation goes on.
+            (Some(stop), None) if stop != RunStop::AwaitingApproval => {
+                return Ok(RunResult {
+                    final_text: checkpoint.final_text.unwrap_or_default(),
+                    stop,
+                    state,
+                });
+            }
+            (_, Some(p)) => state.messages.push(Message::user(p)),
+            _ => {}
+        }
+        Ok(self.run_from(state, checkpoint.next_seq, cancel).await)
+    }
+
     /// Runs from one user prompt.
     pub async fn run(&self, prompt: impl Into<String>) -> RunResult {
         self.run_state(RunState::new(prompt), CancellationToken::new())
@@ -511,7 +578,26 @@ impl ReActAgent {
 
     /// Continues from `state` (a fresh run, a conversation to go on with, or a paused run
     /// whose `decisions` are filled in).
-    pub async fn run_state(&self, mut state: RunState, cancel: CancellationToken) -> RunResult {
+    pub async fn run_state(&self, state: RunState, cancel: CancellationToken) -> RunResult {
+        let next_seq = match &self.durable {
+            // A durable run's journal goes on after the calls it already holds.
+            Some(d) => match d.load().await {
+                Ok(Some(c)) => c.next_seq,
+                _ => 0,
+            },
+            None => 0,
+        };
+        self.run_from(state, next_seq, cancel).await
+    }
+
+    /// [`run_state`](Self::run_state) with the journal (of a durable run) going on at
+    /// `next_seq`.
+    async fn run_from(
+        &self,
+        mut state: RunState,
+        next_seq: u32,
+        cancel: CancellationToken,
+    ) -> RunResult {
         if let Some(e) = &self.tools_error {
             return RunResult {
                 final_text: String::new(),
@@ -539,22 +625,48 @@ impl ReActAgent {
         // scope: refs the model saw before a pause still resolve after it, and the pins taken
         // then are held again.
         let trace_before = state.trace.len();
+        // A durable run's artifacts live in the scope its record names (where the caller
+        // keeps its blob store), from its first segment on.
+        if let (None, Some(durable)) = (&state.scope, &self.durable)
+            && let Ok(Some(run)) = durable.store.run(&durable.run_id).await
+        {
+            state.scope = Some(BlobScope::root(run.scope));
+        }
         let scope = state
             .scope
             .get_or_insert_with(|| BlobScope::root(crate::blob::new_scope_id()))
             .clone();
-        let session = invoker
+        let mut session = invoker
             .open_session_in(scope)
             .with_source(CallSource::ModelTurn)
             .with_skills(self.skills.clone())
             .with_offered(self.offered.clone())
             .with_calls_already_made(u32::try_from(trace_before).unwrap_or(u32::MAX));
+        if let Some(durable) = &self.durable {
+            match durable.journal(next_seq).await {
+                Ok(journal) => session = session.with_journal(journal),
+                Err(e) => {
+                    session.close().await;
+                    return RunResult {
+                        final_text: String::new(),
+                        stop: RunStop::StoreError {
+                            message: e.to_string(),
+                        },
+                        state,
+                    };
+                }
+            }
+        }
         session.adopt_pins(std::mem::take(&mut state.pins)).await;
         let stop = self
             .drive(&invoker, &session, &book, &mut state, &cancel)
             .await;
         state.trace.truncate(trace_before);
         state.trace.extend(session.trace());
+        let journal_next = session.journal().map(|j| j.next());
+        if let Some(j) = session.journal() {
+            j.flush().await;
+        }
         if stop == RunStop::AwaitingApproval {
             // The run goes on later, maybe in another process: its artifacts stay pinned.
             state.pins = session.detach_pins();
@@ -570,11 +682,15 @@ impl ReActAgent {
             .find(|m| m.role == Role::Assistant)
             .map(Message::text)
             .unwrap_or_default();
-        RunResult {
+        let result = RunResult {
             final_text,
             stop,
             state,
+        };
+        if let (Some(durable), Some(next)) = (&self.durable, journal_next) {
+            durable.finish(&result, next).await;
         }
+        result
     }
 
     fn visible_tools(&self) -> Vec<AnyTool> {
@@ -700,7 +816,11 @@ impl ReActAgent {
                     .execute_turn(invoker, session, book, state, cancel)
                     .await
                 {
-                    TurnOutcome::Done => {}
+                    TurnOutcome::Done => {
+                        if let Some(d) = &self.durable {
+                            d.checkpoint(session, state).await;
+                        }
+                    }
                     TurnOutcome::Paused => return RunStop::AwaitingApproval,
                     TurnOutcome::Cancelled => return RunStop::Cancelled,
                 }
@@ -741,6 +861,11 @@ impl ReActAgent {
             state.usage += response.usage;
             let has_calls = !response.message.tool_uses().is_empty();
             state.messages.push(response.message);
+            // The turn's calls are known: a crash from here on resumes by dispatching them
+            // again, in order, where the journal replays what already ran.
+            if let (Some(d), true) = (&self.durable, has_calls) {
+                d.checkpoint(session, state).await;
+            }
             match response.stop_reason {
                 _ if has_calls => {}
                 StopReason::PauseTurn => {}

@@ -12,6 +12,7 @@
 
 mod agent;
 mod dispatch;
+mod durable;
 mod state;
 mod strict;
 

@@ -35,6 +35,12 @@ pub enum RunStop {
         /// What is wrong, naming the tools.
         message: String,
     },
+    /// The durable store could not be read or written where the run needed it (its journal,
+    /// at the start of a run or resume).
+    StoreError {
+        /// The error, as text.
+        message: String,
+    },
     /// The model call failed (after the client's own retries).
     ModelError {
         /// The error, as text.

@@ -374,3 +374,184 @@ async fn a_call_approved_while_its_process_was_down_runs_once_on_resume() {
         ApprovalState::Consumed
     );
 }
+
+mod agent {
+    //! Durable agent runs: checkpoints after each turn, and a resume in a "new process" (a
+    //! new agent on the same store) that replays the interrupted turn from the journal.
+
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use ravi_agents::kernel::{CancellationToken, RunKind, RunRecord, RunStatus};
+    use ravi_agents::react::{ReActAgent, RunStop};
+    use ravi_test_support::model::{ScriptedModel, answer, calls};
+
+    fn agent(
+        f: &Fixture,
+        model: Arc<ScriptedModel>,
+        handler: Arc<dyn ApprovalHandler>,
+    ) -> ReActAgent {
+        let tools: Vec<Arc<dyn Tool>> = vec![f.read.clone(), f.put.clone(), f.append.clone()];
+        ReActAgent::new("durable", model, tools)
+            .with_policy(
+                ChainPolicy::builder()
+                    .approval_timeout(Duration::from_secs(20))
+                    .call_timeout(Duration::from_secs(30))
+                    .build()
+                    .unwrap(),
+            )
+            .with_approval_handler(handler)
+            .with_durable_run(f.store.clone(), "run_agent")
+    }
+
+    async fn record(f: &Fixture) {
+        f.store
+            .create_run(&RunRecord::new(
+                "run_agent",
+                RunKind::Agent,
+                "ses_a",
+                json!({"prompt": "go"}),
+            ))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_run_killed_while_waiting_for_approval_resumes_and_runs_the_call_once() {
+        let f = fixture();
+        record(&f).await;
+        // The first process: the model asks for a read and an append; the append waits in the
+        // queue, and the process "dies" there (its run is dropped).
+        let first = agent(
+            &f,
+            ScriptedModel::new(vec![calls(&[
+                ("t1", "read", json!({"n": 1})),
+                ("t2", "append", json!({"n": 2})),
+            ])]),
+            Arc::new(QueueApprovalHandler::new(f.store.clone())),
+        );
+        let run = tokio::time::timeout(Duration::from_millis(500), first.run("go")).await;
+        assert!(run.is_err(), "the run waits for the approval");
+        drop(first);
+        let checkpoint = f.store.run("run_agent").await.unwrap().unwrap();
+        assert_eq!(checkpoint.status, RunStatus::Running);
+        assert_eq!((f.read.runs(), f.append.runs()), (1, 0));
+        // Someone approves while no process runs it.
+        let pending = f.store.approvals(false).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        f.store
+            .decide_approval(pending[0].id(), &Decision::approve("ops"))
+            .await
+            .unwrap();
+        // A new process resumes: the turn's calls are dispatched again; the read replays, the
+        // approved append runs once, the model answers.
+        let model = ScriptedModel::new(vec![answer("done")]);
+        let second = agent(&f, model.clone(), Arc::new(DenyAllApprovalHandler));
+        let result = second
+            .resume_durable(None, CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            (result.stop, result.final_text.as_str()),
+            (RunStop::FinalAnswer, "done")
+        );
+        assert_eq!(
+            (f.read.runs(), f.append.runs()),
+            (1, 1),
+            "each call ran once"
+        );
+        let sent = format!("{:?}", model.requests()[0].messages.last());
+        assert!(
+            sent.contains("run 1 with {\\\"n\\\":1}") && sent.contains("run 1 with {\\\"n\\\":2}"),
+            "{sent}"
+        );
+        let run = f.store.run("run_agent").await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Succeeded);
+        let calls = f.store.calls("run_agent").await.unwrap();
+        assert_eq!(
+            calls.iter().map(|c| c.state).collect::<Vec<_>>(),
+            [CallState::Succeeded, CallState::Succeeded]
+        );
+        // A finished run resumed without a new prompt returns its result; with one, it goes on.
+        let again = agent(
+            &f,
+            ScriptedModel::new(vec![answer("more")]),
+            Arc::new(DenyAllApprovalHandler),
+        );
+        let same = again
+            .resume_durable(None, CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(same.final_text, "done");
+        let more = again
+            .resume_durable(Some("and?".into()), CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(more.final_text, "more");
+    }
+
+    #[tokio::test]
+    async fn a_call_running_when_the_run_dies_is_in_doubt_on_resume() {
+        let f = fixture();
+        record(&f).await;
+        // A tool that has its effect and then hangs: the run is dropped while it runs.
+        struct Hang(Arc<Counter>);
+        #[async_trait]
+        impl Tool for Hang {
+            fn name(&self) -> &str {
+                "append"
+            }
+            fn description(&self) -> &str {
+                "Appends, then hangs."
+            }
+            fn input_schema(&self) -> Value {
+                json!({"type": "object"})
+            }
+            fn risk(&self) -> ToolRisk {
+                ToolRisk::High
+            }
+            async fn execute(
+                &self,
+                ctx: &ToolContext,
+                args: Value,
+            ) -> Result<ToolExecutionResult, ToolError> {
+                self.0.execute(ctx, args).await?;
+                std::future::pending().await
+            }
+        }
+        let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Hang(f.append.clone()))];
+        let first = ReActAgent::new(
+            "d",
+            ScriptedModel::new(vec![calls(&[("t1", "append", json!({}))])]),
+            tools,
+        )
+        .with_approval_handler(Arc::new(AutoApprovalHandler::approving()))
+        .with_durable_run(f.store.clone(), "run_agent");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), first.run("go"))
+                .await
+                .is_err()
+        );
+        drop(first);
+        assert_eq!(f.append.runs(), 1);
+        let model = ScriptedModel::new(vec![answer("checked")]);
+        let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Hang(f.append.clone()))];
+        let second = ReActAgent::new("d", model.clone(), tools)
+            .with_approval_handler(Arc::new(AutoApprovalHandler::approving()))
+            .with_durable_run(f.store.clone(), "run_agent");
+        let result = second
+            .resume_durable(None, CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(result.final_text, "checked");
+        assert_eq!(f.append.runs(), 1, "not run again");
+        let told = format!("{:?}", model.requests()[0].messages.last());
+        assert!(
+            told.contains("may or may not have had its effect"),
+            "{told}"
+        );
+        assert_eq!(
+            f.store.calls("run_agent").await.unwrap()[0].state,
+            CallState::InDoubt
+        );
+    }
+}

@@ -22,19 +22,23 @@ use clap::Args;
 use ravi_agents::Toolbox;
 use ravi_agents::TypedTool as _;
 use ravi_agents::blob::MemoryBlobStore;
+use ravi_agents::durable::QueueApprovalHandler;
 use ravi_agents::react::{AgentEvent, AgentObserver, ReActAgent, RunStop};
 use ravi_capabilities::chain::{CodeMode, CodeModeAgent as _, TOOL_CHAIN_NAME};
 use ravi_capabilities::tools::ReadResult;
 use ravi_integrations::mcp::{McpClient, McpServerSpec};
 use ravi_integrations::providers::{ProviderError, model_from_spec};
 use ravi_kernel::{
-    CallStatus, CancellationToken, FailureReason, InvocationStatus, Skill, ToolChoice,
-    ToolRegistry as _,
+    ApprovalHandler, BlobStore, CallStatus, CancellationToken, FailureReason, InvocationStatus,
+    RunKind, RunRecord, Skill, ToolChoice, ToolRegistry as _,
 };
 
 use super::mcp_attach::McpArgs;
 use crate::Exit;
-use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
+use crate::setup::{
+    ApproveMode, Asker, Setup, announce_queued, approval_handler, runtime, with_approval_wait,
+};
+use crate::store;
 
 /// Arguments of `ravi agent`.
 #[derive(Debug, Args)]
@@ -80,9 +84,24 @@ pub struct AgentArgs {
     #[arg(long)]
     pub strict: bool,
     /// Who approves calls above the policy's risk threshold (Critical calls always ask): `ask`
-    /// at the terminal (denied without one), `all` (scripted use) or `none`.
+    /// at the terminal (denied without one), `all` (scripted use), `none`, or `queue`
+    /// (recorded in the store and decided from any terminal with `ravi approvals approve ID`).
     #[arg(long, value_enum, default_value_t = ApproveMode::Ask, conflicts_with = "yes")]
     pub approve: ApproveMode,
+    /// How long a call waits for its approval, in seconds (default: the policy's); a longer
+    /// wait stretches the call and run limits to fit it.
+    #[arg(long, value_name = "SECS")]
+    pub approval_timeout: Option<f64>,
+    /// The durable store the run is journaled and checkpointed in: `sqlite:PATH`,
+    /// `postgres://…` or `none` (default: `RAVI_STORE`, else ravi.toml's `[store] url`, else
+    /// `sqlite:$XDG_STATE_HOME/ravi/ravi.db`).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// Continue the run RUN_ID from its last checkpoint (after a crash, a kill or a stop):
+    /// calls of the interrupted turn replay from its journal instead of running twice. Give
+    /// the same model and tools; a prompt, if given, continues the conversation after it.
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
     /// Approve every call without asking: `--approve all`.
     #[arg(long)]
     pub yes: bool,
@@ -94,8 +113,9 @@ pub struct AgentArgs {
     /// Print the whole run (transcript, trace, usage) as JSON at the end.
     #[arg(long)]
     pub json: bool,
-    /// What to ask.
-    pub prompt: String,
+    /// What to ask (optional with --resume).
+    #[arg(required_unless_present = "resume")]
+    pub prompt: Option<String>,
 }
 
 /// Runs `ravi agent`.
@@ -117,8 +137,43 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         .config
         .mcp_with_flags(setup.config_path.as_deref(), flag_specs)?;
     let sources = ToolSources::parse(args.tools.as_deref(), &attached, &flag_names)?;
-    let policy = setup.policy()?;
+    let policy = with_approval_wait(setup.policy()?, args.approval_timeout, false)?;
     let runtime = runtime()?;
+    // The durable store: the run's record, journal and checkpoints.
+    let store = match store::url(args.store.as_deref(), &setup.config)? {
+        Some(url) => Some(runtime.block_on(store::open(&url)).context(
+            "the durable store could not be opened; pass --store none to run without one",
+        )?),
+        None if args.resume.is_some() => {
+            bail!("--resume needs the store the run is in (not --store none)")
+        }
+        None => None,
+    };
+    let run = match (&store, &args.resume) {
+        (Some(store), Some(id)) => {
+            let Some(run) = runtime.block_on(store.run(id))? else {
+                bail!("no run `{id}` in the store (`ravi runs list` lists them)");
+            };
+            if run.kind != RunKind::Agent {
+                bail!("run `{id}` is a script run; resume it with `ravi runs resume {id}`");
+            }
+            Some(run)
+        }
+        (Some(store), None) => {
+            let record = RunRecord::new(
+                store::new_run_id(),
+                RunKind::Agent,
+                ravi_agents::blob::new_scope_id(),
+                serde_json::json!({ "prompt": args.prompt, "model": args.model }),
+            );
+            runtime
+                .block_on(store.create_run(&record))
+                .context("recording the run in the store")?;
+            Some(record)
+        }
+        (None, _) => None,
+    };
+    let run_id = run.as_ref().map(|r| r.id.clone());
     let (toolbox, clients) = runtime.block_on(async {
         let mut base = if sources.builtin {
             setup.builtins()?
@@ -175,18 +230,34 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
             }
         }
     };
-    let approval = match approval_handler(mode, Asker::Agent(Some(Box::new(on_prompt)))) {
+    let approval = match (mode, &store) {
+        (ApproveMode::Queue, Some(store)) => Ok(Arc::new(
+            QueueApprovalHandler::new(Arc::clone(store)).on_queued(announce_queued),
+        ) as Arc<dyn ApprovalHandler>),
+        (ApproveMode::Queue, None) => Err(anyhow::anyhow!(
+            "--approve queue records approvals in the durable store, and this run has none \
+             (--store none); choose a store or another --approve mode"
+        )),
+        (mode, _) => approval_handler(mode, Asker::Agent(Some(Box::new(on_prompt)))),
+    };
+    let approval = match approval {
         Ok(a) => a,
         Err(e) => {
             runtime.block_on(close_all(&clients));
             return Err(e);
         }
     };
+    let blobs: Arc<dyn BlobStore> = match &run {
+        // A durable run's artifacts outlive the process, so its refs resolve on resume.
+        Some(record) => store::blob_store(&record.scope)?,
+        None => Arc::new(MemoryBlobStore::new()),
+    };
     let mut agent = ReActAgent::new("ravi", model, toolbox)
         .with_max_turns(args.max_turns)
         .with_policy(policy)
-        // Large results stay in memory for the run; the model reads them with read_result.
-        .with_blob_store(Arc::new(MemoryBlobStore::new()))
+        // Large results are kept (in memory, or beside the store); the model reads them with
+        // read_result.
+        .with_blob_store(blobs)
         .with_tool_choice(tool_choice)
         .with_strict_tools(args.strict)
         .with_observer(display.clone() as Arc<dyn AgentObserver>)
@@ -205,6 +276,9 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
     if args.no_parallel {
         agent = agent.with_parallel_tool_calls(false);
     }
+    if let (Some(store), Some(id)) = (&store, &run_id) {
+        agent = agent.with_durable_run(Arc::clone(store), id.clone());
+    }
     if let Some(system) = &args.system {
         agent = agent.with_system_prompt(system.clone());
     }
@@ -220,21 +294,31 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
                 on_signal.cancel();
             }
         });
-        let result = agent.run_with_cancel(args.prompt.clone(), token).await;
+        let result = if args.resume.is_some() {
+            agent.resume_durable(args.prompt.clone(), token).await
+        } else {
+            Ok(agent
+                .run_with_cancel(args.prompt.clone().unwrap_or_default(), token)
+                .await)
+        };
         close_all(&clients).await;
         result
-    });
+    })?;
     display.finish();
     if !display.streamed_text() && !result.final_text.is_empty() {
         println!("{}", result.final_text);
     }
     let u = result.usage();
     eprintln!(
-        "ravi: {} turn(s), {} tool call(s), {} in / {} out tokens",
+        "ravi: {} turn(s), {} tool call(s), {} in / {} out tokens{}",
         result.state.turns,
         result.trace().len(),
         u.input_tokens,
-        u.output_tokens
+        u.output_tokens,
+        run_id
+            .as_ref()
+            .map(|id| format!(", run {id}"))
+            .unwrap_or_default()
     );
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);

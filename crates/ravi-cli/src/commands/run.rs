@@ -17,13 +17,15 @@ use ravi_agents::durable::{QueueApprovalHandler, RunJournal};
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::chain::{ToolChainTool, limits_from};
 use ravi_kernel::{
-    ApprovalHandler, ApprovalRequest, BlobScope, BlobStore, ChainPolicy, ChainRunResult,
-    ChainStatus, RunKind, RunRecord, RunStatus, Store, ToolContext,
+    ApprovalHandler, BlobScope, BlobStore, ChainPolicy, ChainRunResult, ChainStatus, RunKind,
+    RunRecord, RunStatus, Store, ToolContext,
 };
 
 use super::mcp_attach::McpArgs;
 use crate::Exit;
-use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
+use crate::setup::{
+    ApproveMode, Asker, Setup, announce_queued, approval_handler, runtime, with_approval_wait,
+};
 use crate::store;
 
 /// Arguments of `ravi run`.
@@ -178,25 +180,13 @@ pub fn execute(
         );
     }
     // Approvals get most of a call's time; the invoker requires them to be shorter.
-    let mut approval_timeout = match from_file.approval_timeout_secs {
+    let approval_timeout = match from_file.approval_timeout_secs {
         Some(s) if args.call_timeout.is_none() => seconds("approval_timeout_secs", s)?,
         _ if args.call_timeout.is_none() && from_file.call_timeout_secs.is_none() => {
             defaults.approval_timeout()
         }
         _ => call_timeout.mul_f64(0.9),
     };
-    let (mut call_timeout, mut timeout) = (call_timeout, timeout);
-    if let Some(secs) = args.approval_timeout {
-        // A long wait (a queued approval decided later) stretches the limits around it: the
-        // call still has its own time to run once approved.
-        approval_timeout = seconds("approval-timeout", secs)?;
-        if approval_timeout >= call_timeout {
-            call_timeout += approval_timeout;
-        }
-        if args.timeout.is_none() && from_file.total_timeout_secs.is_none() {
-            timeout = timeout.max(call_timeout);
-        }
-    }
     let mut policy = ChainPolicy::builder()
         .max_tool_calls(max_tool_calls)
         .call_timeout(call_timeout)
@@ -212,6 +202,10 @@ pub fn execute(
         Some(p) => format!("invalid limits (from the command line and {})", p.display()),
         None => "invalid limits".to_owned(),
     })?;
+    // A long approval wait (a queued approval decided later) stretches the limits around it.
+    let total_fixed = args.timeout.is_some() || from_file.total_timeout_secs.is_some();
+    let policy = with_approval_wait(policy, args.approval_timeout, total_fixed)?;
+    let timeout = policy.total_timeout();
     let mode = args.approve.unwrap_or(
         if !from_stdin && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
             ApproveMode::Ask
@@ -239,10 +233,6 @@ pub fn execute(
     };
     let builtins = setup.builtins()?;
     let specs = setup.mcp_specs(&args.mcp)?;
-    let blobs: Arc<dyn BlobStore> = match &store {
-        Some(_) => store::blob_store()?,
-        None => Arc::new(MemoryBlobStore::new()),
-    };
     // The run's record: a new one, or the one resumed.
     let durable = match (&store, resume) {
         (Some(_), Some(r)) => Some(r.record),
@@ -264,6 +254,10 @@ pub fn execute(
             Some(record)
         }
         (None, _) => None,
+    };
+    let blobs: Arc<dyn BlobStore> = match &durable {
+        Some(record) => store::blob_store(&record.scope)?,
+        None => Arc::new(MemoryBlobStore::new()),
     };
     // Attached MCP servers run as child processes (or connections) for the whole run.
     let (toolbox, clients) = rt.block_on(setup.toolbox(builtins, specs))?;
@@ -335,21 +329,6 @@ pub fn execute(
         ChainStatus::Error => Exit::ToolError,
         _ => Exit::Limit,
     })
-}
-
-/// Tells the person at the terminal that a call waits in the queue, and how to decide it.
-fn announce_queued(request: &ApprovalRequest) {
-    let left = (request.deadline - chrono::Utc::now()).num_seconds().max(0);
-    eprintln!(
-        "ravi: `{}` (risk {}) from {} waits for approval {} (up to {left} s); decide from any \
-         terminal: `ravi approvals approve {}` or `ravi approvals deny {}`",
-        request.tool,
-        request.risk,
-        request.origin(),
-        request.id,
-        request.id,
-        request.id
-    );
 }
 
 /// The trace as a person reads it: one line per call, then the outcome.

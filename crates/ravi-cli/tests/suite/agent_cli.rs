@@ -429,7 +429,7 @@ async fn attached_servers_follow_ravi_toml_and_tools_picks_sources() {
 fn artifact_in(text: &str) -> String {
     let at = text
         .find("art_")
-        .expect("an artifact ref in the tool result");
+        .unwrap_or_else(|| panic!("no artifact ref in the tool result: {text}"));
     text[at..]
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')

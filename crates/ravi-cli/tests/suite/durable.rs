@@ -328,3 +328,97 @@ fn store_options_are_checked_and_none_runs_without_one() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(text(&missing.stderr).contains("no run `run_nope`"));
 }
+
+/// An OpenAI-compatible stream asking for one `shell` call.
+fn shell_call_stream(command: &str) -> String {
+    let args = serde_json::to_string(&serde_json::json!({ "command": command })).unwrap();
+    let first = serde_json::json!({
+        "id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "tool_calls": [
+            {"index": 0, "id": "call_shell_1", "type": "function",
+             "function": {"name": "shell", "arguments": args}}]}, "finish_reason": null}]
+    });
+    let done = serde_json::json!({
+        "id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]
+    });
+    format!("data: {first}\n\ndata: {done}\n\ndata: [DONE]\n\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_killed_while_waiting_resumes_and_runs_the_approved_call_once() {
+    use ravi_test_support::model_server::{cassette, serving_first_then, sse};
+    let server = serving_first_then(
+        sse(shell_call_stream("echo once >> counter.txt")),
+        sse(cassette("openai_chat/text_stream.sse")),
+    )
+    .await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let case = Case::sqlite();
+    let base = [
+        "agent",
+        "--model",
+        spec.as_str(),
+        "--tools",
+        "builtin",
+        "--code-mode",
+        "off",
+    ];
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_ravi"))
+        .args(base)
+        .args([
+            "--approve",
+            "queue",
+            "--approval-timeout",
+            "60",
+            "--store",
+            &case.store,
+            "go",
+        ])
+        .env("XDG_STATE_HOME", case.state.path())
+        .env_remove("OPENAI_API_KEY")
+        .current_dir(case.ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = tokio::task::block_in_place(|| case.pending());
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    let out = tokio::task::block_in_place(|| case.ravi(&["approvals", "approve", &id]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run_id = tokio::task::block_in_place(|| case.last_run());
+    let shown = tokio::task::block_in_place(|| case.json(&["runs", "show", &run_id, "--json"]));
+    assert_eq!(shown["run"]["kind"], "agent");
+    assert_eq!(shown["calls"][0]["state"], "awaiting_approval");
+    // The resumed agent is not asked again (none would deny) and runs the call once.
+    let out = tokio::task::block_in_place(|| {
+        case.ravi(&[base.as_slice(), &["--approve", "none", "--resume", &run_id]].concat())
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "The sum is 5.");
+    assert!(
+        text(&out.stderr).contains(&format!("run {run_id}")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(case.counter(), "once\n");
+    let shown = tokio::task::block_in_place(|| case.json(&["runs", "show", &run_id, "--json"]));
+    assert_eq!(shown["run"]["status"], "succeeded");
+    assert_eq!(shown["calls"][0]["state"], "succeeded");
+    // The model saw the command's result, once, in the resumed turn.
+    let bodies = ravi_test_support::model_server::bodies(&server).await;
+    assert_eq!(
+        bodies.len(),
+        2,
+        "one request per process: the call, then the answer"
+    );
+    let last = bodies[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "tool");
+}

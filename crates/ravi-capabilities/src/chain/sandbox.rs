@@ -182,6 +182,25 @@ impl Sandbox {
         limits: &SandboxLimits,
         cancel: Option<CancellationToken>,
     ) -> SandboxRun {
+        self.run_seeded(script, filename, tools, bridge, limits, cancel, None)
+            .await
+    }
+
+    /// [`run`](Self::run) with the guest's randomness (Python's `random`, `os.urandom`,
+    /// `uuid4`, `secrets`) drawn from a generator seeded with `seed` instead of fresh entropy:
+    /// a durable run replayed with its seed makes the same choices, so the same calls. A
+    /// seeded run's randomness is predictable to whoever knows the seed.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_seeded(
+        &self,
+        script: &str,
+        filename: &str,
+        tools: &[ToolBinding],
+        bridge: Arc<dyn ToolBridge>,
+        limits: &SandboxLimits,
+        cancel: Option<CancellationToken>,
+        seed: Option<u64>,
+    ) -> SandboxRun {
         let started = Instant::now();
         let deadline = started + limits.timeout;
         let cancel = cancel.unwrap_or_default();
@@ -190,13 +209,19 @@ impl Sandbox {
         };
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
-        let wasi = WasiCtxBuilder::new()
-            .stdin(MemoryInputPipe::new(Vec::<u8>::new()))
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdin(MemoryInputPipe::new(Vec::<u8>::new()))
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .wall_clock(CoarseWallClock)
-            .monotonic_clock(CoarseMonotonicClock(started))
-            .build_p1();
+            .monotonic_clock(CoarseMonotonicClock(started));
+        if let Some(seed) = seed {
+            use rand_wasi::SeedableRng as _;
+            wasi.secure_random(rand_wasi::rngs::StdRng::seed_from_u64(seed))
+                .insecure_random(rand_wasi::rngs::StdRng::seed_from_u64(!seed))
+                .insecure_random_seed(u128::from(seed));
+        }
+        let wasi = wasi.build_p1();
         let state = RunState {
             wasi,
             limiter: Limiter {

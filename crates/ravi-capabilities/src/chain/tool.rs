@@ -26,6 +26,13 @@ const RUN_GRACE: Duration = Duration::from_secs(2);
 /// How many trace lines the model-facing summary lists before eliding the rest.
 const SUMMARY_CALLS: usize = 20;
 
+/// The seed of a durable run's randomness: the first 64 bits of the SHA-256 digest of its id.
+fn run_seed(run_id: &str) -> u64 {
+    let digest = ravi_kernel::args_digest(&Value::String(run_id.to_owned()));
+    let hex = digest.trim_start_matches("sha256:");
+    u64::from_str_radix(hex.get(..16).unwrap_or("0"), 16).unwrap_or(0)
+}
+
 /// The name of the code-mode tool. It refuses calls from a code-mode script: scripts do not
 /// nest.
 pub const TOOL_CHAIN_NAME: &str = "tool_chain";
@@ -221,15 +228,19 @@ impl ToolChainTool {
             deadline: started + self.limits.timeout,
             next_id: AtomicU64::new(0),
         });
+        // A durable run draws its randomness from a seed of its own, so a replay makes the
+        // same calls in the same order.
+        let seed = session.journal().map(|j| run_seed(j.run_id()));
         let run = self
             .sandbox
-            .run(
+            .run_seeded(
                 script,
                 filename,
                 &self.bindings,
                 bridge.clone(),
                 &self.limits,
                 Some(cancel.clone()),
+                seed,
             )
             .await;
         // Stop anything the script left running before reading the trace. A call the run was

@@ -422,3 +422,24 @@ async fn an_agent_killed_while_waiting_resumes_and_runs_the_approved_call_once()
         .clone();
     assert_eq!(last["role"], "tool");
 }
+
+#[test]
+fn a_scripts_randomness_is_seeded_per_run_so_a_resume_replays_it() {
+    let case = Case::sqlite();
+    std::fs::write(
+        case.ws.path().join("rnd.py"),
+        "import random\nprint(random.random(), random.randint(1, 10**9))\n",
+    )
+    .unwrap();
+    let first = case.ravi(&["run", "rnd.py"]);
+    let second = case.ravi(&["run", "rnd.py"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert_ne!(
+        text(&first.stdout),
+        text(&second.stdout),
+        "each run has its own seed"
+    );
+    let run_id = case.last_run();
+    let resumed = case.ravi(&["runs", "resume", &run_id]);
+    assert_eq!(text(&resumed.stdout), text(&second.stdout));
+}

@@ -216,6 +216,9 @@ pub enum RunKind {
     Script,
     /// An agent conversation (`ravi agent`): resumes from its saved state.
     Agent,
+    /// The calls a `ravi serve` process served (every client's, in arrival order): a record
+    /// of what ran and the key its approvals bind to, not resumable (its clients drive it).
+    Serve,
 }
 
 impl RunKind {
@@ -224,12 +227,13 @@ impl RunKind {
         match self {
             Self::Script => "script",
             Self::Agent => "agent",
+            Self::Serve => "serve",
         }
     }
 
     /// The kind of wire name `s`.
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Script, Self::Agent]
+        [Self::Script, Self::Agent, Self::Serve]
             .into_iter()
             .find(|k| k.as_str() == s)
     }

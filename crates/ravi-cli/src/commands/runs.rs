@@ -122,11 +122,17 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
             let Some(record) = record else {
                 bail!("no run `{run_id}` in the store (`ravi runs list` lists them)");
             };
-            if record.kind != RunKind::Script {
-                bail!(
-                    "run `{run_id}` is an agent run; `ravi runs resume` resumes script runs \
-                     (`ravi run`)"
-                );
+            match record.kind {
+                RunKind::Script => {}
+                RunKind::Agent => bail!(
+                    "run `{run_id}` is an agent run; resume it with `ravi agent --resume \
+                     {run_id}` and the run's model and tools"
+                ),
+                other => bail!(
+                    "run `{run_id}` is a {} run, which its clients drive and cannot be \
+                     resumed; `ravi runs show {run_id}` shows what ran and what is in doubt",
+                    other.as_str()
+                ),
             }
             let text = |k: &str| {
                 record

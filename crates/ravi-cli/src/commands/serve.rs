@@ -7,14 +7,18 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use ravi_agents::blob::MemoryBlobStore;
+use ravi_agents::durable::{QueueApprovalHandler, RunJournal};
 use ravi_capabilities::chain::CodeMode;
-use ravi_integrations::mcp::{HttpOptions, LiveToolbox, McpServer};
-use ravi_kernel::ToolRegistry as _;
+use ravi_integrations::mcp::{HttpOptions, LiveToolbox, McpServer, ServerTools};
+use ravi_kernel::{ApprovalHandler, RunKind, RunRecord, RunStatus, Store, ToolRegistry as _};
 
 use super::mcp_attach::{McpArgs, connect_specs};
 use super::serve_tools::toolbox_server_tools;
 use crate::Exit;
-use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
+use crate::setup::{
+    ApproveMode, Asker, Setup, announce_queued, approval_handler, runtime, with_approval_wait,
+};
+use crate::store;
 
 /// Arguments of `ravi serve`.
 #[derive(Debug, Args)]
@@ -41,9 +45,19 @@ pub struct ServeArgs {
     pub workspace: Option<std::path::PathBuf>,
     /// Who approves calls above the policy's risk threshold (Critical tools always ask):
     /// `elicit` asks the client's user, `ask` the terminal running ravi (only with `--http`),
-    /// `all` approves and `none` denies without asking.
+    /// `all` approves, `none` denies without asking, and `queue` records the approval in the
+    /// store for anyone to decide (`ravi approvals approve ID`).
     #[arg(long, value_enum, default_value_t = ApproveMode::Elicit)]
     pub approve: ApproveMode,
+    /// How long a call waits for its approval, in seconds (default: the policy's); a longer
+    /// wait stretches the call limit to fit it.
+    #[arg(long, value_name = "SECS")]
+    pub approval_timeout: Option<f64>,
+    /// The durable store every served call is journaled in: `sqlite:PATH`, `postgres://…` or
+    /// `none` (default: `RAVI_STORE`, else ravi.toml's `[store] url`, else
+    /// `sqlite:$XDG_STATE_HOME/ravi/ravi.db`).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// Code mode: `on` serves `tool_chain` (a Python script calling the served tools, run in
     /// the sandbox) beside the tools, `only` serves it (and `read_result`) alone, so a client
     /// reaches every tool from scripts, `off` does not serve it.
@@ -68,16 +82,33 @@ const BLOB_GC_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Runs `ravi serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
-    // Refused before anything starts: an approval mode nobody can answer.
-    let approval = approval_handler(args.approve, Asker::Serve { stdio: args.stdio })?;
     let setup = Setup::load(args.config.as_deref(), args.workspace.clone())?;
-    runtime()?.block_on(serve(args, setup, approval))
+    let rt = runtime()?;
+    let store = match store::url(args.store.as_deref(), &setup.config)? {
+        Some(url) => Some(rt.block_on(store::open(&url)).context(
+            "the durable store could not be opened; pass --store none to serve without one",
+        )?),
+        None => None,
+    };
+    // Refused before anything starts: an approval mode nobody can answer.
+    let approval: Arc<dyn ApprovalHandler> = match (args.approve, &store) {
+        (ApproveMode::Queue, Some(store)) => {
+            Arc::new(QueueApprovalHandler::new(Arc::clone(store)).on_queued(announce_queued))
+        }
+        (ApproveMode::Queue, None) => anyhow::bail!(
+            "--approve queue records approvals in the durable store, and this server has none \
+             (--store none); choose a store or another --approve mode"
+        ),
+        (mode, _) => approval_handler(mode, Asker::Serve { stdio: args.stdio })?,
+    };
+    rt.block_on(serve(args, setup, approval, store))
 }
 
 async fn serve(
     args: ServeArgs,
     setup: Setup,
-    approval: Arc<dyn ravi_kernel::ApprovalHandler>,
+    approval: Arc<dyn ApprovalHandler>,
+    store: Option<Arc<dyn Store>>,
 ) -> anyhow::Result<Exit> {
     if let Some(addr) = args.http
         && !addr.ip().is_loopback()
@@ -104,7 +135,7 @@ async fn serve(
                 );
             }
         }
-        let policy = setup.policy()?;
+        let policy = with_approval_wait(setup.policy()?, args.approval_timeout, true)?;
         let blobs = Arc::new(MemoryBlobStore::new());
         let tools = toolbox_server_tools(
             base,
@@ -119,6 +150,31 @@ async fn serve(
             blobs.clone(),
             args.code_mode,
         )?;
+        // Every served call is journaled in a run of this process.
+        let journal = match &store {
+            Some(store) => {
+                let record = RunRecord::new(
+                    store::new_run_id(),
+                    RunKind::Serve,
+                    ravi_agents::blob::new_scope_id(),
+                    serde_json::json!({
+                        "transport": if args.stdio { "stdio" } else { "http" },
+                        "address": args.http.map(|a| a.to_string()),
+                    }),
+                );
+                store
+                    .create_run(&record)
+                    .await
+                    .context("recording the served run in the store")?;
+                eprintln!("ravi serve: journaling every call in run {}", record.id);
+                Some(RunJournal::open(Arc::clone(store), record.id).await?)
+            }
+            None => None,
+        };
+        let tools: Arc<dyn ServerTools> = Arc::new(match &journal {
+            Some(j) => tools.with_journal(Arc::clone(j)),
+            None => tools,
+        });
         // Bounded memory: a client session's artifacts are unpinned when it ends (or idles
         // out); what is unpinned and older than the retention is collected here.
         let collector = tokio::spawn(async move {
@@ -149,6 +205,12 @@ async fn serve(
             server.serve_stdio().await?;
         }
         collector.abort();
+        if let (Some(j), Some(store)) = (&journal, &store) {
+            j.flush().await;
+            let _ = store
+                .update_run(j.run_id(), RunStatus::Succeeded, None)
+                .await;
+        }
         anyhow::Ok(())
     }
     .await;

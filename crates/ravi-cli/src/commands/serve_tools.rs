@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::chain::{CodeMode, TOOL_CHAIN_NAME, ToolChainTool};
-use ravi_integrations::mcp::{FinishTools, InvokerTools, LiveToolbox, McpClient, ServerTools};
+use ravi_integrations::mcp::{FinishTools, InvokerTools, LiveToolbox, McpClient};
 use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy};
 
 /// How many calls one MCP client session may make when `ravi.toml` sets no
@@ -36,7 +36,7 @@ pub fn toolbox_server_tools(
     session_calls: u32,
     blobs: Arc<MemoryBlobStore>,
     mode: CodeMode,
-) -> anyhow::Result<Arc<dyn ServerTools>> {
+) -> anyhow::Result<InvokerTools> {
     if mode != CodeMode::Off
         && let Some(t) = base.iter().find(|t| t.name() == TOOL_CHAIN_NAME)
     {
@@ -86,7 +86,7 @@ pub fn toolbox_server_tools(
         }
         served = served.with_offered(Some(offered));
     }
-    Ok(Arc::new(served))
+    Ok(served)
 }
 
 #[cfg(test)]

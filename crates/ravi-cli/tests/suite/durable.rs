@@ -443,3 +443,57 @@ fn a_scripts_randomness_is_seeded_per_run_so_a_resume_replays_it() {
     let resumed = case.ravi(&["runs", "resume", &run_id]);
     assert_eq!(text(&resumed.stdout), text(&second.stdout));
 }
+
+#[test]
+fn ravi_serve_journals_calls_and_queues_approvals_for_anyone_to_decide() {
+    use ravi_test_support::mcp;
+    if !mcp::harness_ready("ravi serve --approve queue") {
+        return;
+    }
+    let case = Case::sqlite();
+    let target = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_ravi").to_owned(),
+        "serve".into(),
+        "--stdio".into(),
+        "--approve".into(),
+        "queue".into(),
+        "--store".into(),
+        case.store.clone(),
+        "--workspace".into(),
+        case.ws.path().to_str().unwrap().to_owned(),
+    ];
+    let plan = serde_json::json!({"calls": [
+        {"name": "file_exists", "arguments": {"path": "counter.txt"}},
+        {"name": "shell", "arguments": {"command": "echo served >> counter.txt"}}
+    ]});
+    let client = std::thread::spawn(move || mcp::sdk_client(&plan, &target));
+    let id = case.pending();
+    let out = case.ravi(&["approvals", "approve", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = client.join().unwrap();
+    assert_eq!(report["calls"][1]["result"]["isError"], false, "{report}");
+    assert_eq!(case.counter(), "served\n");
+    let run = case.json(&["runs", "list", "--json"])[0].clone();
+    assert_eq!(run["kind"], "serve");
+    let shown = case.json(&["runs", "show", run["id"].as_str().unwrap(), "--json"]);
+    let calls: Vec<(&str, &str)> = shown["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["tool"].as_str().unwrap(), c["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        calls,
+        [("file_exists", "succeeded"), ("shell", "succeeded")]
+    );
+    assert_eq!(shown["run"]["status"], "succeeded");
+    // A served run is not resumable: its clients drive it.
+    let out = case.ravi(&["runs", "resume", run["id"].as_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is a serve run"),
+        "{}",
+        text(&out.stderr)
+    );
+}

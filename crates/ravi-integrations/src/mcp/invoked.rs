@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use ravi_agents::durable::RunJournal;
 use ravi_agents::invoker::{InvokerSession, ToolInvoker, ToolInvokerBuilder};
 use ravi_kernel::{
     ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobScope, CallSource, InvocationResult,
@@ -67,6 +68,8 @@ pub struct InvokerTools {
     session_budget: Option<u32>,
     /// The only tools clients see and call, when not all of them are served (code mode only).
     offered: Option<Vec<String>>,
+    /// The run journal every client session's calls are written to, when the server is durable.
+    journal: Option<Arc<RunJournal>>,
 }
 
 impl std::fmt::Debug for InvokerTools {
@@ -90,7 +93,18 @@ impl InvokerTools {
             stateless_scope: BlobScope::root(ravi_agents::blob::new_scope_id()),
             session_budget: None,
             offered: None,
+            journal: None,
         }
+    }
+
+    /// Journals every call of every client session in `journal` (in arrival order): each is
+    /// on record before a tool that is neither idempotent nor Safe runs, and approvals become
+    /// stored records anyone may decide (`--approve queue`). Served sessions are not resumed:
+    /// after a crash, the journal shows what ran and what is in doubt.
+    #[must_use]
+    pub fn with_journal(mut self, journal: Arc<RunJournal>) -> Self {
+        self.journal = Some(journal);
+        self
     }
 
     /// Serves only the tools named in `names` (`None`: every tool of the registry): clients
@@ -141,9 +155,12 @@ impl ServerTools for InvokerTools {
             SessionKind::Stateless => self.invoker.open_session_in(self.stateless_scope.clone()),
             _ => self.invoker.open_session(),
         };
-        let session = session
+        let mut session = session
             .with_source(CallSource::Mcp)
             .with_offered(self.offered.clone());
+        if let Some(journal) = &self.journal {
+            session = session.with_journal(Arc::clone(journal));
+        }
         Arc::new(match self.session_budget {
             Some(calls) => session.with_budget(calls),
             None => session,
@@ -165,11 +182,14 @@ impl ServerTools for InvokerTools {
             // A session opened by someone else's `open_session`: run the call on its own.
             None => {
                 let guard = self.invoker.session_guard();
-                let session = guard
+                let mut session = guard
                     .session()
                     .clone()
                     .with_source(CallSource::Mcp)
                     .with_offered(self.offered.clone());
+                if let Some(journal) = &self.journal {
+                    session = session.with_journal(Arc::clone(journal));
+                }
                 let r = self.invoker.invoke(&session, call, &ctx).await;
                 guard.close().await;
                 Some(r)

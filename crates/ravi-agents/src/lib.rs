@@ -68,6 +68,11 @@ struct ToolsGuide;
 #[doc = include_str!("../../../docs/invoker.md")]
 struct InvokerGuide;
 
+/// The example of `docs/durability.md`, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/durability.md")]
+struct DurabilityGuide;
+
 // Lets the `#[tool]` expansion's `::ravi_agents::…` paths resolve inside this crate too.
 extern crate self as ravi_agents;
 

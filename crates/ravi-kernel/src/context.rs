@@ -441,6 +441,10 @@ pub struct ToolContext {
     /// mode): `ravi_agents::invoker::ToolInvoker::from_context` reads it back. Opaque here:
     /// the kernel does not know the invoker.
     pub caller: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The durable run this call is journaled in, and its place there, for a tool that makes
+    /// calls of its own (code mode journals its script's calls under it, so a resume replays
+    /// them): `ravi_agents::durable::RunJournal::open_nested` reads it back. Opaque here.
+    pub journal: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -455,6 +459,7 @@ impl std::fmt::Debug for ToolContext {
             .field("line", &self.line)
             .field("skills", &self.skills.as_ref().map(|s| s.len()))
             .field("caller", &self.caller.is_some())
+            .field("journal", &self.journal.is_some())
             .finish()
     }
 }
@@ -481,6 +486,7 @@ impl ToolContext {
             line: None,
             skills: None,
             caller: None,
+            journal: None,
         }
     }
 

@@ -47,7 +47,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ravi_kernel::{
     ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalState, JournalEntry, Store,
-    StoreError,
+    StoreError, ToolContext,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -85,6 +85,12 @@ pub struct RunJournal {
     next: AtomicU32,
     /// The background writer of outcomes that need not be durable one by one.
     writer: Option<mpsc::UnboundedSender<Write>>,
+}
+
+/// A journaled call's place, as its tool sees it in [`ToolContext::journal`].
+pub(crate) struct Nested {
+    pub(crate) journal: Arc<RunJournal>,
+    pub(crate) seq: u32,
 }
 
 /// What the background writer is asked to do.
@@ -199,6 +205,18 @@ impl RunJournal {
         if let Err(e) = self.store.record_call(&entry).await {
             tracing::warn!(error = %e, "could not journal a call's outcome");
         }
+    }
+
+    /// The journal of the calls made by the call `ctx` belongs to (a code-mode script's, when
+    /// `tool_chain` is itself a journaled call): the sub-run `RUN:SEQ` of the same store, with
+    /// what an earlier process recorded there loaded for replay. `None` when the call is not
+    /// journaled.
+    pub async fn open_nested(ctx: &ToolContext) -> Option<Result<Arc<Self>, StoreError>> {
+        let nested = Arc::clone(ctx.journal.as_ref()?)
+            .downcast::<Nested>()
+            .ok()?;
+        let run_id = format!("{}:{}", nested.journal.run_id, nested.seq);
+        Some(Self::open(Arc::clone(&nested.journal.store), run_id).await)
     }
 
     /// The run this journal belongs to.

@@ -118,7 +118,13 @@ impl ToolInvoker {
         }
         // 10. Execution.
         let exec_started = sink.map(|_| Instant::now());
-        let exec_ctx = self.tool_context(session, call, ctx, limit.deadline, sink);
+        let mut exec_ctx = self.tool_context(session, call, ctx, limit.deadline, sink);
+        if let Some(j) = outcome.journal.as_deref() {
+            exec_ctx.journal = Some(Arc::new(crate::durable::Nested {
+                journal: Arc::clone(&j.journal),
+                seq: j.key.seq,
+            }) as Arc<dyn std::any::Any + Send + Sync>);
+        }
         let finished = execute(
             &tool,
             args,

@@ -204,7 +204,25 @@ impl ToolChainTool {
         // calls; the caller then holds their pins.
         let (journal, scope) = match durable {
             Some((journal, scope)) => (Some(journal), Some(scope)),
-            None => (None, ctx.artifacts.as_ref().map(|a| a.scope().clone())),
+            None => {
+                // Called as a journaled call (a durable agent's or server's): the script's
+                // calls are journaled too, under that call, and replay on resume.
+                let nested = match RunJournal::open_nested(ctx).await {
+                    Some(Ok(j)) => Some(j),
+                    Some(Err(e)) => {
+                        return ChainRunResult::new(ChainStatus::Error, "", Vec::new(), 0)
+                            .with_error(ravi_kernel::ChainError::new(
+                                "RuntimeError",
+                                format!(
+                                    "the script's journal could not be opened ({e}); nothing ran"
+                                ),
+                                "",
+                            ));
+                    }
+                    None => None,
+                };
+                (nested, ctx.artifacts.as_ref().map(|a| a.scope().clone()))
+            }
         };
         let guard = match scope {
             Some(scope) => invoker.session_guard_in(scope),

@@ -244,3 +244,95 @@ async fn a_script_is_held_to_the_callers_skills() {
     let text = result_text(&model.requests()[1], "c1");
     assert!(text.starts_with("2.0\nrefused skill_denied"), "{text}");
 }
+
+/// A durable agent's `tool_chain` journals its script's calls under its own: the process dies
+/// while the script's second post runs; on resume the model's `tool_chain` call runs the script
+/// again, the first post replays from the journal, the second is in doubt — neither runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_agents_script_replays_its_calls_instead_of_running_them_twice() {
+    use ravi_agents::approval::AutoApprovalHandler;
+    use ravi_agents::durable::MemoryStore;
+    use ravi_kernel::{RunKind, RunRecord, Store};
+
+    /// Posts, and on its second post hangs after posting (the process "dies" there).
+    struct HangingPost(Arc<AtomicU32>);
+    #[async_trait]
+    impl Tool for HangingPost {
+        fn name(&self) -> &str {
+            "post"
+        }
+        fn description(&self) -> &str {
+            "Posts a message."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+        }
+        fn risk(&self) -> ToolRisk {
+            ToolRisk::High
+        }
+        async fn execute(
+            &self,
+            _: &ToolContext,
+            args: Value,
+        ) -> Result<ToolExecutionResult, ToolError> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == 2 {
+                std::future::pending::<()>().await;
+            }
+            Ok(ToolExecutionResult::text(format!(
+                "posted {}",
+                args["text"]
+            )))
+        }
+    }
+    let posts = Arc::new(AtomicU32::new(0));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    store
+        .create_run(&RunRecord::new(
+            "run_cm",
+            RunKind::Agent,
+            "ses_cm",
+            json!({}),
+        ))
+        .await
+        .unwrap();
+    let script = "post(text='one')\npost(text='two')\nprint('both posted')\n";
+    let agent = |model: Arc<ScriptedModel>| {
+        ReActAgent::new(
+            "cm",
+            model,
+            vec![AnyTool::Function(Arc::new(HangingPost(Arc::clone(&posts))))],
+        )
+        .with_approval_handler(Arc::new(AutoApprovalHandler::approving()))
+        .with_durable_run(Arc::clone(&store), "run_cm")
+        .with_code_mode(CodeMode::Only)
+        .unwrap()
+    };
+    let first = agent(ScriptedModel::new(vec![calls(&[(
+        "t1",
+        "tool_chain",
+        json!({"script": script}),
+    )])]));
+    let cut =
+        tokio::time::timeout(std::time::Duration::from_secs(3), first.run("post twice")).await;
+    assert!(cut.is_err(), "the run hangs in the second post");
+    drop(first);
+    assert_eq!(posts.load(Ordering::SeqCst), 2);
+    let model = ScriptedModel::new(vec![answer("checked")]);
+    let second = agent(model.clone());
+    let result = second
+        .resume_durable(None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(result.final_text, "checked");
+    assert_eq!(posts.load(Ordering::SeqCst), 2, "no post ran twice");
+    let told = result_text(&model.requests()[0], "t1");
+    assert!(
+        told.contains("InDoubt") || told.contains("may or may not"),
+        "{told}"
+    );
+    // The script's calls are journaled under the agent's `tool_chain` call.
+    let nested = store.calls("run_cm:0").await.unwrap();
+    let states: Vec<&str> = nested.iter().map(|c| c.state.as_str()).collect();
+    assert_eq!(states, ["succeeded", "in_doubt"]);
+}

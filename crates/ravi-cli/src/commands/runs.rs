@@ -2,7 +2,7 @@
 //! script run in this process (finished calls replay their recorded results, calls in doubt
 //! are reported, the rest run).
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use clap::Subcommand;
 use ravi_kernel::{CallState, JournalEntry, RunKind, RunRecord};
 use serde_json::json;
@@ -52,6 +52,15 @@ pub enum RunsCommand {
         /// How long a call waits for its approval, in seconds.
         #[arg(long, value_name = "SECS")]
         approval_timeout: Option<f64>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Remove the artifacts of runs that ended more than DAYS ago (and of directories no run
+    /// names any more); journals and approvals stay, as the record of what ran.
+    Gc {
+        /// The retention, in days.
+        #[arg(long, value_name = "DAYS", default_value_t = 7.0)]
+        older_than: f64,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -106,6 +115,20 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
             }
             Ok(Exit::Ok)
         }),
+        RunsCommand::Gc { older_than, store } => {
+            if !(older_than.is_finite() && older_than >= 0.0) {
+                bail!("--older-than must be a number of days, 0 or more, got {older_than}");
+            }
+            runtime()?.block_on(async {
+                let runs = store.open().await?.runs(u32::MAX).await?;
+                let report = gc(&runs, older_than)?;
+                println!(
+                    "removed the artifacts of {} run(s), {} bytes",
+                    report.0, report.1
+                );
+                Ok(Exit::Ok)
+            })
+        }
         RunsCommand::Resume {
             run_id,
             json,
@@ -222,4 +245,55 @@ fn show(run: &RunRecord, calls: &[JournalEntry]) -> String {
         ));
     }
     s
+}
+
+/// Removes the artifact directories (under the state directory) of runs that ended more than
+/// `days` ago, and those no run names that were last touched as long ago: `(directories,
+/// bytes)` removed.
+fn gc(runs: &[RunRecord], days: f64) -> anyhow::Result<(usize, u64)> {
+    let root = crate::store::state_dir()?.join("artifacts");
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Ok((0, 0));
+    };
+    let cutoff_ms = ravi_kernel::now_ms() - (days * 86_400_000.0) as i64;
+    let cutoff = std::time::SystemTime::now()
+        .checked_sub(std::time::Duration::from_secs_f64(days * 86_400.0))
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let (mut dirs, mut bytes) = (0, 0);
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let expired = match runs.iter().find(|r| r.scope == name) {
+            Some(r) => {
+                !matches!(
+                    r.status,
+                    ravi_kernel::RunStatus::Running | ravi_kernel::RunStatus::Paused
+                ) && r.updated_ms < cutoff_ms
+            }
+            None => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < cutoff),
+        };
+        if expired {
+            bytes += dir_size(&entry.path());
+            std::fs::remove_dir_all(entry.path())
+                .with_context(|| format!("removing {}", entry.path().display()))?;
+            dirs += 1;
+        }
+    }
+    Ok((dirs, bytes))
+}
+
+fn dir_size(path: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }

@@ -497,3 +497,41 @@ fn ravi_serve_journals_calls_and_queues_approvals_for_anyone_to_decide() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn gc_removes_the_artifacts_of_runs_past_their_retention() {
+    let case = Case::sqlite();
+    // A result large enough to be kept as an artifact, in the run's own directory.
+    std::fs::write(case.ws.path().join("big.txt"), "x".repeat(200_000)).unwrap();
+    std::fs::write(
+        case.ws.path().join("keep.py"),
+        "a = read_file(path='big.txt')\nprint(len(a))\n",
+    )
+    .unwrap();
+    let out = case.ravi(&["run", "keep.py", "--approve", "all"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let artifacts = case.state.path().join("ravi/artifacts");
+    let dirs = || {
+        std::fs::read_dir(&artifacts)
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(dirs(), 1, "the run keeps its artifacts beside the store");
+    // Within the retention nothing goes; past it (0 days) the finished run's artifacts do.
+    let out = case.ravi(&["runs", "gc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(dirs(), 1);
+    let out = case.ravi(&["runs", "gc", "--older-than", "0"]);
+    assert!(
+        text(&out.stdout).starts_with("removed the artifacts of 1 run(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(dirs(), 0);
+    // The journal stays.
+    let run_id = case.last_run();
+    assert_eq!(
+        case.json(&["runs", "show", &run_id, "--json"])["calls"][0]["state"],
+        "succeeded"
+    );
+}

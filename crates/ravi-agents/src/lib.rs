@@ -7,6 +7,7 @@
 //! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
 //! ```
 
+pub mod access;
 pub mod approval;
 pub mod blob;
 pub mod capability;

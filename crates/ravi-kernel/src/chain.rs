@@ -291,6 +291,8 @@ pub enum FailureReason {
     Diverged,
     /// The durable store could not record the call, so it did not run (failing closed).
     Journal,
+    /// The caller's access policy does not allow this tool (or this risk) for them.
+    AccessDenied,
 }
 
 impl FailureReason {
@@ -302,6 +304,7 @@ impl FailureReason {
             | Self::GuardrailDenied
             | Self::ApprovalDenied
             | Self::AwaitingApproval
+            | Self::AccessDenied
             | Self::OutputWithheld => InvocationStatus::Denied,
             _ => InvocationStatus::Error,
         }
@@ -329,6 +332,7 @@ impl FailureReason {
             Self::InDoubt => "in_doubt",
             Self::Diverged => "diverged",
             Self::Journal => "journal",
+            Self::AccessDenied => "access_denied",
         }
     }
 }

@@ -445,6 +445,11 @@ pub struct ToolContext {
     /// calls of its own (code mode journals its script's calls under it, so a resume replays
     /// them): `ravi_agents::durable::RunJournal::open_nested` reads it back. Opaque here.
     pub journal: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// Who is calling, when a gateway authenticated them (an API key, a JWT's subject).
+    pub principal: Option<Arc<crate::Principal>>,
+    /// What the caller may use, for a tool that makes calls of its own (code mode holds its
+    /// script to it): `ravi_agents::access::Grant::from_context` reads it back. Opaque here.
+    pub access: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -460,6 +465,8 @@ impl std::fmt::Debug for ToolContext {
             .field("skills", &self.skills.as_ref().map(|s| s.len()))
             .field("caller", &self.caller.is_some())
             .field("journal", &self.journal.is_some())
+            .field("principal", &self.principal.as_ref().map(|p| p.id.as_str()))
+            .field("access", &self.access.is_some())
             .finish()
     }
 }
@@ -487,6 +494,8 @@ impl ToolContext {
             skills: None,
             caller: None,
             journal: None,
+            principal: None,
+            access: None,
         }
     }
 

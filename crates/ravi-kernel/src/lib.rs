@@ -52,6 +52,7 @@ mod digest;
 mod error;
 mod hooks;
 mod journal;
+mod principal;
 mod registry;
 mod result;
 mod risk;
@@ -83,6 +84,7 @@ pub use journal::{
     ApprovalState, CallKey, CallState, Decision, JournalEntry, RunKind, RunRecord, RunStatus,
     Store, StoreError, StoredApproval, now_ms,
 };
+pub use principal::Principal;
 pub use registry::ToolRegistry;
 pub use result::{ToolError, ToolErrorKind, ToolExecutionResult};
 pub use risk::{HitlMode, ToolRisk};

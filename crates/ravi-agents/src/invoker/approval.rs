@@ -345,7 +345,8 @@ mod stored {
             }
         }
         crate::durable::crash_point!("approval.before_record");
-        let approval = StoredApproval::pending(request.clone(), j.key.clone());
+        let mut approval = StoredApproval::pending(request.clone(), j.key.clone());
+        approval.requester.clone_from(&j.requester);
         store
             .create_approval(&approval)
             .await

@@ -25,6 +25,8 @@ pub(crate) struct Journaled {
     pub(super) idempotent: bool,
     /// The stored approval the call runs under, consumed when it starts.
     pub(super) approval_id: Option<String>,
+    /// Who asked (the session's principal), recorded with its approval.
+    pub(super) requester: Option<String>,
     /// The approval expired unanswered (the outcome is `expired`, not `denied`).
     pub(super) expired: bool,
     /// When the tool started (ms since the epoch), once it did.
@@ -59,6 +61,10 @@ pub(super) fn begin(
         risk: ToolRisk::Safe,
         idempotent: false,
         approval_id: None,
+        requester: session
+            .grant()
+            .and_then(|g| g.principal())
+            .map(|p| p.id.clone()),
         expired: false,
         started_ms: None,
         durable: false,

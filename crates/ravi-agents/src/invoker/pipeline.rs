@@ -73,6 +73,7 @@ impl ToolInvoker {
         let any = lookup(&*inner.registry, &call.name)?;
         let tool = type_gate(any, &call.name, session.source())?;
         offer_gate(session, &call.name)?;
+        access_gate(session, &call.name, tool.risk())?;
         skill_gate(session, &call.name)?;
         validate_arguments(&inner.validator, &tool, call)?;
         let risk = tool.risk();
@@ -169,6 +170,10 @@ impl ToolInvoker {
             exec_ctx.skills = Some(Arc::clone(&session.skills));
         }
         exec_ctx.caller = Some(Arc::clone(&self.inner) as Arc<dyn std::any::Any + Send + Sync>);
+        if let Some(grant) = &session.grant {
+            exec_ctx.principal = grant.principal().map(|p| Arc::new(p.clone()));
+            exec_ctx.access = Some(Arc::clone(grant) as Arc<dyn std::any::Any + Send + Sync>);
+        }
         exec_ctx
     }
 
@@ -284,6 +289,20 @@ fn offer_gate(session: &InvokerSession, name: &str) -> Step<()> {
             offered.join(", ")
         ),
     ))
+}
+
+/// Step 3c, the access gate: a caller a gateway authenticated uses only what its grant allows
+/// (the same decision that lists tools to it).
+fn access_gate(session: &InvokerSession, name: &str, risk: ToolRisk) -> Step<()> {
+    let Some(grant) = &session.grant else {
+        return Ok(());
+    };
+    grant.check(name, risk).map_err(|why| {
+        Stop::new(
+            FailureReason::AccessDenied,
+            format!("{why}; the call was refused, and retrying it will not help"),
+        )
+    })
 }
 
 /// Step 4a, the skill gate: with active skills, one of them must allow the tool.

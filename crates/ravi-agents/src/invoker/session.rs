@@ -14,6 +14,7 @@ use ravi_kernel::{
     CallStatus, Skill,
 };
 
+use crate::access::Grant;
 use crate::blob::new_scope_id;
 use crate::durable::RunJournal;
 
@@ -69,6 +70,8 @@ pub struct InvokerSession {
     pub(crate) offered: Option<Arc<[String]>>,
     /// The run journal its calls are written to, when the run is durable.
     pub(crate) journal: Option<Arc<RunJournal>>,
+    /// Who is calling and what they may use, when a gateway authenticated them.
+    pub(crate) grant: Option<Arc<Grant>>,
 }
 
 impl std::fmt::Debug for InvokerSession {
@@ -105,6 +108,7 @@ impl InvokerSession {
             budget: None,
             offered: None,
             journal: None,
+            grant: None,
         }
     }
 
@@ -173,6 +177,20 @@ impl InvokerSession {
         self
     }
 
+    /// The same session for the caller `grant` describes: a call to a tool the grant does not
+    /// allow is refused (reason `access_denied`), and tools see the principal in their
+    /// context. Nested sessions ([`child`](Self::child)) keep it.
+    #[must_use]
+    pub fn with_grant(mut self, grant: Arc<Grant>) -> Self {
+        self.grant = Some(grant);
+        self
+    }
+
+    /// The caller's grant, when the session has one.
+    pub fn grant(&self) -> Option<&Arc<Grant>> {
+        self.grant.as_ref()
+    }
+
     /// The run journal, when the session is durable.
     pub fn journal(&self) -> Option<&Arc<RunJournal>> {
         self.journal.as_ref()
@@ -201,6 +219,7 @@ impl InvokerSession {
         child.skills = Arc::clone(&self.skills);
         child.source = self.source;
         child.offered.clone_from(&self.offered);
+        child.grant.clone_from(&self.grant);
         child
     }
 

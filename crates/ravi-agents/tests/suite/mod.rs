@@ -1,5 +1,6 @@
 //! One module per scenario area.
 
+mod access;
 mod capability_search;
 mod durable;
 mod invoker_approvals;

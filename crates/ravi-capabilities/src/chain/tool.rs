@@ -238,6 +238,10 @@ impl ToolChainTool {
         if let Some(journal) = journal {
             session = session.with_journal(journal);
         }
+        // ... and to its caller's access: a script reaches only what its caller may use.
+        if let Some(grant) = ravi_agents::access::Grant::from_context(ctx) {
+            session = session.with_grant(grant);
+        }
         let cancel = ctx.cancellation.child();
         let bridge = Arc::new(InvokerBridge {
             invoker: invoker.clone(),

@@ -149,3 +149,42 @@ async fn an_agent_refuses_a_user_tool_that_shadows_a_built_in() {
     }
     assert!(model.requests().is_empty(), "the model was called");
 }
+
+/// A script run by a caller with a grant is held to it: `tool_chain` is allowed, `read_file` is
+/// not, and the script's `read_file` is refused for access like a direct call would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_is_held_to_its_callers_access() {
+    use ravi_agents::access::{AccessPolicy, AccessRule, Grant};
+    use ravi_capabilities::chain::ToolChainTool;
+    use ravi_kernel::{AnyTool, Principal, ToolRegistry as _};
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "s3cret").unwrap();
+    let catalog = Catalog::discover_in(dir.path(), HttpPolicy::default()).unwrap();
+    let mut toolbox = catalog.toolbox().unwrap();
+    let chain = ToolChainTool::for_registry(&toolbox, ravi_kernel::ChainPolicy::default()).unwrap();
+    toolbox.add(AnyTool::Function(Arc::new(chain))).unwrap();
+    assert!(toolbox.contains("tool_chain"));
+    let invoker = ToolInvoker::builder(Arc::new(toolbox)).build();
+    let policy =
+        AccessPolicy::new().with_principal("bob", AccessRule::tools(["tool_chain", "calculator"]));
+    let grant = Arc::new(Grant::new(Arc::new(policy), Some(Principal::new("bob"))));
+    let session = invoker.open_session().with_grant(grant);
+    let script = "print(calculator(expression='2*21')['result'])\n\
+                  try:\n    read_file(path='secret.txt')\nexcept Exception as e:\n    print('refused:', e)\n";
+    let out = invoker
+        .invoke(
+            &session,
+            ToolCall::new("c1", "tool_chain", json!({"script": script})),
+            &ToolContext::default(),
+        )
+        .await;
+    let text = out.text();
+    assert!(text.contains("42"), "{text}");
+    assert!(
+        text.contains("refused:") && text.contains("not among the tools bob may use"),
+        "{text}"
+    );
+    assert!(!text.contains("s3cret"), "{text}");
+    session.close().await;
+}

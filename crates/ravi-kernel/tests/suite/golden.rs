@@ -258,6 +258,7 @@ fn chain_types() {
             FailureReason::InDoubt,
             FailureReason::Diverged,
             FailureReason::Journal,
+            FailureReason::AccessDenied,
         ],
     );
     goldens().check_round_trip(
@@ -534,4 +535,10 @@ fn journal_records() {
     approval.reason = Some("checked the command".into());
     approval.decided_ms = Some(1_764_072_010_000);
     goldens().check_round_trip("stored_approval", &approval);
+    goldens().check_round_trip(
+        "principal",
+        &Principal::new("key:ci-bot")
+            .with_groups(vec!["ops".into()])
+            .with_scopes(vec!["tools:call".into()]),
+    );
 }

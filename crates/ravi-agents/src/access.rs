@@ -1,0 +1,330 @@
+//! Who may use which tool: per-principal access rules, and the one decision function that
+//! serves both listing tools and calling them — so a principal never sees a tool it cannot call
+//! and can call every tool it sees.
+//!
+//! A rule allows tools by name pattern (`*` matches any run of characters, `?` one: `github__*`,
+//! `*_file`), refuses others (`deny` wins over `tools`) and caps the risk it allows. A policy
+//! gives rules to principals by id and to groups; a principal may use a tool when some rule
+//! that applies to it allows the tool at its risk and none that applies denies it. A principal
+//! no rule names gets the policy's default rule, and with no default nothing. A grant can carry
+//! a rule of its own (an API key's): the tool must pass it too.
+//!
+//! ```
+//! use ravi_agents::access::{AccessPolicy, AccessRule, Grant};
+//! use ravi_agents::kernel::{Principal, ToolRisk};
+//!
+//! let policy = AccessPolicy::new()
+//!     .with_group("ops", AccessRule::tools(["*"]).with_max_risk(ToolRisk::High))
+//!     .with_default(AccessRule::tools(["read_*", "list_files"]).with_max_risk(ToolRisk::Sensitive));
+//! let alice = Principal::new("alice").with_groups(vec!["ops".into()]);
+//! let grant = Grant::new(policy.clone().into(), Some(alice));
+//! assert!(grant.check("shell", ToolRisk::High).is_ok());
+//! assert!(grant.check("shell", ToolRisk::Critical).is_err()); // above the group's ceiling
+//! let bob = Grant::new(policy.into(), Some(Principal::new("bob")));
+//! assert!(bob.check("read_file", ToolRisk::Safe).is_ok());
+//! assert!(bob.check("write_file", ToolRisk::High).is_err());
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ravi_kernel::{Principal, ToolRisk};
+use serde::{Deserialize, Serialize};
+use wildmatch::WildMatch;
+
+/// A tool-name pattern: `*` matches any run of characters, `?` exactly one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ToolPattern {
+    text: String,
+}
+
+impl ToolPattern {
+    /// The pattern `text`.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into() }
+    }
+
+    /// Whether `name` matches.
+    pub fn matches(&self, name: &str) -> bool {
+        WildMatch::new(&self.text).matches(name)
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl TryFrom<String> for ToolPattern {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        if text.is_empty() {
+            return Err("a tool pattern cannot be empty; use `*` for every tool".into());
+        }
+        Ok(Self { text })
+    }
+}
+
+impl From<ToolPattern> for String {
+    fn from(p: ToolPattern) -> Self {
+        p.text
+    }
+}
+
+/// What one rule allows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct AccessRule {
+    /// The tools it allows (patterns); none allows nothing.
+    #[serde(default)]
+    pub tools: Vec<ToolPattern>,
+    /// The tools it refuses even when another rule allows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<ToolPattern>,
+    /// The highest risk it allows (default: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_risk: Option<ToolRisk>,
+}
+
+impl AccessRule {
+    /// A rule allowing the tools matching `patterns`, at any risk.
+    pub fn tools<I, S>(patterns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            tools: patterns.into_iter().map(|p| ToolPattern::new(p)).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The same rule refusing the tools matching `patterns`.
+    #[must_use]
+    pub fn with_deny<I, S>(mut self, patterns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.deny = patterns.into_iter().map(|p| ToolPattern::new(p)).collect();
+        self
+    }
+
+    /// The same rule allowing risks up to `risk` only.
+    #[must_use]
+    pub fn with_max_risk(mut self, risk: ToolRisk) -> Self {
+        self.max_risk = Some(risk);
+        self
+    }
+
+    fn denies(&self, tool: &str) -> bool {
+        self.deny.iter().any(|p| p.matches(tool))
+    }
+
+    fn allows(&self, tool: &str, risk: ToolRisk) -> bool {
+        self.tools.iter().any(|p| p.matches(tool))
+            && !self.denies(tool)
+            && self.max_risk.is_none_or(|max| risk <= max)
+    }
+}
+
+/// Rules by principal and group, and a default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AccessPolicy {
+    /// Rules by principal id (`key:NAME`, a token's subject).
+    #[serde(default)]
+    pub principals: BTreeMap<String, AccessRule>,
+    /// Rules by group.
+    #[serde(default)]
+    pub groups: BTreeMap<String, AccessRule>,
+    /// The rule of a principal no other rule names (none: such a principal may use nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<AccessRule>,
+}
+
+impl AccessPolicy {
+    /// A policy allowing nothing to anyone.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The same policy with `rule` for the principal `id`.
+    #[must_use]
+    pub fn with_principal(mut self, id: impl Into<String>, rule: AccessRule) -> Self {
+        self.principals.insert(id.into(), rule);
+        self
+    }
+
+    /// The same policy with `rule` for the members of `group`.
+    #[must_use]
+    pub fn with_group(mut self, group: impl Into<String>, rule: AccessRule) -> Self {
+        self.groups.insert(group.into(), rule);
+        self
+    }
+
+    /// The same policy with a default rule.
+    #[must_use]
+    pub fn with_default(mut self, rule: AccessRule) -> Self {
+        self.default = Some(rule);
+        self
+    }
+
+    /// The rules that apply to `principal`: its own and its groups', else the default.
+    fn rules<'a>(&'a self, principal: Option<&Principal>) -> Vec<&'a AccessRule> {
+        let mut rules = Vec::new();
+        if let Some(p) = principal {
+            rules.extend(self.principals.get(&p.id));
+            rules.extend(p.groups.iter().filter_map(|g| self.groups.get(g)));
+        }
+        if rules.is_empty() {
+            rules.extend(self.default.as_ref());
+        }
+        rules
+    }
+
+    /// Whether `principal` may use `tool` at `risk`: `Err` says why not.
+    pub fn check(
+        &self,
+        principal: Option<&Principal>,
+        tool: &str,
+        risk: ToolRisk,
+    ) -> Result<(), String> {
+        let who = principal.map_or("an anonymous caller", |p| p.id.as_str());
+        let rules = self.rules(principal);
+        if rules.is_empty() {
+            return Err(format!("no access rule applies to {who}"));
+        }
+        if rules.iter().any(|r| r.denies(tool)) {
+            return Err(format!("`{tool}` is denied to {who}"));
+        }
+        if rules.iter().any(|r| r.allows(tool, risk)) {
+            return Ok(());
+        }
+        let capped = rules
+            .iter()
+            .any(|r| r.tools.iter().any(|p| p.matches(tool)));
+        Err(if capped {
+            format!("`{tool}` (risk {risk}) is above the risk {who} may use")
+        } else {
+            format!("`{tool}` is not among the tools {who} may use")
+        })
+    }
+}
+
+/// One caller's access: the policy, who they are, and a rule of their own (an API key's). The
+/// single decision the tool list and the call both use.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    policy: Arc<AccessPolicy>,
+    principal: Option<Principal>,
+    own: Option<AccessRule>,
+}
+
+impl Grant {
+    /// `principal`'s access under `policy`.
+    pub fn new(policy: Arc<AccessPolicy>, principal: Option<Principal>) -> Self {
+        Self {
+            policy,
+            principal,
+            own: None,
+        }
+    }
+
+    /// The same grant also held to `rule` (an API key's own tools and risk ceiling).
+    #[must_use]
+    pub fn with_own_rule(mut self, rule: AccessRule) -> Self {
+        self.own = Some(rule);
+        self
+    }
+
+    /// The grant of the session running the call `ctx` belongs to, for a tool that makes calls
+    /// of its own (code mode holds its script to the same access).
+    pub fn from_context(ctx: &ravi_kernel::ToolContext) -> Option<Arc<Self>> {
+        Arc::clone(ctx.access.as_ref()?).downcast::<Self>().ok()
+    }
+
+    /// Who it is for.
+    pub fn principal(&self) -> Option<&Principal> {
+        self.principal.as_ref()
+    }
+
+    /// The tools of `tools` this caller sees: exactly those it may call ([`check`](Self::check)
+    /// decides both). Tools other than function tools (hosted, provider-defined) pass as they
+    /// are: the invoker never runs them.
+    pub fn visible(&self, tools: Vec<ravi_kernel::AnyTool>) -> Vec<ravi_kernel::AnyTool> {
+        tools
+            .into_iter()
+            .filter(|t| match t.as_function() {
+                Some(f) => self.check(f.name(), f.risk()).is_ok(),
+                None => true,
+            })
+            .collect()
+    }
+
+    /// Whether the tool `tool` of risk `risk` may be listed to and called by this caller; `Err`
+    /// says why not, for the caller.
+    pub fn check(&self, tool: &str, risk: ToolRisk) -> Result<(), String> {
+        self.policy.check(self.principal.as_ref(), tool, risk)?;
+        if let Some(own) = &self.own
+            && !own.allows(tool, risk)
+        {
+            let who = self
+                .principal
+                .as_ref()
+                .map_or("this caller", |p| p.id.as_str());
+            return Err(format!(
+                "`{tool}` (risk {risk}) is outside what {who} may use"
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deny_wins_and_risk_caps() {
+        let policy = AccessPolicy::new()
+            .with_principal("a", AccessRule::tools(["*"]).with_deny(["shell"]))
+            .with_group(
+                "g",
+                AccessRule::tools(["shell", "read_*"]).with_max_risk(ToolRisk::Safe),
+            );
+        let a = Principal::new("a").with_groups(vec!["g".into()]);
+        assert!(
+            policy.check(Some(&a), "shell", ToolRisk::Safe).is_err(),
+            "deny wins"
+        );
+        assert!(
+            policy
+                .check(Some(&a), "write_file", ToolRisk::Critical)
+                .is_ok()
+        );
+        let b = Principal::new("b").with_groups(vec!["g".into()]);
+        assert!(policy.check(Some(&b), "read_file", ToolRisk::Safe).is_ok());
+        let err = policy
+            .check(Some(&b), "read_file", ToolRisk::High)
+            .unwrap_err();
+        assert!(err.contains("above the risk b may use"), "{err}");
+        let err = policy.check(None, "read_file", ToolRisk::Safe).unwrap_err();
+        assert!(
+            err.contains("no access rule applies to an anonymous caller"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn patterns_are_checked_when_read() {
+        let err = serde_json::from_str::<AccessRule>(r#"{"tools": [""]}"#).unwrap_err();
+        assert!(err.to_string().contains("cannot be empty"), "{err}");
+        let err = serde_json::from_str::<AccessRule>(r#"{"tool": ["x"]}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `tool`"), "{err}");
+        assert!(ToolPattern::new("gh__*").matches("gh__issues"));
+        assert!(!ToolPattern::new("gh__*").matches("ghx__issues"));
+    }
+}

@@ -132,6 +132,7 @@ impl AccessRule {
 
 /// Rules by principal and group, and a default.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct AccessPolicy {
     /// Rules by principal id (`key:NAME`, a token's subject).
@@ -326,5 +327,106 @@ mod tests {
         assert!(err.to_string().contains("unknown field `tool`"), "{err}");
         assert!(ToolPattern::new("gh__*").matches("gh__issues"));
         assert!(!ToolPattern::new("gh__*").matches("ghx__issues"));
+    }
+}
+
+/// The digest an API key's secret is stored under: the SHA-256 of the secret (as
+/// [`ravi_kernel::args_digest`] computes it for a JSON string). The secret itself is never kept.
+pub fn key_digest(secret: &str) -> String {
+    ravi_kernel::args_digest(&serde_json::Value::String(secret.to_owned()))
+}
+
+/// A fresh API key secret: `ravi_` and 40 random base-36 characters (about 206 bits).
+pub fn new_key_secret() -> String {
+    use rand::Rng as _;
+    const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let mut s = String::from("ravi_");
+    for _ in 0..40 {
+        s.push(char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]));
+    }
+    s
+}
+
+/// Why a request was not authenticated, said to the client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct AuthFailure {
+    /// What was wrong (never echoing the token).
+    pub message: String,
+}
+
+impl AuthFailure {
+    /// A failure saying `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// Turns a request's bearer token into the caller's grant (a gateway asks it for every HTTP
+/// request).
+#[async_trait::async_trait]
+pub trait Authenticator: Send + Sync {
+    /// The grant of the caller presenting `bearer` (`None`: no `Authorization: Bearer` header).
+    async fn authenticate(&self, bearer: Option<&str>) -> Result<Arc<Grant>, AuthFailure>;
+}
+
+/// Authenticates API keys kept in a [`Store`](ravi_kernel::Store) (`ravi keys create`): the
+/// key's principal is `key:NAME`, held to `policy` and to the key's own rule. A revoked key is
+/// refused at once (every request reads the store).
+pub struct KeyAuthenticator {
+    store: Arc<dyn ravi_kernel::Store>,
+    policy: Arc<AccessPolicy>,
+}
+
+impl std::fmt::Debug for KeyAuthenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyAuthenticator").finish_non_exhaustive()
+    }
+}
+
+impl KeyAuthenticator {
+    /// Keys of `store`, under `policy`.
+    pub fn new(store: Arc<dyn ravi_kernel::Store>, policy: Arc<AccessPolicy>) -> Self {
+        Self { store, policy }
+    }
+}
+
+#[async_trait::async_trait]
+impl Authenticator for KeyAuthenticator {
+    async fn authenticate(&self, bearer: Option<&str>) -> Result<Arc<Grant>, AuthFailure> {
+        let Some(secret) = bearer else {
+            return Err(AuthFailure::new(
+                "this server requires an API key: send `Authorization: Bearer KEY`",
+            ));
+        };
+        let key = self
+            .store
+            .key_by_hash(&key_digest(secret))
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "could not read API keys");
+                AuthFailure::new("the API key could not be checked; try again")
+            })?;
+        let Some(key) = key.filter(|k| k.revoked_ms.is_none()) else {
+            return Err(AuthFailure::new(
+                "the API key is not valid (unknown or revoked)",
+            ));
+        };
+        let mut grant = Grant::new(
+            Arc::clone(&self.policy),
+            Some(Principal::new(format!("key:{}", key.name))),
+        );
+        if let Some(rule) = key.rule {
+            let rule: AccessRule = serde_json::from_value(rule).map_err(|e| {
+                tracing::warn!(key = %key.name, error = %e, "an API key's rule cannot be read");
+                AuthFailure::new("the API key's rule cannot be read; recreate the key")
+            })?;
+            grant = grant.with_own_rule(rule);
+        }
+        Ok(Arc::new(grant))
     }
 }

@@ -24,6 +24,11 @@
 //! [idempotent]                        # running twice = running once, by tool name: a call a
 //! write_file = true                   # crash interrupted runs again on resume, not in doubt
 //!
+//! [access.default]                    # who may use what through `ravi serve --auth keys`
+//! tools = ["read_*", "list_files"]    # tool patterns; `deny = [...]`, `max_risk = "high"`
+//! [access.groups.ops]                 # by group; [access.principals."key:ci"] by principal
+//! tools = ["*"]
+//!
 //! [store]                             # the durable store (journal, approvals, runs)
 //! url = "sqlite:state/ravi.db"        # or "postgres://…", or "none"; default: the state dir
 //!
@@ -75,6 +80,10 @@ pub struct RaviConfig {
     /// `transport = "http"` (or `"sse"`, the legacy HTTP+SSE transport) with
     /// `url`/`bearer`/`headers`; optional `risk` and `timeout_ms`.
     pub mcp: Vec<McpServerSpec>,
+    /// `[access]`: which principals (API keys `key:NAME`, groups) may use which tools through
+    /// `ravi serve --auth`; `None`: everyone authenticated may use every tool (a key's own
+    /// rule still applies).
+    pub access: Option<ravi_agents::access::AccessPolicy>,
     /// `[store] url`: the durable store (`sqlite:PATH`, relative to the file; `postgres://…`;
     /// `none`).
     pub store_url: Option<String>,
@@ -131,6 +140,7 @@ struct FileConfig {
     mcp: Vec<FileMcp>,
     #[serde(default)]
     store: FileStore,
+    access: Option<ravi_agents::access::AccessPolicy>,
 }
 
 #[derive(Deserialize, Default)]
@@ -410,6 +420,7 @@ impl RaviConfig {
             _ => u,
         });
         let config = Self {
+            access: file.access,
             store_url,
             workspace,
             builtin,

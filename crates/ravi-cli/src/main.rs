@@ -39,6 +39,9 @@ enum Command {
     /// Decide the approvals queued in the durable store (`--approve queue`).
     #[command(subcommand)]
     Approvals(commands::approvals::ApprovalsCommand),
+    /// API keys for `ravi serve --http --auth keys`.
+    #[command(subcommand)]
+    Keys(commands::keys::KeysCommand),
     /// List, show and resume the runs journaled in the durable store.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
@@ -84,6 +87,7 @@ fn main() {
         Command::Skills(cmd) => commands::skills::run(cmd),
         Command::Approvals(cmd) => commands::approvals::run(cmd),
         Command::Runs(cmd) => commands::runs::run(cmd),
+        Command::Keys(cmd) => commands::keys::run(cmd),
     };
     let code = match result {
         Ok(exit) => exit as i32,

@@ -469,6 +469,42 @@ impl Decision {
     }
 }
 
+/// An API key as the store keeps it: never the secret, only its SHA-256 digest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ApiKey {
+    /// The key's name (its principal is `key:NAME`).
+    pub name: String,
+    /// Hex SHA-256 digest of the secret.
+    pub hash: String,
+    /// What the key may use (an access rule as JSON: `tools`, `deny`, `max_risk`); `None`:
+    /// whatever the gateway's policy allows its principal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<serde_json::Value>,
+    /// When it was made (ms since the epoch).
+    pub created_ms: i64,
+    /// When it was revoked, if it was: a revoked key authenticates nobody.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_ms: Option<i64>,
+}
+
+impl ApiKey {
+    /// A key named `name` whose secret has the digest `hash`.
+    pub fn new(
+        name: impl Into<String>,
+        hash: impl Into<String>,
+        rule: Option<serde_json::Value>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            hash: hash.into(),
+            rule,
+            created_ms: now_ms(),
+            revoked_ms: None,
+        }
+    }
+}
+
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -592,6 +628,18 @@ pub trait Store: Send + Sync {
     /// Marks a pending approval expired (its wait ended); returns where it stands afterwards
     /// (a decision that arrived first stands).
     async fn expire_approval(&self, id: &str) -> Result<ApprovalState, StoreError>;
+
+    /// Records a new API key; fails when a key of that name exists (revoked or not).
+    async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError>;
+
+    /// Every API key, revoked ones included, by name.
+    async fn keys(&self) -> Result<Vec<ApiKey>, StoreError>;
+
+    /// The key whose secret has the digest `hash`, revoked or not.
+    async fn key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>, StoreError>;
+
+    /// Revokes the key `name`; `false` when there is no such key (or it was revoked already).
+    async fn revoke_key(&self, name: &str) -> Result<bool, StoreError>;
 
     /// Waits until approval `id` is decided or `limit` passes, and returns where it stands.
     /// A backend that can be woken (PostgreSQL `LISTEN`) answers at once; one that cannot

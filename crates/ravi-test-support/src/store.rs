@@ -49,6 +49,22 @@ pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     consumption(&*a).await;
     races(&a, &b).await;
     waking(&a, &b).await;
+    keys(&*a, &*b).await;
+}
+
+async fn keys(a: &dyn Store, b: &dyn Store) {
+    let name = unique("key");
+    let key = ravi_kernel::ApiKey::new(&name, unique("hash"), Some(json!({"tools": ["read_*"]})));
+    a.create_key(&key).await.unwrap();
+    assert!(a.create_key(&key).await.is_err(), "a key name is used once");
+    assert_eq!(b.key_by_hash(&key.hash).await.unwrap(), Some(key.clone()));
+    assert!(b.keys().await.unwrap().iter().any(|k| k.name == name));
+    assert!(b.revoke_key(&name).await.unwrap());
+    assert!(!a.revoke_key(&name).await.unwrap(), "revoked once");
+    assert!(!a.revoke_key("key_missing").await.unwrap());
+    let revoked = a.key_by_hash(&key.hash).await.unwrap().unwrap();
+    assert!(revoked.revoked_ms.is_some());
+    assert_eq!(a.key_by_hash("nope").await.unwrap(), None);
 }
 
 async fn runs(a: &dyn Store, b: &dyn Store) {

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ravi_kernel::{
-    ApprovalState, CallKey, Decision, JournalEntry, RunRecord, RunStatus, Store, StoreError,
-    StoredApproval, now_ms,
+    ApiKey, ApprovalState, CallKey, Decision, JournalEntry, RunRecord, RunStatus, Store,
+    StoreError, StoredApproval, now_ms,
 };
 use tokio::sync::Notify;
 
@@ -27,6 +27,7 @@ struct State {
     calls: BTreeMap<(String, u32), JournalEntry>,
     /// Approvals in creation order.
     approvals: Vec<StoredApproval>,
+    keys: BTreeMap<String, ApiKey>,
 }
 
 impl MemoryStore {
@@ -214,6 +215,37 @@ impl Store for MemoryStore {
             }
             Ok(a.state)
         })
+    }
+
+    async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError> {
+        self.with(|s| {
+            if s.keys.contains_key(&key.name) {
+                return Err(StoreError::Backend(format!(
+                    "a key named `{}` already exists",
+                    key.name
+                )));
+            }
+            s.keys.insert(key.name.clone(), key.clone());
+            Ok(())
+        })
+    }
+
+    async fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        Ok(self.with(|s| s.keys.values().cloned().collect()))
+    }
+
+    async fn key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>, StoreError> {
+        Ok(self.with(|s| s.keys.values().find(|k| k.hash == hash).cloned()))
+    }
+
+    async fn revoke_key(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self.with(|s| match s.keys.get_mut(name) {
+            Some(k) if k.revoked_ms.is_none() => {
+                k.revoked_ms = Some(now_ms());
+                true
+            }
+            _ => false,
+        }))
     }
 
     async fn wait_decided(&self, id: &str, limit: Duration) -> Result<ApprovalState, StoreError> {

@@ -49,6 +49,11 @@ pub struct ServeArgs {
     /// store for anyone to decide (`ravi approvals approve ID`).
     #[arg(long, value_enum, default_value_t = ApproveMode::Elicit)]
     pub approve: ApproveMode,
+    /// Who may call (`--http` only): `none` (anyone who reaches the port; loopback only) or
+    /// `keys` (an API key from `ravi keys create`, sent as `Authorization: Bearer KEY`; each
+    /// key sees and calls only what ravi.toml's `[access]` and its own rule allow).
+    #[arg(long, value_enum, default_value_t = AuthMode::None)]
+    pub auth: AuthMode,
     /// How long a call waits for its approval, in seconds (default: the policy's); a longer
     /// wait stretches the call limit to fit it.
     #[arg(long, value_name = "SECS")]
@@ -69,6 +74,15 @@ pub struct ServeArgs {
     /// built-in tools, upstream MCP servers, risk overrides, policy limits, workspace.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+}
+
+/// How `ravi serve --http` authenticates its clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthMode {
+    /// Nobody is authenticated (loopback only).
+    None,
+    /// API keys kept in the store (`ravi keys`).
+    Keys,
 }
 
 /// Where `ravi serve --http` listens when no address is given: loopback only.
@@ -110,6 +124,21 @@ async fn serve(
     approval: Arc<dyn ApprovalHandler>,
     store: Option<Arc<dyn Store>>,
 ) -> anyhow::Result<Exit> {
+    if let Some(addr) = args.http
+        && !addr.ip().is_loopback()
+        && args.auth == AuthMode::None
+    {
+        anyhow::bail!(
+            "--http {addr} is not a loopback address and --auth is none: anyone who can reach \
+             it could call the served tools. Serve on 127.0.0.1, or require API keys with \
+             --auth keys (`ravi keys create NAME`)"
+        );
+    }
+    if args.stdio && args.auth != AuthMode::None {
+        anyhow::bail!(
+            "--auth applies to --http: a --stdio client is the process that started ravi"
+        );
+    }
     if let Some(addr) = args.http
         && !addr.ip().is_loopback()
         && args.allow_host.is_empty()
@@ -191,6 +220,20 @@ async fn serve(
         }
         if let Some(addr) = args.http {
             let mut opts = HttpOptions::default();
+            if args.auth == AuthMode::Keys {
+                let Some(store) = &store else {
+                    anyhow::bail!("--auth keys reads the keys from the store; this server has none (--store none)");
+                };
+                let policy = setup.config.access.clone().unwrap_or_else(|| {
+                    // No [access] table: an authenticated key may use every tool its own rule allows.
+                    ravi_agents::access::AccessPolicy::new()
+                        .with_default(ravi_agents::access::AccessRule::tools(["*"]))
+                });
+                opts.auth = Some(Arc::new(ravi_agents::access::KeyAuthenticator::new(
+                    Arc::clone(store),
+                    Arc::new(policy),
+                )));
+            }
             opts.allowed_hosts.extend(args.allow_host.iter().cloned());
             opts.allowed_origins
                 .extend(args.allow_origin.iter().cloned());

@@ -5,6 +5,7 @@ mod agent_code_mode;
 mod cli;
 mod crash;
 mod durable;
+mod gateway;
 mod mcp_serve;
 mod run;
 mod tools_call;

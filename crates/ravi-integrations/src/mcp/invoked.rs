@@ -177,8 +177,16 @@ impl ServerTools for InvokerTools {
         let tool = self.invoker.registry().get(name)?;
         tool.as_function()?;
         let call = ToolCall::new(ctx.call_id.clone(), name, args);
+        let grant = ravi_agents::access::Grant::from_context(&ctx);
         match session.downcast_ref::<InvokerSession>() {
-            Some(session) => Some(self.invoker.invoke(session, call, &ctx).await),
+            // An authenticated caller's call is held to its grant (it may differ per request).
+            Some(session) => match grant {
+                Some(g) => {
+                    let held = session.clone().with_grant(g);
+                    Some(self.invoker.invoke(&held, call, &ctx).await)
+                }
+                None => Some(self.invoker.invoke(session, call, &ctx).await),
+            },
             // A session opened by someone else's `open_session`: run the call on its own.
             None => {
                 let guard = self.invoker.session_guard();
@@ -189,6 +197,9 @@ impl ServerTools for InvokerTools {
                     .with_offered(self.offered.clone());
                 if let Some(journal) = &self.journal {
                     session = session.with_journal(Arc::clone(journal));
+                }
+                if let Some(g) = grant {
+                    session = session.with_grant(g);
                 }
                 let r = self.invoker.invoke(&session, call, &ctx).await;
                 guard.close().await;

@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use ravi_agents::access::{Authenticator, Grant};
 use ravi_kernel::{
     CancellationToken, FailureReason, InvocationResult, Tool, ToolContext, ToolRisk,
 };
@@ -112,6 +113,19 @@ pub enum SessionKind {
 pub trait ServerTools: Send + Sync + 'static {
     /// The tools to list.
     fn list(&self) -> Vec<ServedTool>;
+
+    /// The tools listed to the caller `grant` describes (a gateway's authenticated client):
+    /// exactly those its grant lets it call. Without a grant, every tool.
+    fn list_for(&self, grant: Option<&Grant>) -> Vec<ServedTool> {
+        match grant {
+            None => self.list(),
+            Some(g) => self
+                .list()
+                .into_iter()
+                .filter(|t| g.check(&t.name, t.risk).is_ok())
+                .collect(),
+        }
+    }
 
     /// Opens the state of one client session. The default keeps none.
     fn open_session(&self, kind: SessionKind) -> ClientSession {
@@ -305,6 +319,11 @@ impl Handler {
         let (ask_tx, asks) = tokio::sync::mpsc::unbounded_channel();
         let peer = ClientPeer::new(route.clone(), abilities, modern.then_some(ask_tx));
         let mut ctx = ToolContext::new(format!("mcp-{}", context.id));
+        // The authenticated caller (a gateway's): its calls are held to its grant.
+        if let Some(grant) = grant_of(context) {
+            ctx.principal = grant.principal().map(|p| Arc::new(p.clone()));
+            ctx.access = Some(grant as Arc<dyn std::any::Any + Send + Sync>);
+        }
         let cancel = CancellationToken::new();
         ctx.cancellation = cancel.clone();
         let forward = wants_progress.then(|| {
@@ -385,6 +404,55 @@ impl Handler {
     }
 }
 
+/// The grant the HTTP layer's authenticator attached to the request, if any.
+fn grant_of(context: &RequestContext<RoleServer>) -> Option<Arc<Grant>> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Arc<Grant>>().cloned())
+}
+
+/// Authenticates every HTTP request before MCP sees it: a missing or refused token gets 401
+/// with a `WWW-Authenticate` challenge and a JSON body saying why; an accepted one travels
+/// with the request as the caller's [`Grant`].
+async fn authenticate(
+    axum::extract::State(auth): axum::extract::State<Arc<dyn Authenticator>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let bearer = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .map(str::to_owned);
+    match auth.authenticate(bearer.as_deref()).await {
+        Ok(grant) => {
+            request.extensions_mut().insert(grant);
+            next.run(request).await
+        }
+        Err(failure) => {
+            let body = json!({"error": "unauthorized", "message": failure.message}).to_string();
+            let mut response = axum::response::Response::new(axum::body::Body::from(body));
+            *response.status_mut() = http::StatusCode::UNAUTHORIZED;
+            let headers = response.headers_mut();
+            headers.insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer realm=\"ravi\", error=\"invalid_token\""),
+            );
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+    }
+}
+
 /// How long a finished call's queued progress may take to reach the client.
 const PROGRESS_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -418,9 +486,15 @@ impl ServerHandler for Handler {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools: Vec<Value> = self.tools.list().iter().map(ServedTool::to_wire).collect();
+        let grant = grant_of(&context);
+        let tools: Vec<Value> = self
+            .tools
+            .list_for(grant.as_deref())
+            .iter()
+            .map(ServedTool::to_wire)
+            .collect();
         from_wire(json!({"tools": tools}), "tools/list")
     }
 
@@ -582,7 +656,7 @@ impl ServerHandler for Handler {
 }
 
 /// Options of the streamable HTTP transport.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpOptions {
     /// The endpoint path (default `/mcp`).
     pub path: String,
@@ -592,6 +666,20 @@ pub struct HttpOptions {
     /// Accepted `Origin` values (default loopback origins on any port); a browser page from
     /// another origin is refused. Requests without `Origin` (non-browser clients) pass.
     pub allowed_origins: Vec<String>,
+    /// Who may call: every request must present a bearer token this authenticator accepts,
+    /// and its caller sees and calls only what its grant allows (default: no authentication).
+    pub auth: Option<Arc<dyn Authenticator>>,
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("path", &self.path)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("auth", &self.auth.is_some())
+            .finish()
+    }
 }
 
 impl Default for HttpOptions {
@@ -609,6 +697,7 @@ impl Default for HttpOptions {
                 "http://127.0.0.1:*".into(),
                 "http://[::1]:*".into(),
             ],
+            auth: None,
         }
     }
 }
@@ -769,7 +858,10 @@ impl McpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let router = axum::Router::new().nest_service(&opts.path, service);
+        let mut router = axum::Router::new().nest_service(&opts.path, service);
+        if let Some(auth) = opts.auth.clone() {
+            router = router.layer(axum::middleware::from_fn_with_state(auth, authenticate));
+        }
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| McpError::Io {

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use ravi_kernel::{
-    ApprovalRequest, ApprovalState, CallKey, CallState, Decision, InvocationResult, JournalEntry,
-    RunKind, RunRecord, RunStatus, Store, StoreError, StoredApproval, ToolRisk, now_ms,
+    ApiKey, ApprovalRequest, ApprovalState, CallKey, CallState, Decision, InvocationResult,
+    JournalEntry, RunKind, RunRecord, RunStatus, Store, StoreError, StoredApproval, ToolRisk,
+    now_ms,
 };
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
@@ -48,13 +49,22 @@ struct Embedded;
 impl MigrationSource<'static> for Embedded {
     fn resolve(self) -> BoxFuture<'static, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
         Box::pin(async {
-            Ok(vec![Migration::new(
-                1,
-                Cow::Borrowed("journal, runs and approvals"),
-                MigrationType::Simple,
-                include_str!("0001_journal.sql").into_sql_str(),
-                false,
-            )])
+            Ok(vec![
+                Migration::new(
+                    1,
+                    Cow::Borrowed("journal, runs and approvals"),
+                    MigrationType::Simple,
+                    include_str!("0001_journal.sql").into_sql_str(),
+                    false,
+                ),
+                Migration::new(
+                    2,
+                    Cow::Borrowed("api keys"),
+                    MigrationType::Simple,
+                    include_str!("0002_keys.sql").into_sql_str(),
+                    false,
+                ),
+            ])
         })
     }
 }
@@ -262,6 +272,19 @@ fn run_from(row: &AnyRow) -> Result<RunRecord, StoreError> {
         .map(|o| json("run output", &o))
         .transpose()?;
     Ok(run)
+}
+
+fn key_from(row: &AnyRow) -> Result<ApiKey, StoreError> {
+    let mut key = ApiKey::new(
+        text(row, "name")?,
+        text(row, "hash")?,
+        opt_text(row, "rule")?
+            .map(|r| json("key rule", &r))
+            .transpose()?,
+    );
+    key.created_ms = int(row, "created_ms")?;
+    key.revoked_ms = opt_int(row, "revoked_ms")?;
+    Ok(key)
 }
 
 fn entry_from(row: &AnyRow) -> Result<JournalEntry, StoreError> {
@@ -658,6 +681,55 @@ impl Store for SqlStore {
             self.announce(id).await;
         }
         self.approval_state(id).await
+    }
+
+    async fn create_key(&self, key: &ApiKey) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO ravi_keys (name, hash, rule, created_ms, revoked_ms) VALUES ($1, $2, \
+             $3, $4, $5)",
+        )
+        .bind(key.name.clone())
+        .bind(key.hash.clone())
+        .bind(key.rule.as_ref().map(to_json).transpose()?)
+        .bind(key.created_ms)
+        .bind(key.revoked_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(())
+    }
+
+    async fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        sqlx::query("SELECT * FROM ravi_keys ORDER BY name")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .iter()
+            .map(key_from)
+            .collect()
+    }
+
+    async fn key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>, StoreError> {
+        sqlx::query("SELECT * FROM ravi_keys WHERE hash = $1")
+            .bind(hash.to_owned())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .as_ref()
+            .map(key_from)
+            .transpose()
+    }
+
+    async fn revoke_key(&self, name: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE ravi_keys SET revoked_ms = $1 WHERE name = $2 AND revoked_ms IS NULL",
+        )
+        .bind(now_ms())
+        .bind(name.to_owned())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn wait_decided(&self, id: &str, limit: Duration) -> Result<ApprovalState, StoreError> {

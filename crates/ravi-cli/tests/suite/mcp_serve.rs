@@ -510,11 +510,21 @@ fn without_clock(v: &Value) -> Value {
 }
 
 /// `--http` without an address serves on the documented loopback default; a non-loopback
-/// address is refused unless `--allow-host` says it is on purpose.
+/// address is refused unless clients must authenticate (`--auth keys`) and `--allow-host` says
+/// it is on purpose.
 #[test]
 fn serve_http_defaults_to_loopback_and_refuses_public_binds() {
     let out = crate::ravi()
         .args(["serve", "--http", "0.0.0.0:0"])
+        .output();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("0.0.0.0:0") && err.contains("--auth keys"),
+        "{err}"
+    );
+    let out = crate::ravi()
+        .args(["serve", "--http", "0.0.0.0:0", "--auth", "keys"])
         .output();
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);

@@ -86,6 +86,106 @@ pub struct AccessRule {
     /// The highest risk it allows (default: any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_risk: Option<ToolRisk>,
+    /// How many calls a principal it applies to may make (`"10/s"`, `"100/min"`, `"1000/h"`);
+    /// default: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateSpec>,
+}
+
+/// A rate: `N/s`, `N/min` or `N/h` (N ≥ 1), allowing bursts of up to N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RateSpec {
+    count: std::num::NonZeroU32,
+    per: std::time::Duration,
+}
+
+impl RateSpec {
+    fn quota(self) -> governor::Quota {
+        let period = self.per / self.count.get();
+        governor::Quota::with_period(period)
+            .unwrap_or_else(|| governor::Quota::per_second(self.count))
+            .allow_burst(self.count)
+    }
+}
+
+impl std::str::FromStr for RateSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "rate `{s}`: expected N/s, N/min or N/h with N a whole number ≥ 1, e.g. 100/min"
+            )
+        };
+        let (n, unit) = s.trim().split_once('/').ok_or_else(bad)?;
+        let count = n
+            .trim()
+            .parse::<std::num::NonZeroU32>()
+            .map_err(|_| bad())?;
+        let per = match unit.trim() {
+            "s" | "sec" | "second" => std::time::Duration::from_secs(1),
+            "m" | "min" | "minute" => std::time::Duration::from_secs(60),
+            "h" | "hour" => std::time::Duration::from_secs(3600),
+            _ => return Err(bad()),
+        };
+        Ok(Self { count, per })
+    }
+}
+
+impl TryFrom<String> for RateSpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<RateSpec> for String {
+    fn from(r: RateSpec) -> Self {
+        let unit = match r.per.as_secs() {
+            1 => "s",
+            60 => "min",
+            _ => "h",
+        };
+        format!("{}/{unit}", r.count)
+    }
+}
+
+impl std::fmt::Display for RateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from(*self))
+    }
+}
+
+/// A principal's rate limiter: one token bucket, shared by every request it makes.
+pub struct RateLimit {
+    spec: RateSpec,
+    limiter: governor::DefaultDirectRateLimiter,
+}
+
+impl std::fmt::Debug for RateLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("spec", &self.spec)
+            .finish()
+    }
+}
+
+impl RateLimit {
+    /// A full bucket of `spec`.
+    pub fn new(spec: RateSpec) -> Self {
+        Self {
+            spec,
+            limiter: governor::RateLimiter::direct(spec.quota()),
+        }
+    }
+
+    /// Takes one call from the bucket, or says how long until one is free.
+    pub fn take(&self) -> Result<(), std::time::Duration> {
+        use governor::clock::Clock as _;
+        self.limiter.check().map_err(|not_until| {
+            not_until.wait_time_from(governor::clock::DefaultClock::default().now())
+        })
+    }
 }
 
 impl AccessRule {
@@ -186,6 +286,11 @@ impl AccessPolicy {
         rules
     }
 
+    /// The rate limit of `principal`: the first rule that applies to it and sets one.
+    pub fn rate_for(&self, principal: Option<&Principal>) -> Option<RateSpec> {
+        self.rules(principal).into_iter().find_map(|r| r.rate)
+    }
+
     /// Whether `principal` may use `tool` at `risk`: `Err` says why not.
     pub fn check(
         &self,
@@ -222,6 +327,7 @@ pub struct Grant {
     policy: Arc<AccessPolicy>,
     principal: Option<Principal>,
     own: Option<AccessRule>,
+    rate: Option<Arc<RateLimit>>,
 }
 
 impl Grant {
@@ -231,7 +337,34 @@ impl Grant {
             policy,
             principal,
             own: None,
+            rate: None,
         }
+    }
+
+    /// The same grant drawing each call from `limit` (the principal's bucket, shared by all
+    /// its requests).
+    #[must_use]
+    pub fn with_rate_limit(mut self, limit: Arc<RateLimit>) -> Self {
+        self.rate = Some(limit);
+        self
+    }
+
+    /// Counts one call against the rate limit: `Err` says why not and when to retry.
+    pub fn take_call(&self) -> Result<(), String> {
+        let Some(limit) = &self.rate else {
+            return Ok(());
+        };
+        limit.take().map_err(|wait| {
+            let who = self
+                .principal
+                .as_ref()
+                .map_or("this caller", |p| p.id.as_str());
+            format!(
+                "rate limit reached: {who} may make {} calls; retry after {} ms",
+                limit.spec,
+                wait.as_millis().max(1)
+            )
+        })
     }
 
     /// The same grant also held to `rule` (an API key's own tools and risk ceiling).
@@ -320,6 +453,21 @@ mod tests {
     }
 
     #[test]
+    fn rates_parse_limit_and_say_when_to_retry() {
+        let spec: RateSpec = "2/min".parse().unwrap();
+        assert_eq!(spec.to_string(), "2/min");
+        for bad in ["0/s", "x/s", "5/day", "5"] {
+            let err = bad.parse::<RateSpec>().unwrap_err();
+            assert!(err.contains("expected N/s, N/min or N/h"), "{err}");
+        }
+        let grant = Grant::new(Arc::new(AccessPolicy::new()), Some(Principal::new("k")))
+            .with_rate_limit(Arc::new(RateLimit::new(spec)));
+        assert!(grant.take_call().is_ok() && grant.take_call().is_ok());
+        let err = grant.take_call().unwrap_err();
+        assert!(err.contains("k may make 2/min calls; retry after"), "{err}");
+    }
+
+    #[test]
     fn patterns_are_checked_when_read() {
         let err = serde_json::from_str::<AccessRule>(r#"{"tools": [""]}"#).unwrap_err();
         assert!(err.to_string().contains("cannot be empty"), "{err}");
@@ -380,6 +528,8 @@ pub trait Authenticator: Send + Sync {
 pub struct KeyAuthenticator {
     store: Arc<dyn ravi_kernel::Store>,
     policy: Arc<AccessPolicy>,
+    /// Each principal's bucket, shared by all its requests.
+    limits: std::sync::Mutex<std::collections::HashMap<String, Arc<RateLimit>>>,
 }
 
 impl std::fmt::Debug for KeyAuthenticator {
@@ -391,7 +541,26 @@ impl std::fmt::Debug for KeyAuthenticator {
 impl KeyAuthenticator {
     /// Keys of `store`, under `policy`.
     pub fn new(store: Arc<dyn ravi_kernel::Store>, policy: Arc<AccessPolicy>) -> Self {
-        Self { store, policy }
+        Self {
+            store,
+            policy,
+            limits: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The bucket of `principal` at `spec` (made on first use; a changed spec gets a new one).
+    fn limit(&self, principal: &str, spec: RateSpec) -> Arc<RateLimit> {
+        let mut limits = match self.limits.lock() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let entry = limits
+            .entry(principal.to_owned())
+            .or_insert_with(|| Arc::new(RateLimit::new(spec)));
+        if entry.spec != spec {
+            *entry = Arc::new(RateLimit::new(spec));
+        }
+        Arc::clone(entry)
     }
 }
 
@@ -416,16 +585,20 @@ impl Authenticator for KeyAuthenticator {
                 "the API key is not valid (unknown or revoked)",
             ));
         };
-        let mut grant = Grant::new(
-            Arc::clone(&self.policy),
-            Some(Principal::new(format!("key:{}", key.name))),
-        );
+        let principal = Principal::new(format!("key:{}", key.name));
+        let mut grant = Grant::new(Arc::clone(&self.policy), Some(principal.clone()));
+        let mut rate = self.policy.rate_for(Some(&principal));
         if let Some(rule) = key.rule {
             let rule: AccessRule = serde_json::from_value(rule).map_err(|e| {
                 tracing::warn!(key = %key.name, error = %e, "an API key's rule cannot be read");
                 AuthFailure::new("the API key's rule cannot be read; recreate the key")
             })?;
+            // The key's own rate wins over the policy's.
+            rate = rule.rate.or(rate);
             grant = grant.with_own_rule(rule);
+        }
+        if let Some(spec) = rate {
+            grant = grant.with_rate_limit(self.limit(&principal.id, spec));
         }
         Ok(Arc::new(grant))
     }

@@ -293,6 +293,8 @@ pub enum FailureReason {
     Journal,
     /// The caller's access policy does not allow this tool (or this risk) for them.
     AccessDenied,
+    /// The caller made more calls than its rate limit allows; the message says when to retry.
+    RateLimited,
 }
 
 impl FailureReason {
@@ -333,6 +335,7 @@ impl FailureReason {
             Self::Diverged => "diverged",
             Self::Journal => "journal",
             Self::AccessDenied => "access_denied",
+            Self::RateLimited => "rate_limited",
         }
     }
 }

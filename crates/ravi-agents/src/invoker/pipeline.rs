@@ -302,7 +302,10 @@ fn access_gate(session: &InvokerSession, name: &str, risk: ToolRisk) -> Step<()>
             FailureReason::AccessDenied,
             format!("{why}; the call was refused, and retrying it will not help"),
         )
-    })
+    })?;
+    grant
+        .take_call()
+        .map_err(|why| Stop::new(FailureReason::RateLimited, why))
 }
 
 /// Step 4a, the skill gate: with active skills, one of them must allow the tool.

@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 use clap::Subcommand;
-use ravi_agents::access::{AccessRule, key_digest, new_key_secret};
+use ravi_agents::access::{AccessRule, RateSpec, key_digest, new_key_secret};
 use ravi_kernel::{ApiKey, ToolRisk};
 use serde_json::json;
 
@@ -26,6 +26,10 @@ pub enum KeysCommand {
         /// The highest risk it may use: safe, sensitive, high or critical.
         #[arg(long, value_name = "LEVEL")]
         max_risk: Option<ToolRisk>,
+        /// How many calls it may make: `N/s`, `N/min` or `N/h` (bursts up to N); beyond it a
+        /// call is refused with the time to retry after.
+        #[arg(long, value_name = "SPEC")]
+        rate: Option<RateSpec>,
         /// Print `{"name", "principal", "secret"}` as JSON.
         #[arg(long)]
         json: bool,
@@ -57,6 +61,7 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<Exit> {
                 name,
                 tools,
                 max_risk,
+                rate,
                 json,
                 store,
             } => {
@@ -67,14 +72,15 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<Exit> {
                 {
                     bail!("key name `{name}`: expected letters, digits, `-` and `_`");
                 }
-                let rule = match (&tools, max_risk) {
-                    (None, None) => None,
+                let rule = match (&tools, max_risk, rate) {
+                    (None, None, None) => None,
                     _ => {
                         let mut r =
                             AccessRule::tools(tools.clone().unwrap_or_else(|| vec!["*".into()]));
                         if let Some(m) = max_risk {
                             r = r.with_max_risk(m);
                         }
+                        r.rate = rate;
                         Some(serde_json::to_value(r)?)
                     }
                 };
@@ -114,7 +120,8 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<Exit> {
                 } else if keys.is_empty() {
                     println!("no keys");
                 } else {
-                    let mut t = Table::new(["NAME", "STATE", "TOOLS", "MAX RISK", "CREATED"]);
+                    let mut t =
+                        Table::new(["NAME", "STATE", "TOOLS", "MAX RISK", "RATE", "CREATED"]);
                     for k in &keys {
                         let rule = k.rule.clone().unwrap_or_default();
                         let tools = rule["tools"]
@@ -135,6 +142,7 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<Exit> {
                             },
                             &tools,
                             rule["max_risk"].as_str().unwrap_or("-"),
+                            rule["rate"].as_str().unwrap_or("-"),
                             &relative(k.created_ms),
                         ]);
                     }

@@ -141,6 +141,45 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
     assert_eq!(shell["isError"], true, "{shell}");
     assert_eq!(shell["_meta"]["ravi/reason"], "access_denied", "{shell}");
     client.close().await;
+    // A key with a rate: its third call within the minute is refused, saying when to retry.
+    let out = ravi(&["keys", "create", "burst", "--rate", "2/min", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let burst: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let limited = McpClient::connect(
+        McpServerSpec::http("gw2", &url).with_bearer(burst["secret"].as_str().unwrap()),
+    )
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        let ok = limited
+            .call(
+                "calculator",
+                json!({"expression": "1+1"}),
+                &ctx,
+                None,
+                "calculator",
+            )
+            .await
+            .unwrap();
+        assert_ne!(ok["isError"], true, "{ok}");
+    }
+    let third = limited
+        .call(
+            "calculator",
+            json!({"expression": "1+1"}),
+            &ctx,
+            None,
+            "calculator",
+        )
+        .await
+        .unwrap();
+    assert_eq!(third["_meta"]["ravi/reason"], "rate_limited", "{third}");
+    let said = third["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("key:burst may make 2/min calls; retry after"),
+        "{said}"
+    );
+    limited.close().await;
     // Revoked: refused from the next request on.
     let out = ravi(&["keys", "revoke", "reader"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

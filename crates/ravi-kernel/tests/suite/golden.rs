@@ -259,6 +259,7 @@ fn chain_types() {
             FailureReason::Diverged,
             FailureReason::Journal,
             FailureReason::AccessDenied,
+            FailureReason::RateLimited,
         ],
     );
     goldens().check_round_trip(

@@ -64,9 +64,12 @@ impl ToolInvoker {
             now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
         )
         .from_source(source, ctx.line);
+        // A `FireAndContinue` call told to a person goes ahead without a decision: nothing to
+        // record or consume.
+        let notified = mode == HitlMode::FireAndContinue && handler.notifies(&request);
         // A durable run's approval is a stored record: one decided earlier (in another process)
         // stands, one still pending is waited on again, a new one is recorded before asking.
-        if let Some(j) = journaled.as_deref_mut() {
+        if let Some(j) = journaled.as_deref_mut().filter(|_| !notified) {
             let earlier = Box::pin(stored::prepare(j, &mut request, &mut wait)).await?;
             if let Some(resolution) = earlier {
                 if resolution.is_approved() {
@@ -87,7 +90,7 @@ impl ToolInvoker {
                 .await;
         }
         let attended = handler.attended(&request);
-        if mode == HitlMode::FireAndContinue && handler.notifies(&request) {
+        if notified {
             // Tell the human without waiting for the telling: a slow or failing notifier
             // neither delays nor breaks the call.
             notify_in_background(Arc::clone(handler), request, wait);
@@ -370,10 +373,23 @@ mod stored {
             return resolution;
         };
         let store = j.journal.store.clone();
+        if resolution == ApprovalResolution::ApprovedOnTimeout {
+            // Its wait ran out and the tool's mode runs it anyway: no decision to record (the
+            // approval expires), none to consume — unless one arrived at the last moment.
+            return match store.expire_approval(&id).await {
+                Ok(ApprovalState::Approved) => ApprovalResolution::Approved,
+                Ok(ApprovalState::Denied) => {
+                    j.approval_id = None;
+                    ApprovalResolution::Denied
+                }
+                _ => {
+                    j.approval_id = None;
+                    resolution
+                }
+            };
+        }
         let decision = match resolution {
-            ApprovalResolution::Approved | ApprovalResolution::ApprovedOnTimeout => {
-                Some(Decision::approve(decider))
-            }
+            ApprovalResolution::Approved => Some(Decision::approve(decider)),
             ApprovalResolution::Denied | ApprovalResolution::DeniedByPolicy => {
                 Some(Decision::deny(decider))
             }

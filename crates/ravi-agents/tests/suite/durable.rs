@@ -555,3 +555,107 @@ mod agent {
         );
     }
 }
+
+mod modes {
+    //! The approval modes that run a call without a decision work in a durable session too.
+
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use ravi_agents::kernel::{ApprovalDecision, ApprovalRequest, HitlMode};
+
+    /// A tool of `mode` that counts its runs.
+    struct Moded(HitlMode, AtomicU32);
+
+    #[async_trait]
+    impl Tool for Moded {
+        fn name(&self) -> &str {
+            "moded"
+        }
+        fn description(&self) -> &str {
+            "A tool with an approval mode."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn risk(&self) -> ToolRisk {
+            ToolRisk::High
+        }
+        fn hitl_mode(&self) -> HitlMode {
+            self.0
+        }
+        async fn execute(
+            &self,
+            _: &ToolContext,
+            _: Value,
+        ) -> Result<ToolExecutionResult, ToolError> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Ok(ToolExecutionResult::text("done"))
+        }
+    }
+
+    /// Never answers (a person who is away).
+    struct Away;
+    #[async_trait]
+    impl ApprovalHandler for Away {
+        async fn request(&self, _: &ApprovalRequest) -> ApprovalDecision {
+            std::future::pending().await
+        }
+    }
+
+    async fn run(
+        mode: HitlMode,
+        handler: Arc<dyn ApprovalHandler>,
+    ) -> (InvocationStatus, u32, Arc<dyn Store>) {
+        let tool = Arc::new(Moded(mode, AtomicU32::new(0)));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let inv = ToolInvoker::builder(Arc::new(StaticRegistry::new([
+            tool.clone() as Arc<dyn Tool>
+        ])))
+        .policy(
+            ChainPolicy::builder()
+                .approval_timeout(Duration::from_millis(100))
+                .call_timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        )
+        .approval_handler(handler)
+        .build();
+        let journal = RunJournal::open(store.clone(), "run_m").await.unwrap();
+        let s = inv.open_session().with_journal(journal.clone());
+        let r = inv
+            .invoke(
+                &s,
+                ToolCall::new("c", "moded", json!({})),
+                &ToolContext::default(),
+            )
+            .await;
+        journal.flush().await;
+        (r.status, tool.1.load(Ordering::SeqCst), store)
+    }
+
+    #[tokio::test]
+    async fn continue_on_timeout_runs_when_nobody_answers() {
+        let (status, runs, store) = run(HitlMode::ContinueOnTimeout, Arc::new(Away)).await;
+        assert_eq!((status, runs), (InvocationStatus::Ok, 1));
+        let calls = store.calls("run_m").await.unwrap();
+        assert_eq!(calls[0].state, CallState::Succeeded);
+        let a = store.approval_for(&calls[0].key).await.unwrap().unwrap();
+        assert_eq!(a.state, ApprovalState::Expired, "no decision was recorded");
+    }
+
+    #[tokio::test]
+    async fn fire_and_continue_runs_on_the_notification() {
+        let (status, runs, store) = run(
+            HitlMode::FireAndContinue,
+            Arc::new(AutoApprovalHandler::approving()),
+        )
+        .await;
+        assert_eq!((status, runs), (InvocationStatus::Ok, 1));
+        let calls = store.calls("run_m").await.unwrap();
+        assert_eq!(calls[0].state, CallState::Succeeded);
+        assert!(
+            store.approvals(true).await.unwrap().is_empty(),
+            "nothing to decide"
+        );
+    }
+}

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use wildmatch::WildMatch;
 
 /// A tool-name pattern: `*` matches any run of characters, `?` exactly one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct ToolPattern {
     text: String,
@@ -188,6 +188,37 @@ impl RateLimit {
     }
 }
 
+/// The token buckets of a gateway's callers, by principal (and by principal and tool pattern
+/// for per-tool rates), shared by all their requests. Buckets are made on first use; a changed
+/// rate gets a fresh bucket.
+#[derive(Debug, Default)]
+pub struct RateLimits {
+    buckets: std::sync::Mutex<std::collections::HashMap<String, Arc<RateLimit>>>,
+}
+
+impl RateLimits {
+    /// No buckets yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The bucket named `key` at `spec`.
+    pub fn bucket(&self, key: &str, spec: RateSpec) -> Arc<RateLimit> {
+        let mut buckets = match self.buckets.lock() {
+            Ok(b) => b,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(b) = buckets.get(key)
+            && b.spec == spec
+        {
+            return Arc::clone(b);
+        }
+        let fresh = Arc::new(RateLimit::new(spec));
+        buckets.insert(key.to_owned(), Arc::clone(&fresh));
+        fresh
+    }
+}
+
 impl AccessRule {
     /// A rule allowing the tools matching `patterns`, at any risk.
     pub fn tools<I, S>(patterns: I) -> Self
@@ -244,6 +275,10 @@ pub struct AccessPolicy {
     /// The rule of a principal no other rule names (none: such a principal may use nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<AccessRule>,
+    /// Per-tool rates: each principal may call the tools matching a pattern at most this often
+    /// (one bucket per principal and pattern, on top of the principal's own rate).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rates: BTreeMap<ToolPattern, RateSpec>,
 }
 
 impl AccessPolicy {
@@ -273,12 +308,25 @@ impl AccessPolicy {
         self
     }
 
+    /// The same policy limiting each principal's calls of the tools matching `pattern` to
+    /// `rate`.
+    #[must_use]
+    pub fn with_tool_rate(mut self, pattern: impl Into<String>, rate: RateSpec) -> Self {
+        self.rates.insert(ToolPattern::new(pattern), rate);
+        self
+    }
+
     /// The rules that apply to `principal`: its own and its groups', else the default.
     fn rules<'a>(&'a self, principal: Option<&Principal>) -> Vec<&'a AccessRule> {
         let mut rules = Vec::new();
         if let Some(p) = principal {
             rules.extend(self.principals.get(&p.id));
             rules.extend(p.groups.iter().filter_map(|g| self.groups.get(g)));
+            // A token's scopes count as the groups `scope:NAME`.
+            rules.extend(self.groups.iter().filter_map(|(g, rule)| {
+                let scope = g.strip_prefix("scope:")?;
+                p.scopes.iter().any(|s| s == scope).then_some(rule)
+            }));
         }
         if rules.is_empty() {
             rules.extend(self.default.as_ref());
@@ -327,7 +375,7 @@ pub struct Grant {
     policy: Arc<AccessPolicy>,
     principal: Option<Principal>,
     own: Option<AccessRule>,
-    rate: Option<Arc<RateLimit>>,
+    limits: Option<Arc<RateLimits>>,
 }
 
 impl Grant {
@@ -337,34 +385,57 @@ impl Grant {
             policy,
             principal,
             own: None,
-            rate: None,
+            limits: None,
         }
     }
 
-    /// The same grant drawing each call from `limit` (the principal's bucket, shared by all
-    /// its requests).
+    /// The same grant drawing its calls from the shared buckets `limits`: the principal's
+    /// rate (its own rule's, else the policy's) and the policy's per-tool rates.
     #[must_use]
-    pub fn with_rate_limit(mut self, limit: Arc<RateLimit>) -> Self {
-        self.rate = Some(limit);
+    pub fn with_rate_limits(mut self, limits: Arc<RateLimits>) -> Self {
+        self.limits = Some(limits);
         self
     }
 
-    /// Counts one call against the rate limit: `Err` says why not and when to retry.
-    pub fn take_call(&self) -> Result<(), String> {
-        let Some(limit) = &self.rate else {
+    /// The principal's rate: its own rule's, else the first policy rule's that sets one.
+    pub fn rate(&self) -> Option<RateSpec> {
+        self.own
+            .as_ref()
+            .and_then(|r| r.rate)
+            .or_else(|| self.policy.rate_for(self.principal.as_ref()))
+    }
+
+    /// Counts one call of `tool` against the rate limits: `Err` says which limit and when to
+    /// retry.
+    pub fn take_call(&self, tool: &str) -> Result<(), String> {
+        let Some(limits) = &self.limits else {
             return Ok(());
         };
-        limit.take().map_err(|wait| {
-            let who = self
-                .principal
-                .as_ref()
-                .map_or("this caller", |p| p.id.as_str());
+        let who = self
+            .principal
+            .as_ref()
+            .map_or("this caller", |p| p.id.as_str());
+        let refused = |spec: RateSpec, what: String, wait: std::time::Duration| {
             format!(
-                "rate limit reached: {who} may make {} calls; retry after {} ms",
-                limit.spec,
+                "rate limit reached: {who} may make {spec} {what}; retry after {} ms",
                 wait.as_millis().max(1)
             )
-        })
+        };
+        for (pattern, spec) in &self.policy.rates {
+            if pattern.matches(tool) {
+                let key = format!("{who}\u{0}{}", pattern.as_str());
+                limits.bucket(&key, *spec).take().map_err(|wait| {
+                    refused(*spec, format!("calls of `{}`", pattern.as_str()), wait)
+                })?;
+            }
+        }
+        if let Some(spec) = self.rate() {
+            limits
+                .bucket(who, spec)
+                .take()
+                .map_err(|wait| refused(spec, "calls".into(), wait))?;
+        }
+        Ok(())
     }
 
     /// The same grant also held to `rule` (an API key's own tools and risk ceiling).
@@ -460,11 +531,31 @@ mod tests {
             let err = bad.parse::<RateSpec>().unwrap_err();
             assert!(err.contains("expected N/s, N/min or N/h"), "{err}");
         }
-        let grant = Grant::new(Arc::new(AccessPolicy::new()), Some(Principal::new("k")))
-            .with_rate_limit(Arc::new(RateLimit::new(spec)));
-        assert!(grant.take_call().is_ok() && grant.take_call().is_ok());
-        let err = grant.take_call().unwrap_err();
+        let policy = AccessPolicy::new()
+            .with_principal(
+                "k",
+                AccessRule {
+                    rate: Some(spec),
+                    ..AccessRule::tools(["*"])
+                },
+            )
+            .with_tool_rate("http_*", "1/h".parse().unwrap());
+        let limits = Arc::new(RateLimits::new());
+        let grant = Grant::new(Arc::new(policy), Some(Principal::new("k")))
+            .with_rate_limits(Arc::clone(&limits));
+        assert!(grant.take_call("a").is_ok());
+        assert!(grant.take_call("http_get").is_ok());
+        let err = grant.take_call("http_get").unwrap_err();
+        assert!(err.contains("k may make 1/h calls of `http_*`"), "{err}");
+        let err = grant.take_call("a").unwrap_err();
         assert!(err.contains("k may make 2/min calls; retry after"), "{err}");
+        // Another principal has buckets of its own; the same one, in a new grant, shares them.
+        let other = Grant::new(grant.policy.clone(), Some(Principal::new("j")))
+            .with_rate_limits(Arc::clone(&limits));
+        assert!(other.take_call("http_get").is_ok());
+        let again =
+            Grant::new(grant.policy.clone(), Some(Principal::new("k"))).with_rate_limits(limits);
+        assert!(again.take_call("http_get").is_err());
     }
 
     #[test]
@@ -503,13 +594,52 @@ pub fn new_key_secret() -> String {
 pub struct AuthFailure {
     /// What was wrong (never echoing the token).
     pub message: String,
+    /// What kind of failure it is (which HTTP answer it gets).
+    pub kind: AuthFailureKind,
+}
+
+/// The kinds of [`AuthFailure`], each with its HTTP answer (RFC 6750).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthFailureKind {
+    /// No token, or one that is unknown, revoked, expired, badly signed or not meant for this
+    /// server: `401` with `error="invalid_token"` (no error code when there was no token).
+    InvalidToken,
+    /// A valid token without a scope this server requires: `403` with
+    /// `error="insufficient_scope"` and the scopes needed.
+    InsufficientScope {
+        /// The scopes the request needs (space-separated, as the header carries them).
+        scope: String,
+    },
+    /// The token could not be checked right now (the key store or the issuer's keys are
+    /// unreachable): `503`, to retry.
+    Unavailable,
 }
 
 impl AuthFailure {
-    /// A failure saying `message`.
+    /// A refused token saying `message`.
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            kind: AuthFailureKind::InvalidToken,
+        }
+    }
+
+    /// A valid token lacking `scope`.
+    pub fn insufficient_scope(scope: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            kind: AuthFailureKind::InsufficientScope {
+                scope: scope.into(),
+            },
+        }
+    }
+
+    /// A token that could not be checked now, saying `message`.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            kind: AuthFailureKind::Unavailable,
         }
     }
 }
@@ -528,8 +658,7 @@ pub trait Authenticator: Send + Sync {
 pub struct KeyAuthenticator {
     store: Arc<dyn ravi_kernel::Store>,
     policy: Arc<AccessPolicy>,
-    /// Each principal's bucket, shared by all its requests.
-    limits: std::sync::Mutex<std::collections::HashMap<String, Arc<RateLimit>>>,
+    limits: Arc<RateLimits>,
 }
 
 impl std::fmt::Debug for KeyAuthenticator {
@@ -544,23 +673,16 @@ impl KeyAuthenticator {
         Self {
             store,
             policy,
-            limits: std::sync::Mutex::default(),
+            limits: Arc::default(),
         }
     }
 
-    /// The bucket of `principal` at `spec` (made on first use; a changed spec gets a new one).
-    fn limit(&self, principal: &str, spec: RateSpec) -> Arc<RateLimit> {
-        let mut limits = match self.limits.lock() {
-            Ok(l) => l,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let entry = limits
-            .entry(principal.to_owned())
-            .or_insert_with(|| Arc::new(RateLimit::new(spec)));
-        if entry.spec != spec {
-            *entry = Arc::new(RateLimit::new(spec));
-        }
-        Arc::clone(entry)
+    /// The same authenticator drawing calls from `limits` (shared with other authenticators
+    /// of the same server, so a principal has one bucket whichever way it signs in).
+    #[must_use]
+    pub fn with_rate_limits(mut self, limits: Arc<RateLimits>) -> Self {
+        self.limits = limits;
+        self
     }
 }
 
@@ -578,7 +700,7 @@ impl Authenticator for KeyAuthenticator {
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "could not read API keys");
-                AuthFailure::new("the API key could not be checked; try again")
+                AuthFailure::unavailable("the API key could not be checked; try again")
             })?;
         let Some(key) = key.filter(|k| k.revoked_ms.is_none()) else {
             return Err(AuthFailure::new(
@@ -586,19 +708,14 @@ impl Authenticator for KeyAuthenticator {
             ));
         };
         let principal = Principal::new(format!("key:{}", key.name));
-        let mut grant = Grant::new(Arc::clone(&self.policy), Some(principal.clone()));
-        let mut rate = self.policy.rate_for(Some(&principal));
+        let mut grant = Grant::new(Arc::clone(&self.policy), Some(principal))
+            .with_rate_limits(Arc::clone(&self.limits));
         if let Some(rule) = key.rule {
             let rule: AccessRule = serde_json::from_value(rule).map_err(|e| {
                 tracing::warn!(key = %key.name, error = %e, "an API key's rule cannot be read");
                 AuthFailure::new("the API key's rule cannot be read; recreate the key")
             })?;
-            // The key's own rate wins over the policy's.
-            rate = rule.rate.or(rate);
             grant = grant.with_own_rule(rule);
-        }
-        if let Some(spec) = rate {
-            grant = grant.with_rate_limit(self.limit(&principal.id, spec));
         }
         Ok(Arc::new(grant))
     }

@@ -27,7 +27,14 @@
 //! [access.default]                    # who may use what through `ravi serve --auth keys`
 //! tools = ["read_*", "list_files"]    # tool patterns; `deny = [...]`, `max_risk = "high"`
 //! [access.groups.ops]                 # by group; [access.principals."key:ci"] by principal
-//! tools = ["*"]
+//! tools = ["*"]                       # (a JWT's scopes count as groups "scope:NAME")
+//! [access.rates]                      # per principal and tool pattern
+//! "http_*" = "30/min"
+//!
+//! [auth.jwt]                          # `ravi serve --auth jwt`: an OAuth resource server
+//! issuer = "https://login.example.com"
+//! resource = "https://tools.example.com/mcp"
+//! jwks_url = "https://login.example.com/.well-known/jwks.json"
 //!
 //! [store]                             # the durable store (journal, approvals, runs)
 //! url = "sqlite:state/ravi.db"        # or "postgres://…", or "none"; default: the state dir
@@ -87,6 +94,9 @@ pub struct RaviConfig {
     /// `[store] url`: the durable store (`sqlite:PATH`, relative to the file; `postgres://…`;
     /// `none`).
     pub store_url: Option<String>,
+    /// `[auth.jwt]`: how `ravi serve --auth jwt` checks access tokens (a relative
+    /// `jwks_file` is relative to the file).
+    pub jwt: Option<ravi_integrations::auth::JwtConfig>,
     /// Where things are in the file, so later checks can name the line.
     lines: Lines,
 }
@@ -141,6 +151,14 @@ struct FileConfig {
     #[serde(default)]
     store: FileStore,
     access: Option<ravi_agents::access::AccessPolicy>,
+    #[serde(default)]
+    auth: FileAuth,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileAuth {
+    jwt: Option<ravi_integrations::auth::JwtConfig>,
 }
 
 #[derive(Deserialize, Default)]
@@ -419,7 +437,19 @@ impl RaviConfig {
             }
             _ => u,
         });
+        let mut jwt = file.auth.jwt;
+        if let Some(jwt) = &mut jwt {
+            if let Some(f) = &jwt.jwks_file
+                && f.is_relative()
+            {
+                let base = path.parent().unwrap_or_else(|| Path::new("."));
+                jwt.jwks_file = Some(base.join(f));
+            }
+            jwt.check()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        }
         let config = Self {
+            jwt,
             access: file.access,
             store_url,
             workspace,

@@ -19,6 +19,9 @@ pub mod providers;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 
+#[cfg(feature = "jwt")]
+pub mod auth;
+
 #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
 pub mod store;
 

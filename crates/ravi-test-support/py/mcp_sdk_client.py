@@ -13,6 +13,7 @@ PLAN_JSON: {"calls": [{"name": "...", "arguments": {...}, "progress": true}], "m
   manual_rounds drive 2026-07-28 input rounds by hand: the first call (with request_state if
   given) may return InputRequiredResult; with retry_as, the retry names that tool, answering
   every input request with accept + elicit.
+  "bearer": "TOKEN" sends `Authorization: Bearer TOKEN` on every HTTP request.
 Report (stdout, last line): {"protocol": ..., "server": ..., "tools": [...], "calls": [{"result"|"error", "progress"}]}
 Used by Ravi's scenario tests so that a third-party client, not Ravi's own, checks Ravi's server.
 """
@@ -58,6 +59,12 @@ async def main(plan, target):
             return types.ElicitResult(action="accept", content=plan["elicit"])
 
         extra["elicitation_callback"] = on_elicit
+    if "bearer" in plan and isinstance(target, str):
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {plan['bearer']}"})
+        target = streamable_http_client(target, http_client=http)
     async with Client(target, mode=plan.get("mode", "auto"), read_timeout_seconds=30, **extra) as client:
         report["protocol"] = str(client.protocol_version)
         report["server"] = client.server_info.name if client.server_info else None

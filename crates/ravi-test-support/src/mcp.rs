@@ -38,6 +38,26 @@ pub fn filesystem_js() -> PathBuf {
         .join("servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
 }
 
+/// The MCP Inspector's launcher (`@modelcontextprotocol/inspector`), run with [`node`].
+pub fn inspector_js() -> PathBuf {
+    harness_home().join(
+        "inspector2/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+    )
+}
+
+/// Runs the MCP Inspector headless (`--cli ARGS…`), its state kept in the harness directory.
+pub fn inspector_cli(args: &[&str]) -> std::process::Output {
+    let home = harness_home().join("insp-home");
+    let _ = std::fs::create_dir_all(&home);
+    Command::new(node())
+        .arg(inspector_js())
+        .arg("--cli")
+        .args(args)
+        .env("HOME", home)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the MCP Inspector: {e}"))
+}
+
 /// The Python of the virtual environment that holds the MCP SDK.
 pub fn python() -> PathBuf {
     harness_home().join("venv/bin/python")
@@ -51,7 +71,13 @@ pub fn harness_required() -> bool {
 /// True when every peer is installed; otherwise prints why the test `what` is skipped, or
 /// panics when the harness is required ([`harness_required`]).
 pub fn harness_ready(what: &str) -> bool {
-    let needed = [node(), everything_js(), filesystem_js(), python()];
+    let needed = [
+        node(),
+        everything_js(),
+        filesystem_js(),
+        python(),
+        inspector_js(),
+    ];
     let Some(missing) = needed.iter().find(|p| !p.exists()) else {
         return true;
     };

@@ -304,7 +304,7 @@ fn access_gate(session: &InvokerSession, name: &str, risk: ToolRisk) -> Step<()>
         )
     })?;
     grant
-        .take_call()
+        .take_call(name)
         .map_err(|why| Stop::new(FailureReason::RateLimited, why))
 }
 

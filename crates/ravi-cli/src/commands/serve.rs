@@ -49,9 +49,10 @@ pub struct ServeArgs {
     /// store for anyone to decide (`ravi approvals approve ID`).
     #[arg(long, value_enum, default_value_t = ApproveMode::Elicit)]
     pub approve: ApproveMode,
-    /// Who may call (`--http` only): `none` (anyone who reaches the port; loopback only) or
+    /// Who may call (`--http` only): `none` (anyone who reaches the port; loopback only),
     /// `keys` (an API key from `ravi keys create`, sent as `Authorization: Bearer KEY`; each
-    /// key sees and calls only what ravi.toml's `[access]` and its own rule allow).
+    /// key sees and calls only what ravi.toml's `[access]` and its own rule allow) or `jwt`
+    /// (OAuth access tokens from the identity provider of ravi.toml's `[auth.jwt]`).
     #[arg(long, value_enum, default_value_t = AuthMode::None)]
     pub auth: AuthMode,
     /// How long a call waits for its approval, in seconds (default: the policy's); a longer
@@ -83,6 +84,58 @@ pub enum AuthMode {
     None,
     /// API keys kept in the store (`ravi keys`).
     Keys,
+    /// OAuth access tokens (JWTs) from the identity provider ravi.toml's `[auth.jwt]` names.
+    Jwt,
+}
+
+/// The authenticator of `mode` (and the RFC 9728 metadata a JWT resource server publishes).
+async fn authenticator(
+    mode: AuthMode,
+    setup: &Setup,
+    store: Option<&Arc<dyn Store>>,
+) -> anyhow::Result<(
+    Option<Arc<dyn ravi_agents::access::Authenticator>>,
+    Option<ravi_integrations::mcp::ResourceMetadata>,
+)> {
+    use ravi_agents::access::{AccessPolicy, AccessRule};
+    // No [access] table: an authenticated caller may use every tool (a key's own rule still
+    // applies).
+    let policy = Arc::new(
+        setup
+            .config
+            .access
+            .clone()
+            .unwrap_or_else(|| AccessPolicy::new().with_default(AccessRule::tools(["*"]))),
+    );
+    match mode {
+        AuthMode::None => Ok((None, None)),
+        AuthMode::Keys => {
+            let Some(store) = store else {
+                anyhow::bail!(
+                    "--auth keys reads the keys from the store; this server has none (--store none)"
+                );
+            };
+            Ok((
+                Some(Arc::new(ravi_agents::access::KeyAuthenticator::new(
+                    Arc::clone(store),
+                    policy,
+                ))),
+                None,
+            ))
+        }
+        AuthMode::Jwt => {
+            let Some(config) = setup.config.jwt.clone() else {
+                anyhow::bail!(
+                    "--auth jwt needs an [auth.jwt] table in ravi.toml (issuer, resource,                      jwks_url or jwks_file); see docs/gateway.md"
+                );
+            };
+            let metadata = config.metadata();
+            let jwt = ravi_integrations::auth::JwtAuthenticator::new(config, policy)
+                .await
+                .context("--auth jwt: the identity provider's keys could not be loaded")?;
+            Ok((Some(Arc::new(jwt)), Some(metadata)))
+        }
+    }
 }
 
 /// Where `ravi serve --http` listens when no address is given: loopback only.
@@ -131,7 +184,7 @@ async fn serve(
         anyhow::bail!(
             "--http {addr} is not a loopback address and --auth is none: anyone who can reach \
              it could call the served tools. Serve on 127.0.0.1, or require API keys with \
-             --auth keys (`ravi keys create NAME`)"
+             --auth keys (`ravi keys create NAME`) or access tokens with --auth jwt"
         );
     }
     if args.stdio && args.auth != AuthMode::None {
@@ -220,20 +273,8 @@ async fn serve(
         }
         if let Some(addr) = args.http {
             let mut opts = HttpOptions::default();
-            if args.auth == AuthMode::Keys {
-                let Some(store) = &store else {
-                    anyhow::bail!("--auth keys reads the keys from the store; this server has none (--store none)");
-                };
-                let policy = setup.config.access.clone().unwrap_or_else(|| {
-                    // No [access] table: an authenticated key may use every tool its own rule allows.
-                    ravi_agents::access::AccessPolicy::new()
-                        .with_default(ravi_agents::access::AccessRule::tools(["*"]))
-                });
-                opts.auth = Some(Arc::new(ravi_agents::access::KeyAuthenticator::new(
-                    Arc::clone(store),
-                    Arc::new(policy),
-                )));
-            }
+            (opts.auth, opts.resource_metadata) =
+                authenticator(args.auth, &setup, store.as_ref()).await?;
             opts.allowed_hosts.extend(args.allow_host.iter().cloned());
             opts.allowed_origins
                 .extend(args.allow_origin.iter().cloned());

@@ -141,6 +141,33 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
     assert_eq!(shell["isError"], true, "{shell}");
     assert_eq!(shell["_meta"]["ravi/reason"], "access_denied", "{shell}");
     client.close().await;
+    // Third-party clients with the key: the Python MCP SDK and the MCP Inspector's CLI.
+    if mcp::harness_ready("python MCP SDK and MCP Inspector") {
+        let plan = json!({"bearer": secret,
+            "calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}},
+                      {"name": "shell", "arguments": {"command": "echo hi"}}]});
+        let report = mcp::sdk_client(&plan, std::slice::from_ref(&url));
+        assert_eq!(report["tools"].as_array().unwrap().len(), 2, "{report}");
+        assert_eq!(
+            report["calls"][0]["result"]["content"][0]["text"], "hello",
+            "{report}"
+        );
+        assert_eq!(report["calls"][1]["result"]["isError"], true, "{report}");
+        let header = format!("Authorization: Bearer {secret}");
+        let listed = mcp::inspector_cli(&[&url, "--method", "tools/list", "--header", &header]);
+        assert!(listed.status.success(), "{}", text(&listed.stderr));
+        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        let mut names: Vec<&str> = listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, ["file_exists", "read_file"]);
+        let refused = mcp::inspector_cli(&[&url, "--method", "tools/list"]);
+        assert!(!refused.status.success(), "no key, no tools");
+    }
     // A key with a rate: its third call within the minute is refused, saying when to retry.
     let out = ravi(&["keys", "create", "burst", "--rate", "2/min", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -213,4 +240,363 @@ fn a_public_bind_needs_authentication() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// A JWKS endpoint on 127.0.0.1 serving whatever `body` holds (the test rotates keys by
+/// changing it), counting its fetches.
+struct Jwks {
+    body: std::sync::Arc<std::sync::Mutex<String>>,
+    fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    url: String,
+}
+
+impl Jwks {
+    fn serve(initial: &str) -> Self {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+        let body = std::sync::Arc::new(std::sync::Mutex::new(initial.to_owned()));
+        let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (b, f) = (body.clone(), fetches.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                f.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let text = b.lock().unwrap().clone();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            }
+        });
+        Self { body, fetches, url }
+    }
+}
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/jwt")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A token signed with the fixture key `key` (`rsa-a`, `rsa-b`, `ed`) under `kid`.
+fn token(key: &str, kid: &str, claims: &Value) -> String {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    let pem = fixture(&format!("{key}.pem"));
+    let (alg, key) = if key == "ed" {
+        (
+            Algorithm::EdDSA,
+            EncodingKey::from_ed_pem(pem.as_bytes()).unwrap(),
+        )
+    } else {
+        (
+            Algorithm::RS256,
+            EncodingKey::from_rsa_pem(pem.as_bytes()).unwrap(),
+        )
+    };
+    let mut header = Header::new(alg);
+    header.kid = Some(kid.to_owned());
+    jsonwebtoken::encode(&header, claims, &key).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_access_tokens_are_checked_like_an_oauth_resource_server() {
+    use base64::Engine as _;
+    let jwks = Jwks::serve(&fixture("jwks-a.json"));
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "hello").unwrap();
+    let port = mcp::free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let config = state.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[auth.jwt]
+issuer = "https://idp.test"
+resource = "{resource}"
+jwks_url = "{}"
+required_scopes = ["mcp"]
+jwks_min_refresh_secs = 0
+
+[access.default]
+tools = ["calculator"]
+[access.groups.ops]
+tools = ["*"]
+[access.groups."scope:files.read"]
+tools = ["read_file"]
+"#,
+            jwks.url
+        ),
+    )
+    .unwrap();
+    let served = Served(
+        Command::new(env!("CARGO_BIN_EXE_ravi"))
+            .args([
+                "serve",
+                "--http",
+                &format!("127.0.0.1:{port}"),
+                "--auth",
+                "jwt",
+            ])
+            .args(["--approve", "none", "--store", "none", "--config"])
+            .arg(&config)
+            .args(["--workspace", ws.path().to_str().unwrap()])
+            .env("XDG_STATE_HOME", state.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let http = reqwest::Client::new();
+    // RFC 9728 metadata, without a token, at the path-suffixed and the bare well-known path.
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let meta: Value = http
+            .get(format!("http://127.0.0.1:{port}{path}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(meta["resource"], resource.as_str(), "{meta}");
+        assert_eq!(meta["authorization_servers"], json!(["https://idp.test"]));
+        assert_eq!(meta["scopes_supported"], json!(["mcp"]));
+        assert_eq!(meta["bearer_methods_supported"], json!(["header"]));
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let post = |bearer: Option<String>| {
+        let mut req = http
+            .post(&resource)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&init);
+        if let Some(b) = bearer {
+            req = req.bearer_auth(b);
+        }
+        req.send()
+    };
+    let meta_url = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+    // No token: 401 pointing at the metadata, with no error code (RFC 6750 §3.1).
+    let resp = post(None).await.unwrap();
+    assert_eq!(resp.status(), 401);
+    let challenge = resp.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        challenge,
+        format!("Bearer realm=\"ravi\", resource_metadata=\"{meta_url}\"")
+    );
+    let t = now();
+    let good = json!({"iss": "https://idp.test", "aud": resource, "sub": "alice",
+        "exp": t + 600, "iat": t, "scope": "mcp files.read"});
+    let with = |changes: Value| {
+        let mut c = good.clone();
+        for (k, v) in changes.as_object().unwrap() {
+            if v.is_null() {
+                c.as_object_mut().unwrap().remove(k);
+            } else {
+                c[k] = v.clone();
+            }
+        }
+        c
+    };
+    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let alg_none = format!(
+        "{}.{}.",
+        b64(&json!({"alg": "none", "typ": "JWT"})),
+        b64(&good)
+    );
+    // HS256 "signed" with the issuer's public key: the classic key-confusion forgery.
+    let hs_confusion = jsonwebtoken::encode(
+        &jsonwebtoken::Header {
+            kid: Some("a".into()),
+            ..jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256)
+        },
+        &good,
+        &jsonwebtoken::EncodingKey::from_secret(fixture("jwks-a.json").as_bytes()),
+    )
+    .unwrap();
+    let refused = [
+        (
+            "expired",
+            token("rsa-a", "a", &with(json!({"exp": t - 3600}))),
+            "has expired",
+        ),
+        (
+            "not yet valid",
+            token("rsa-a", "a", &with(json!({"nbf": t + 3600}))),
+            "not valid yet",
+        ),
+        (
+            "wrong audience",
+            token("rsa-a", "a", &with(json!({"aud": "https://elsewhere/mcp"}))),
+            "not meant for this server",
+        ),
+        (
+            "wrong issuer",
+            token("rsa-a", "a", &with(json!({"iss": "https://evil.test"}))),
+            "issuer this server does not trust",
+        ),
+        (
+            "no audience",
+            token("rsa-a", "a", &with(json!({"aud": null}))),
+            "no `aud` claim",
+        ),
+        (
+            "unpublished key",
+            token("rsa-b", "b", &good),
+            "a key the issuer does not publish",
+        ),
+        (
+            "wrong key under a known kid",
+            token("rsa-b", "a", &good),
+            "signature does not verify",
+        ),
+        ("alg none", alg_none, "not a JWT this server accepts"),
+        (
+            "HS256 key confusion",
+            hs_confusion,
+            "signed with HS256, which this server does not accept",
+        ),
+        (
+            "garbage",
+            "not.a.jwt".to_owned(),
+            "not a JWT this server accepts",
+        ),
+        (
+            "a key: subject",
+            token("rsa-a", "a", &with(json!({"sub": "key:admin"}))),
+            "names API keys",
+        ),
+    ];
+    for (what, bad, says) in refused {
+        let resp = post(Some(bad)).await.unwrap();
+        assert_eq!(resp.status(), 401, "{what}");
+        let challenge = resp.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            challenge.contains("error=\"invalid_token\"") && challenge.contains(&meta_url),
+            "{what}: {challenge}"
+        );
+        let body: Value = resp.json().await.unwrap();
+        assert!(
+            body["message"].as_str().unwrap().contains(says),
+            "{what}: {body}"
+        );
+    }
+    // A valid token without the required scope: 403 naming it.
+    let resp = post(Some(token(
+        "rsa-a",
+        "a",
+        &with(json!({"scope": "files.read"})),
+    )))
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 403);
+    let challenge = resp.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\", scope=\"mcp\""),
+        "{challenge}"
+    );
+    // Valid tokens: the scope `files.read` is the group `scope:files.read`; the group `ops`
+    // (from the `groups` claim) may use everything.
+    let names = |client: &McpClient| {
+        let mut n: Vec<String> = client.tools().into_iter().map(|t| t.name).collect();
+        n.sort();
+        n
+    };
+    let alice = McpClient::connect(
+        McpServerSpec::http("a", &resource).with_bearer(token("rsa-a", "a", &good)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(names(&alice), ["read_file"]);
+    let ctx = ToolContext::default();
+    let read = alice
+        .call(
+            "read_file",
+            json!({"path": "notes.txt"}),
+            &ctx,
+            None,
+            "read_file",
+        )
+        .await
+        .unwrap();
+    assert_eq!(read["content"][0]["text"], "hello", "{read}");
+    let denied = alice
+        .call(
+            "calculator",
+            json!({"expression": "1+1"}),
+            &ctx,
+            None,
+            "calculator",
+        )
+        .await
+        .unwrap();
+    assert_eq!(denied["_meta"]["ravi/reason"], "access_denied", "{denied}");
+    alice.close().await;
+    let ops = McpClient::connect(McpServerSpec::http("o", &resource).with_bearer(token(
+        "ed",
+        "ed",
+        &with(json!({"sub": "bob", "groups": ["ops"], "scope": "mcp"})),
+    )))
+    .await
+    .unwrap();
+    assert!(
+        names(&ops).contains(&"shell".to_owned()),
+        "{:?}",
+        names(&ops)
+    );
+    ops.close().await;
+    // The issuer rotates: key b is published, and a token signed with it is accepted on the
+    // next request (the unknown kid prompts a fetch).
+    let before = jwks.fetches.load(std::sync::atomic::Ordering::SeqCst);
+    *jwks.body.lock().unwrap() = fixture("jwks-ab.json");
+    let carol = with(json!({"sub": "carol", "scope": "mcp"}));
+    let resp = post(Some(token("rsa-b", "b", &carol))).await.unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    assert!(jwks.fetches.load(std::sync::atomic::Ordering::SeqCst) > before);
+    // A third-party client: the Python MCP SDK with a bearer token, on both protocol versions.
+    if mcp::harness_ready("python MCP SDK") {
+        for (mode, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+            let plan = json!({"bearer": token("rsa-b", "b", &carol), "mode": mode,
+                "calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]});
+            let report = mcp::sdk_client(&plan, std::slice::from_ref(&resource));
+            assert_eq!(report["protocol"], protocol, "{report}");
+            assert_eq!(report["tools"].as_array().unwrap().len(), 1, "{report}");
+            let result = &report["calls"][0]["result"];
+            assert_eq!(result["content"][0]["text"], "42", "{mode}: {report}");
+        }
+    }
+    drop(served);
 }

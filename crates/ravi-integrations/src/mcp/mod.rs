@@ -21,6 +21,7 @@
 mod client;
 mod convert;
 mod error;
+mod http_auth;
 mod invoked;
 mod names;
 mod registry;
@@ -37,6 +38,7 @@ pub(crate) mod golden;
 pub use client::{CallError, ClientOptions, ElicitationPolicy, McpClient, UpstreamTool};
 pub use convert::{block_from_mcp, block_to_mcp, render_result, result_from_mcp, result_to_mcp};
 pub use error::McpError;
+pub use http_auth::{ResourceMetadata, WELL_KNOWN};
 pub use invoked::{ElicitationApproval, InvokerTools};
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
 pub use registry::{FinishTools, LiveToolbox};

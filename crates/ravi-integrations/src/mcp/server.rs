@@ -412,47 +412,6 @@ fn grant_of(context: &RequestContext<RoleServer>) -> Option<Arc<Grant>> {
         .and_then(|p| p.extensions.get::<Arc<Grant>>().cloned())
 }
 
-/// Authenticates every HTTP request before MCP sees it: a missing or refused token gets 401
-/// with a `WWW-Authenticate` challenge and a JSON body saying why; an accepted one travels
-/// with the request as the caller's [`Grant`].
-async fn authenticate(
-    axum::extract::State(auth): axum::extract::State<Arc<dyn Authenticator>>,
-    mut request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let bearer = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .map(str::to_owned);
-    match auth.authenticate(bearer.as_deref()).await {
-        Ok(grant) => {
-            request.extensions_mut().insert(grant);
-            next.run(request).await
-        }
-        Err(failure) => {
-            let body = json!({"error": "unauthorized", "message": failure.message}).to_string();
-            let mut response = axum::response::Response::new(axum::body::Body::from(body));
-            *response.status_mut() = http::StatusCode::UNAUTHORIZED;
-            let headers = response.headers_mut();
-            headers.insert(
-                http::header::WWW_AUTHENTICATE,
-                http::HeaderValue::from_static("Bearer realm=\"ravi\", error=\"invalid_token\""),
-            );
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static("application/json"),
-            );
-            response
-        }
-    }
-}
-
 /// How long a finished call's queued progress may take to reach the client.
 const PROGRESS_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -669,6 +628,9 @@ pub struct HttpOptions {
     /// Who may call: every request must present a bearer token this authenticator accepts,
     /// and its caller sees and calls only what its grant allows (default: no authentication).
     pub auth: Option<Arc<dyn Authenticator>>,
+    /// RFC 9728 metadata to publish at `/.well-known/oauth-protected-resource` (an OAuth
+    /// resource server's; served without authentication, and named in every `401`'s challenge).
+    pub resource_metadata: Option<super::ResourceMetadata>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -678,6 +640,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .field("auth", &self.auth.is_some())
+            .field("resource_metadata", &self.resource_metadata)
             .finish()
     }
 }
@@ -698,6 +661,7 @@ impl Default for HttpOptions {
                 "http://[::1]:*".into(),
             ],
             auth: None,
+            resource_metadata: None,
         }
     }
 }
@@ -860,7 +824,22 @@ impl McpServer {
         );
         let mut router = axum::Router::new().nest_service(&opts.path, service);
         if let Some(auth) = opts.auth.clone() {
-            router = router.layer(axum::middleware::from_fn_with_state(auth, authenticate));
+            let state = super::http_auth::AuthState {
+                auth,
+                metadata_url: opts.resource_metadata.as_ref().map(|m| m.url()),
+            };
+            router = router.layer(axum::middleware::from_fn_with_state(
+                state,
+                super::http_auth::authenticate,
+            ));
+        }
+        if let Some(metadata) = &opts.resource_metadata {
+            // Outside the authentication layer: a client reads it before it has a token.
+            let mut public = axum::Router::new();
+            for path in metadata.paths() {
+                public = public.route(&path, axum::routing::get(super::http_auth::serve_metadata));
+            }
+            router = router.merge(public.with_state(Arc::new(metadata.clone())));
         }
         let listener = tokio::net::TcpListener::bind(addr)
             .await

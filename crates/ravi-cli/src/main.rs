@@ -42,6 +42,9 @@ enum Command {
     /// API keys for `ravi serve --http --auth keys`.
     #[command(subcommand)]
     Keys(commands::keys::KeysCommand),
+    /// Who called what: the journal's calls with principal, argument digest, outcome and
+    /// approver.
+    Audit(commands::audit::AuditArgs),
     /// List, show and resume the runs journaled in the durable store.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
@@ -88,6 +91,7 @@ fn main() {
         Command::Approvals(cmd) => commands::approvals::run(cmd),
         Command::Runs(cmd) => commands::runs::run(cmd),
         Command::Keys(cmd) => commands::keys::run(cmd),
+        Command::Audit(args) => commands::audit::run(args),
     };
     let code = match result {
         Ok(exit) => exit as i32,

@@ -144,6 +144,42 @@ impl std::fmt::Display for CallState {
     }
 }
 
+/// Which journaled calls [`Store::audit`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AuditQuery {
+    /// Only calls made by this principal.
+    pub principal: Option<String>,
+    /// Only calls of this tool.
+    pub tool: Option<String>,
+    /// Only calls last updated at or after this time (ms since the epoch).
+    pub since_ms: Option<i64>,
+    /// At most this many (the newest).
+    pub limit: u32,
+}
+
+impl Default for AuditQuery {
+    fn default() -> Self {
+        Self {
+            principal: None,
+            tool: None,
+            since_ms: None,
+            limit: 100,
+        }
+    }
+}
+
+impl AuditQuery {
+    /// Whether `entry` is one of the calls asked for (the limit aside).
+    pub fn matches(&self, entry: &JournalEntry) -> bool {
+        self.principal
+            .as_ref()
+            .is_none_or(|p| entry.principal.as_ref() == Some(p))
+            && self.tool.as_ref().is_none_or(|t| &entry.key.tool == t)
+            && self.since_ms.is_none_or(|s| entry.updated_ms >= s)
+    }
+}
+
 /// One call in a run's journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -170,6 +206,9 @@ pub struct JournalEntry {
     /// The outcome, for a terminal entry: what a replay returns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<InvocationResult>,
+    /// Who made the call (the session's authenticated principal), if anyone did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
 }
 
 impl JournalEntry {
@@ -191,6 +230,7 @@ impl JournalEntry {
             started_ms: None,
             finished_ms: None,
             result: None,
+            principal: None,
         }
     }
 
@@ -640,6 +680,22 @@ pub trait Store: Send + Sync {
 
     /// Revokes the key `name`; `false` when there is no such key (or it was revoked already).
     async fn revoke_key(&self, name: &str) -> Result<bool, StoreError>;
+
+    /// Journaled calls matching `query`, newest first (what `ravi audit` reads). The default
+    /// reads the most recent runs' journals; a SQL store answers with one query.
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<JournalEntry>, StoreError> {
+        let mut found = Vec::new();
+        for run in self.runs(10_000).await? {
+            for entry in self.calls(&run.id).await? {
+                if query.matches(&entry) {
+                    found.push(entry);
+                }
+            }
+        }
+        found.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms));
+        found.truncate(query.limit as usize);
+        Ok(found)
+    }
 
     /// Waits until approval `id` is decided or `limit` passes, and returns where it stands.
     /// A backend that can be woken (PostgreSQL `LISTEN`) answers at once; one that cannot

@@ -81,8 +81,8 @@ pub use digest::{args_digest, canonical_json};
 pub use error::KernelError;
 pub use hooks::HookEvent;
 pub use journal::{
-    ApiKey, ApprovalState, CallKey, CallState, Decision, JournalEntry, RunKind, RunRecord,
-    RunStatus, Store, StoreError, StoredApproval, now_ms,
+    ApiKey, ApprovalState, AuditQuery, CallKey, CallState, Decision, JournalEntry, RunKind,
+    RunRecord, RunStatus, Store, StoreError, StoredApproval, now_ms,
 };
 pub use principal::Principal;
 pub use registry::ToolRegistry;

@@ -50,6 +50,68 @@ pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     races(&a, &b).await;
     waking(&a, &b).await;
     keys(&*a, &*b).await;
+    audit(&*a, &*b).await;
+}
+
+async fn audit(a: &dyn Store, b: &dyn Store) {
+    let run = unique("run");
+    let (alice, bob) = (unique("alice"), unique("bob"));
+    let started = ravi_kernel::now_ms();
+    for (seq, who, tool) in [
+        (0u32, &alice, "read"),
+        (1, &bob, "read"),
+        (2, &alice, "shell"),
+    ] {
+        let key = CallKey::new(&run, seq, tool, format!("{seq:064}"));
+        let mut e = JournalEntry::new(
+            key,
+            format!("c{seq}"),
+            CallState::Succeeded,
+            ToolRisk::Safe,
+            false,
+        );
+        e.principal = Some(who.clone());
+        a.record_call(&e).await.unwrap();
+    }
+    let query = |principal: Option<&String>, tool: Option<&str>, limit: u32| {
+        let mut q = ravi_kernel::AuditQuery::default();
+        q.principal = principal.cloned();
+        q.tool = tool.map(str::to_owned);
+        q.since_ms = Some(started - 1);
+        q.limit = limit;
+        q
+    };
+    let seqs = |found: Vec<JournalEntry>| {
+        let mut s: Vec<u32> = found.iter().map(|e| e.key.seq).collect();
+        s.sort_unstable();
+        s
+    };
+    assert_eq!(
+        seqs(b.audit(&query(Some(&alice), None, 10)).await.unwrap()),
+        [0, 2]
+    );
+    assert_eq!(
+        seqs(
+            b.audit(&query(Some(&alice), Some("shell"), 10))
+                .await
+                .unwrap()
+        ),
+        [2]
+    );
+    assert_eq!(
+        seqs(b.audit(&query(Some(&bob), None, 10)).await.unwrap()),
+        [1]
+    );
+    let found = b.audit(&query(Some(&alice), None, 1)).await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].principal.as_ref(),
+        Some(&alice),
+        "the principal round-trips"
+    );
+    let mut later = query(Some(&alice), None, 10);
+    later.since_ms = Some(ravi_kernel::now_ms() + 60_000);
+    assert!(b.audit(&later).await.unwrap().is_empty());
 }
 
 async fn keys(a: &dyn Store, b: &dyn Store) {

@@ -134,6 +134,23 @@ impl Store for MemoryStore {
         }))
     }
 
+    async fn audit(
+        &self,
+        query: &ravi_kernel::AuditQuery,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        Ok(self.with(|s| {
+            let mut found: Vec<JournalEntry> = s
+                .calls
+                .values()
+                .filter(|e| query.matches(e))
+                .cloned()
+                .collect();
+            found.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms));
+            found.truncate(usize::try_from(query.limit).unwrap_or(usize::MAX));
+            found
+        }))
+    }
+
     async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError> {
         self.with(|s| {
             if s.approvals.iter().any(|a| a.id() == approval.id()) {

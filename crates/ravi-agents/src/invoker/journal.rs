@@ -200,13 +200,15 @@ pub(super) async fn finish(j: &Journaled, result: &InvocationResult) {
 
 impl Journaled {
     pub(super) fn entry(&self, state: CallState) -> JournalEntry {
-        JournalEntry::new(
+        let mut entry = JournalEntry::new(
             self.key.clone(),
             self.call_id.clone(),
             state,
             self.risk,
             self.idempotent,
-        )
+        );
+        entry.principal = self.requester.clone();
+        entry
     }
 }
 

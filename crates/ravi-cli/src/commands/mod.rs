@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod audit;
 pub mod keys;
 pub mod mcp_attach;
 pub mod run;

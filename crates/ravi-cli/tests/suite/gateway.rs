@@ -207,6 +207,38 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
         "{said}"
     );
     limited.close().await;
+    // The audit trail: who called what, with which outcome, from the journal.
+    let out = ravi(&[
+        "audit",
+        "--principal",
+        "key:reader",
+        "--json",
+        "--since",
+        "1h",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let audit: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let calls = audit.as_array().unwrap();
+    assert!(
+        calls.iter().all(|c| c["principal"] == "key:reader"),
+        "{audit}"
+    );
+    let read = calls.iter().find(|c| c["tool"] == "read_file").unwrap();
+    assert_eq!(read["state"], "succeeded", "{audit}");
+    assert!(
+        read["args_digest"].as_str().unwrap().starts_with("sha256:"),
+        "{audit}"
+    );
+    let shell = calls.iter().find(|c| c["tool"] == "shell").unwrap();
+    assert_eq!(shell["reason"], "access_denied", "{audit}");
+    let out = ravi(&["audit", "--principal", "key:burst", "--tool", "calculator"]);
+    let table = text(&out.stdout);
+    assert_eq!(
+        table.lines().count(),
+        4,
+        "a header and three calls:\n{table}"
+    );
+    assert!(table.contains("failed (rate_limited)"), "{table}");
     // Revoked: refused from the next request on.
     let out = ravi(&["keys", "revoke", "reader"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

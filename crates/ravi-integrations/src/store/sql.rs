@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use ravi_kernel::{
-    ApiKey, ApprovalRequest, ApprovalState, CallKey, CallState, Decision, InvocationResult,
-    JournalEntry, RunKind, RunRecord, RunStatus, Store, StoreError, StoredApproval, ToolRisk,
-    now_ms,
+    ApiKey, ApprovalRequest, ApprovalState, AuditQuery, CallKey, CallState, Decision,
+    InvocationResult, JournalEntry, RunKind, RunRecord, RunStatus, Store, StoreError,
+    StoredApproval, ToolRisk, now_ms,
 };
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
@@ -62,6 +62,13 @@ impl MigrationSource<'static> for Embedded {
                     Cow::Borrowed("api keys"),
                     MigrationType::Simple,
                     include_str!("0002_keys.sql").into_sql_str(),
+                    false,
+                ),
+                Migration::new(
+                    3,
+                    Cow::Borrowed("who made each call"),
+                    MigrationType::Simple,
+                    include_str!("0003_principal.sql").into_sql_str(),
                     false,
                 ),
             ])
@@ -310,6 +317,7 @@ fn entry_from(row: &AnyRow) -> Result<JournalEntry, StoreError> {
     entry.result = opt_text(row, "result")?
         .map(|r| json::<InvocationResult>("call result", &r))
         .transpose()?;
+    entry.principal = opt_text(row, "principal")?;
     Ok(entry)
 }
 
@@ -333,12 +341,12 @@ fn approval_from(row: &AnyRow) -> Result<StoredApproval, StoreError> {
 
 /// The journal upsert, in two halves around its `VALUES` rows (one row, or a batch's).
 const UPSERT_HEAD: &str = "INSERT INTO ravi_calls (run_id, seq, call_id, tool, args_digest, \
-    state, risk, idempotent, updated_ms, started_ms, finished_ms, result) VALUES ";
+    state, risk, idempotent, updated_ms, started_ms, finished_ms, result, principal) VALUES ";
 const UPSERT_TAIL: &str = " ON CONFLICT (run_id, seq) DO UPDATE SET call_id = excluded.call_id, \
     tool = excluded.tool, args_digest = excluded.args_digest, state = excluded.state, \
     risk = excluded.risk, idempotent = excluded.idempotent, updated_ms = excluded.updated_ms, \
     started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, \
-    result = excluded.result";
+    result = excluded.result, principal = excluded.principal";
 
 /// The upsert of `rows` entries: one round trip whatever their number.
 fn upsert_sql(rows: usize) -> String {
@@ -347,7 +355,9 @@ fn upsert_sql(rows: usize) -> String {
         if i > 0 {
             sql.push_str(", ");
         }
-        let params: Vec<String> = (1..=12).map(|k| format!("${}", i * 12 + k)).collect();
+        let params: Vec<String> = (1..=ENTRY_COLUMNS)
+            .map(|k| format!("${}", i * ENTRY_COLUMNS + k))
+            .collect();
         sql.push('(');
         sql.push_str(&params.join(", "));
         sql.push(')');
@@ -358,7 +368,10 @@ fn upsert_sql(rows: usize) -> String {
 
 type AnyQuery = sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>;
 
-/// Binds `entry`'s 12 columns, in `UPSERT_HEAD`'s order.
+/// The columns of a journal entry.
+const ENTRY_COLUMNS: usize = 13;
+
+/// Binds `entry`'s columns, in `UPSERT_HEAD`'s order.
 fn bind_entry(query: AnyQuery, entry: &JournalEntry) -> Result<AnyQuery, StoreError> {
     let result = entry.result.as_ref().map(to_json).transpose()?;
     Ok(query
@@ -373,7 +386,8 @@ fn bind_entry(query: AnyQuery, entry: &JournalEntry) -> Result<AnyQuery, StoreEr
         .bind(now_ms())
         .bind(entry.started_ms)
         .bind(entry.finished_ms)
-        .bind(result))
+        .bind(result)
+        .bind(entry.principal.clone()))
 }
 
 const APPROVAL_COLUMNS: &str = "id, run_id, seq, tool, args_digest, state, request, requester, \
@@ -548,6 +562,44 @@ impl Store for SqlStore {
         sqlx::query("SELECT * FROM ravi_calls WHERE run_id = $1 ORDER BY seq")
             .bind(run_id.to_owned())
             .fetch_all(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .iter()
+            .map(entry_from)
+            .collect()
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<JournalEntry>, StoreError> {
+        let mut sql = String::from("SELECT * FROM ravi_calls WHERE 1 = 1");
+        let mut n = 0;
+        let mut param = |sql: &mut String, column: &str, op: &str| {
+            n += 1;
+            sql.push_str(&format!(" AND {column} {op} ${n}"));
+        };
+        if query.principal.is_some() {
+            param(&mut sql, "principal", "=");
+        }
+        if query.tool.is_some() {
+            param(&mut sql, "tool", "=");
+        }
+        if query.since_ms.is_some() {
+            param(&mut sql, "updated_ms", ">=");
+        }
+        sql.push_str(&format!(
+            " ORDER BY updated_ms DESC, run_id, seq LIMIT {}",
+            query.limit
+        ));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(p) = &query.principal {
+            q = q.bind(p.clone());
+        }
+        if let Some(t) = &query.tool {
+            q = q.bind(t.clone());
+        }
+        if let Some(s) = query.since_ms {
+            q = q.bind(s);
+        }
+        q.fetch_all(&self.pool)
             .await
             .map_err(|e| backend_err(&e))?
             .iter()

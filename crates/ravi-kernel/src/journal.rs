@@ -692,7 +692,7 @@ pub trait Store: Send + Sync {
                 }
             }
         }
-        found.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms));
+        found.sort_by_key(|e| std::cmp::Reverse(e.updated_ms));
         found.truncate(query.limit as usize);
         Ok(found)
     }

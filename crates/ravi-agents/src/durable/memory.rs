@@ -145,7 +145,7 @@ impl Store for MemoryStore {
                 .filter(|e| query.matches(e))
                 .cloned()
                 .collect();
-            found.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms));
+            found.sort_by_key(|e| std::cmp::Reverse(e.updated_ms));
             found.truncate(usize::try_from(query.limit).unwrap_or(usize::MAX));
             found
         }))

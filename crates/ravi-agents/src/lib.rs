@@ -20,6 +20,7 @@ pub mod overrides;
 pub mod react;
 pub mod render;
 pub mod schema;
+pub mod secrets;
 pub mod serialize;
 pub mod skills;
 pub mod toolbox;

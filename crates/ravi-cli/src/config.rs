@@ -31,6 +31,11 @@
 //! [access.rates]                      # per principal and tool pattern
 //! "http_*" = "30/min"
 //!
+//! [http]                              # where http_get may go (default: any public host)
+//! allow_hosts = ["api.github.com"]
+//! [http.headers."api.github.com"]     # sent to that host; secrets by reference
+//! Authorization = "Bearer ${secret:GH_TOKEN}"
+//!
 //! [auth.jwt]                          # `ravi serve --auth jwt`: an OAuth resource server
 //! issuer = "https://login.example.com"
 //! resource = "https://tools.example.com/mcp"
@@ -44,6 +49,11 @@
 //! transport = "stdio"                 # or "http" / "sse" (legacy) with url, bearer, headers
 //! command = "npx"
 //! args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+//! allow = ["read_*", "list_*"]        # which upstream tools to serve (default: all)
+//! deny = ["write_*"]                  # never these
+//! rename = { read_text_file = "read" } # served as fs__read
+//! env = { TOKEN = "${secret:FS_TOKEN}" } # a secret by reference: env var FS_TOKEN, or the
+//!                                     # file FS_TOKEN in $RAVI_SECRETS_DIR
 //! ```
 //!
 //! A file that does not parse, an unknown key or a bad value is an error naming the file, the
@@ -97,6 +107,8 @@ pub struct RaviConfig {
     /// `[auth.jwt]`: how `ravi serve --auth jwt` checks access tokens (a relative
     /// `jwks_file` is relative to the file).
     pub jwt: Option<ravi_integrations::auth::JwtConfig>,
+    /// `[http]`: `http_get`'s reach and per-host headers.
+    pub http: FileHttp,
     /// Where things are in the file, so later checks can name the line.
     lines: Lines,
 }
@@ -153,6 +165,22 @@ struct FileConfig {
     access: Option<ravi_agents::access::AccessPolicy>,
     #[serde(default)]
     auth: FileAuth,
+    #[serde(default)]
+    http: FileHttp,
+}
+
+/// `[http]`: where `http_get` may go, and headers (credentials) per host.
+#[derive(Deserialize, Default, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct FileHttp {
+    #[serde(default)]
+    allow_hosts: Vec<String>,
+    #[serde(default)]
+    deny_hosts: Vec<String>,
+    #[serde(default)]
+    allow_private: bool,
+    #[serde(default)]
+    headers: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -194,6 +222,11 @@ struct FileMcp {
     #[serde(default)]
     risk: BTreeMap<String, ToolRisk>,
     timeout_ms: Option<Spanned<u64>>,
+    #[serde(default)]
+    allow: Vec<ravi_agents::access::ToolPattern>,
+    #[serde(default)]
+    deny: Vec<ravi_agents::access::ToolPattern>,
+    rename: Option<Spanned<BTreeMap<String, String>>>,
 }
 
 /// Line of a byte offset in `text` (1-based).
@@ -216,6 +249,22 @@ fn secs(file: &Path, line: Option<usize>, key: &str, v: f64) -> anyhow::Result<D
 /// `, line N` when the line is known.
 fn at(line: Option<usize>) -> String {
     line.map(|l| format!(", line {l}")).unwrap_or_default()
+}
+
+impl FileHttp {
+    /// The `http_get` policy this table describes.
+    pub fn policy(&self) -> ravi_capabilities::HttpPolicy {
+        let mut p = ravi_capabilities::HttpPolicy::default();
+        p.allow_hosts.clone_from(&self.allow_hosts);
+        p.deny_hosts.clone_from(&self.deny_hosts);
+        p.allow_private = self.allow_private;
+        p.headers = self
+            .headers
+            .iter()
+            .map(|(host, h)| (host.clone(), h.clone()))
+            .collect();
+        p
+    }
 }
 
 impl FileMcp {
@@ -332,6 +381,21 @@ impl FileMcp {
             spec.timeout_ms = Some(t.into_inner());
         }
         spec.risk = self.risk;
+        spec.allow = self.allow.iter().map(|p| p.as_str().to_owned()).collect();
+        spec.deny = self.deny.iter().map(|p| p.as_str().to_owned()).collect();
+        if let Some(rename) = self.rename {
+            let at = here(line(&rename.span()));
+            for (from, to) in rename.into_inner() {
+                if to.is_empty() || to.contains("__") || ravi_integrations::mcp::sanitize(&to) != to
+                {
+                    bail!(
+                        "{at}: [[mcp]] `{name}`: rename `{from}` = \"{to}\": a new name is 1 or \
+                         more characters of [A-Za-z0-9_-] without `__` (it becomes `{name}__NAME`)"
+                    );
+                }
+                spec.rename.insert(from, to);
+            }
+        }
         Ok(spec)
     }
 }
@@ -448,8 +512,17 @@ impl RaviConfig {
             jwt.check()
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
+        for (host, headers) in &file.http.headers {
+            if let Some((k, _)) = headers.iter().find(|(k, v)| http_header_invalid(k, v)) {
+                bail!(
+                    "{}: [http.headers.\"{host}\"]: `{k}` is not a valid HTTP header name and value",
+                    path.display()
+                );
+            }
+        }
         let config = Self {
             jwt,
+            http: file.http,
             access: file.access,
             store_url,
             workspace,

@@ -216,11 +216,8 @@ impl Setup {
 
     /// The built-in tools over the workspace, as the file selects them.
     pub fn builtins(&self) -> anyhow::Result<Vec<AnyTool>> {
-        let all = ravi_capabilities::builtin_tools_in(
-            &self.workspace,
-            ravi_capabilities::HttpPolicy::default(),
-        )
-        .with_context(|| format!("opening the workspace {}", self.workspace.display()))?;
+        let all = ravi_capabilities::builtin_tools_in(&self.workspace, self.config.http.policy())
+            .with_context(|| format!("opening the workspace {}", self.workspace.display()))?;
         Ok(self.config.select_builtins(all))
     }
 

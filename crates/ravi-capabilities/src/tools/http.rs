@@ -203,6 +203,8 @@ impl Resolve for GuardedResolver {
 pub struct HttpGet {
     policy: Arc<HttpPolicy>,
     client: reqwest::Client,
+    /// For requests carrying configured headers (credentials): redirects stay on the host.
+    same_host_client: reqwest::Client,
 }
 
 impl std::fmt::Debug for HttpGet {
@@ -217,14 +219,32 @@ impl HttpGet {
     /// The tool under `policy`.
     pub fn new(policy: HttpPolicy) -> Result<Self, ToolError> {
         let policy = Arc::new(policy);
-        let hop_policy = Arc::clone(&policy);
+        let client = Self::client(&policy, false)?;
+        let same_host_client = Self::client(&policy, true)?;
+        Ok(Self {
+            policy,
+            client,
+            same_host_client,
+        })
+    }
+
+    /// A client under `policy`; `same_host`: redirects to another host are refused.
+    fn client(policy: &Arc<HttpPolicy>, same_host: bool) -> Result<reqwest::Client, ToolError> {
+        let hop_policy = Arc::clone(policy);
         let redirect = reqwest::redirect::Policy::custom(move |attempt| {
+            if same_host
+                && attempt.url().host_str() != attempt.previous().first().and_then(|u| u.host_str())
+            {
+                return attempt.error(
+                    "a request carrying configured credentials follows no redirect to another host",
+                );
+            }
             match hop_policy.check_redirect(attempt.url(), attempt.previous().len()) {
                 Ok(()) => attempt.follow(),
                 Err(why) => attempt.error(why),
             }
         });
-        let client = reqwest::Client::builder()
+        reqwest::Client::builder()
             .no_proxy()
             .redirect(redirect)
             .timeout(policy.timeout)
@@ -234,8 +254,7 @@ impl HttpGet {
                 policy: Arc::clone(&policy),
             }))
             .build()
-            .map_err(|e| ToolError::internal(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { policy, client })
+            .map_err(|e| ToolError::internal(format!("cannot build the HTTP client: {e}")))
     }
 
     /// The policy in force.
@@ -333,17 +352,82 @@ impl TypedTool for HttpGet {
                 ToolError::permission_denied(format!("cannot fetch {url}: {why}"))
             })?;
         }
-        let mut response = self.client.get(parsed).send().await.map_err(|e| {
-            let why = chain_message(&e);
-            let kind = if e.is_timeout() {
-                ToolErrorKind::Timeout
-            } else if e.is_redirect() || refused_by_resolver(&e) {
-                ToolErrorKind::PermissionDenied
-            } else {
-                ToolErrorKind::Unavailable
-            };
-            ToolError::new(kind, format!("GET {url} failed: {why}"))
-        })?;
+        // Configured headers for this host, their secret references resolved now.
+        let mut redactor = ravi_agents::secrets::Redactor::default();
+        let mut extra = reqwest::header::HeaderMap::new();
+        if let Some(host) = parsed.host_str() {
+            for (pattern, headers) in &self.policy.headers {
+                if !host_matches(pattern, host) {
+                    continue;
+                }
+                for (name, value) in headers {
+                    let value =
+                        ravi_agents::secrets::expand(value, &mut redactor).map_err(|why| {
+                            ToolError::internal(format!(
+                                "http_get's header `{name}` for {pattern}: {why}"
+                            ))
+                        })?;
+                    let (Ok(n), Ok(v)) = (
+                        reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                        reqwest::header::HeaderValue::from_str(&value),
+                    ) else {
+                        return Err(ToolError::internal(format!(
+                            "http_get's header `{name}` for {pattern} is not a valid HTTP header"
+                        )));
+                    };
+                    extra.insert(n, v);
+                }
+            }
+        }
+        let client = if extra.is_empty() {
+            &self.client
+        } else {
+            &self.same_host_client
+        };
+        let outcome = self.fetch(client, parsed, extra, &url).await;
+        match outcome {
+            Ok(mut result) if !redactor.is_empty() => {
+                for block in &mut result.content {
+                    if let ContentBlock::Text { text, .. } = block {
+                        *text = redactor.redact(text);
+                    }
+                }
+                Ok(result)
+            }
+            Ok(result) => Ok(result),
+            Err(e) if !redactor.is_empty() => {
+                Err(ToolError::new(e.kind, redactor.redact(&e.message)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl HttpGet {
+    /// Sends the request and turns the response into the tool's result.
+    async fn fetch(
+        &self,
+        client: &reqwest::Client,
+        parsed: url::Url,
+        headers: reqwest::header::HeaderMap,
+        url: &str,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        let mut response = client
+            .get(parsed)
+            .headers(headers)
+            .send()
+            .await
+            .map_err(|e| {
+                let why = chain_message(&e);
+                let kind = if e.is_timeout() {
+                    ToolErrorKind::Timeout
+                } else if e.is_redirect() || refused_by_resolver(&e) {
+                    ToolErrorKind::PermissionDenied
+                } else {
+                    ToolErrorKind::Unavailable
+                };
+                ToolError::new(kind, format!("GET {url} failed: {why}"))
+            })?;
         let status = response.status();
         let final_url = response.url().to_string();
         let content_type = response

@@ -21,6 +21,11 @@ pub struct HttpPolicy {
     pub max_bytes: usize,
     /// Most redirects followed (default 5).
     pub max_redirects: usize,
+    /// Headers sent to matching hosts (same syntax as `allow_hosts`), e.g. an
+    /// `Authorization` header whose value names a secret (`Bearer ${secret:GH_TOKEN}`): the
+    /// reference is resolved per request and the value redacted from the result. A request
+    /// carrying them follows no redirect to another host.
+    pub headers: Vec<(String, std::collections::BTreeMap<String, String>)>,
 }
 
 impl Default for HttpPolicy {
@@ -32,6 +37,7 @@ impl Default for HttpPolicy {
             timeout: Duration::from_secs(30),
             max_bytes: 5 << 20,
             max_redirects: 5,
+            headers: Vec::new(),
         }
     }
 }

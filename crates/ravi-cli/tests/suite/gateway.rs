@@ -632,3 +632,181 @@ tools = ["read_file"]
     }
     drop(served);
 }
+
+/// An HTTP server on 127.0.0.1 answering every request with the request itself (so a test sees
+/// which headers arrived); the last request is kept in `seen`.
+fn echo_server() -> (String, std::sync::Arc<std::sync::Mutex<String>>) {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/echo",
+        listener.local_addr().unwrap().port()
+    );
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 8192];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+            *s.lock().unwrap() = request.clone();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{request}",
+                request.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_by_reference_reach_upstreams_and_never_the_client() {
+    if !mcp::harness_ready("the everything MCP server") {
+        return;
+    }
+    let canary = format!("canary-{}", std::process::id() * 7919);
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (echo_url, seen) = echo_server();
+    let config = state.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[http]
+allow_hosts = ["127.0.0.1"]
+[http.headers."127.0.0.1"]
+Authorization = "Bearer ${{secret:RAVI_CANARY}}"
+
+[[mcp]]
+name = "ev"
+transport = "stdio"
+command = "{node}"
+args = ["{everything}"]
+env = {{ LEAKY = "${{secret:RAVI_CANARY}}" }}
+allow = ["get-*", "echo"]
+deny = ["get-sum", "get-tiny-image"]
+rename = {{ get-env = "env" }}
+"#,
+            node = mcp::node().display(),
+            everything = mcp::everything_js().display(),
+        ),
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", state.path().join("ravi.db").display());
+    let port = mcp::free_port();
+    let log = std::fs::File::create(state.path().join("serve.log")).unwrap();
+    let served = Served(
+        Command::new(env!("CARGO_BIN_EXE_ravi"))
+            .args([
+                "serve",
+                "--http",
+                &format!("127.0.0.1:{port}"),
+                "--approve",
+                "all",
+            ])
+            .args(["--store", &store, "--config"])
+            .arg(&config)
+            .args(["--workspace", ws.path().to_str().unwrap()])
+            .env("XDG_STATE_HOME", state.path())
+            .env("RAVI_CANARY", &canary)
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let client = McpClient::connect(McpServerSpec::http("gw", &url))
+        .await
+        .unwrap();
+    let names: Vec<String> = client
+        .tools()
+        .into_iter()
+        .map(|t| t.name)
+        .filter(|n| n.starts_with("ev__"))
+        .collect();
+    // allow/deny/rename: get-env is served as ev__env; get-sum is denied; others not allowed.
+    assert!(names.contains(&"ev__env".to_owned()), "{names:?}");
+    assert!(names.contains(&"ev__echo".to_owned()), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "ev__get-env" || n == "ev__get-sum" || n == "ev__get-tiny-image"),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("trigger")), "{names:?}");
+    let ctx = ToolContext::default();
+    // The upstream got the secret (its environment has it) but the client sees its name only.
+    let env = client
+        .call("ev__env", json!({}), &ctx, None, "ev__env")
+        .await
+        .unwrap();
+    let env_text = env.to_string();
+    assert!(
+        env_text.contains("LEAKY") && env_text.contains("[secret RAVI_CANARY]"),
+        "{env_text}"
+    );
+    // Only what the spec gave it and a minimal environment: not the gateway's variables.
+    assert!(!env_text.contains("\"RAVI_CANARY\""), "{env_text}");
+    assert!(!env_text.contains("XDG_STATE_HOME"), "{env_text}");
+    assert!(
+        !env_text.contains(&canary),
+        "the canary reached the client: {env_text}"
+    );
+    // http_get sent the header (the echo server saw the value) and redacted it from the body.
+    let got = client
+        .call("http_get", json!({"url": echo_url}), &ctx, None, "http_get")
+        .await
+        .unwrap();
+    let got_text = got.to_string();
+    assert!(
+        seen.lock()
+            .unwrap()
+            .to_lowercase()
+            .contains(&format!("authorization: bearer {canary}")),
+        "{}",
+        seen.lock().unwrap()
+    );
+    assert!(
+        got_text.contains("Bearer [secret RAVI_CANARY]"),
+        "{got_text}"
+    );
+    assert!(!got_text.contains(&canary), "{got_text}");
+    // The model echoing the secret's name is harmless; the value is in no listing either.
+    let listed = crate::ravi()
+        .args(["tools", "list", "--json", "--config"])
+        .arg(&config)
+        .env("RAVI_CANARY", &canary)
+        .output();
+    assert!(!text(&listed.stdout).contains(&canary));
+    client.close().await;
+    drop(served);
+    // Nor in the server's debug log, nor anywhere in the store's bytes.
+    let log = std::fs::read_to_string(state.path().join("serve.log")).unwrap();
+    assert!(!log.contains(&canary), "the canary is in the log");
+    for entry in std::fs::read_dir(state.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("ravi.db")
+        {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+                "the canary is in {}",
+                path.display()
+            );
+        }
+    }
+}

@@ -31,6 +31,7 @@ use tokio::io::AsyncBufReadExt as _;
 use super::error::McpError;
 use super::spec::{McpServerSpec, McpTransportSpec};
 use super::sse;
+use ravi_agents::secrets::{self, Redactor};
 
 /// How long connecting and the `initialize` handshake may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -283,6 +284,8 @@ struct Inner {
     protocol_version: Mutex<Option<String>>,
     server_name: Mutex<Option<String>>,
     connects: AtomicU64,
+    /// The secrets the current connection resolved, redacted from what the server sends.
+    redactor: Mutex<Arc<Redactor>>,
 }
 
 /// A connection to one upstream MCP server, shared by all of its tools. Cheap to clone.
@@ -360,6 +363,7 @@ impl McpClient {
             protocol_version: Mutex::new(None),
             server_name: Mutex::new(None),
             connects: AtomicU64::new(0),
+            redactor: Mutex::default(),
         });
         let client = Self { inner };
         client.peer().await?;
@@ -482,10 +486,60 @@ impl McpClient {
             reason,
         };
         let handler = self.inner.handler.clone();
-        let service = match &self.inner.spec.transport {
+        // Secrets by reference are resolved now, for this connection only.
+        let mut redactor = Redactor::default();
+        let mut reveal =
+            |text: &str| secrets::expand(text, &mut redactor).map_err(|e| connect_err(e));
+        let transport = match &self.inner.spec.transport {
+            McpTransportSpec::Stdio { command, args, env } => {
+                let mut resolved = std::collections::BTreeMap::new();
+                for (k, v) in env {
+                    resolved.insert(k.clone(), reveal(v)?);
+                }
+                McpTransportSpec::Stdio {
+                    command: command.clone(),
+                    args: args.clone(),
+                    env: resolved,
+                }
+            }
+            McpTransportSpec::Http {
+                url,
+                bearer,
+                headers,
+            } => McpTransportSpec::Http {
+                url: url.clone(),
+                bearer: bearer.as_deref().map(&mut reveal).transpose()?,
+                headers: reveal_all(headers, &mut reveal)?,
+            },
+            McpTransportSpec::Sse {
+                url,
+                bearer,
+                headers,
+            } => McpTransportSpec::Sse {
+                url: url.clone(),
+                bearer: bearer.as_deref().map(&mut reveal).transpose()?,
+                headers: reveal_all(headers, &mut reveal)?,
+            },
+        };
+        let redactor = Arc::new(redactor);
+        if let Ok(mut r) = self.inner.redactor.lock() {
+            *r = Arc::clone(&redactor);
+        }
+        let service = match &transport {
             McpTransportSpec::Stdio { command, args, env } => {
                 let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env).kill_on_drop(true);
+                // A spawned server gets a minimal environment (as the official MCP SDKs give
+                // theirs) plus what its spec sets: the gateway's own credentials stay out of
+                // every child's reach.
+                cmd.env_clear()
+                    .envs(
+                        INHERITED_ENV
+                            .iter()
+                            .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+                    )
+                    .args(args)
+                    .envs(env)
+                    .kill_on_drop(true);
                 let (transport, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(Stdio::piped())
                     .spawn()
@@ -493,10 +547,11 @@ impl McpClient {
                 if let Some(stderr) = stderr {
                     // Drain the server's log so a chatty server never blocks on a full pipe.
                     let server = name.clone();
+                    let redactor = Arc::clone(&redactor);
                     tokio::spawn(async move {
                         let mut lines = tokio::io::BufReader::new(stderr).lines();
                         while let Ok(Some(line)) = lines.next_line().await {
-                            tracing::debug!(server = %server, "{line}");
+                            tracing::debug!(server = %server, "{}", redactor.redact(&line));
                         }
                     });
                 }
@@ -569,6 +624,39 @@ impl McpClient {
     /// `timeout` bounds the wait (the spec's default when `None`); expiry or cancellation of
     /// `ctx` sends `notifications/cancelled`. Progress goes to `ctx.progress` under `tool_label`.
     pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        ctx: &ToolContext,
+        timeout: Option<Duration>,
+        tool_label: &str,
+    ) -> Result<Value, CallError> {
+        let outcome = self
+            .call_unredacted(tool, arguments, ctx, timeout, tool_label)
+            .await;
+        let redactor = self.redactor();
+        if redactor.is_empty() {
+            return outcome;
+        }
+        match outcome {
+            Ok(mut wire) => {
+                redactor.redact_json(&mut wire);
+                Ok(wire)
+            }
+            Err(e) => Err(e.redacted(&redactor)),
+        }
+    }
+
+    /// The secrets of the current connection (empty when it resolved none).
+    fn redactor(&self) -> Arc<Redactor> {
+        self.inner
+            .redactor
+            .lock()
+            .map(|r| Arc::clone(&r))
+            .unwrap_or_default()
+    }
+
+    async fn call_unredacted(
         &self,
         tool: &str,
         arguments: Value,
@@ -686,6 +774,59 @@ impl McpClient {
     pub async fn close(&self) {
         if let Some(mut c) = self.inner.conn.lock().await.take() {
             let _ = c.service.close_with_timeout(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+/// The variables a spawned stdio server inherits from Ravi's environment (everything else it
+/// gets from its spec's `env`): what a program needs to run and find its files, certificates
+/// and locale, no credentials.
+pub const INHERITED_ENV: &[&str] = &[
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "TZ",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "SYSTEMROOT",
+];
+
+/// `headers` with their secret references resolved.
+fn reveal_all(
+    headers: &std::collections::BTreeMap<String, String>,
+    reveal: &mut impl FnMut(&str) -> Result<String, McpError>,
+) -> Result<std::collections::BTreeMap<String, String>, McpError> {
+    headers
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), reveal(v)?)))
+        .collect()
+}
+
+impl CallError {
+    /// The same error with secret values replaced by their names.
+    fn redacted(self, redactor: &Redactor) -> Self {
+        match self {
+            Self::Protocol {
+                server,
+                tool,
+                message,
+            } => Self::Protocol {
+                server,
+                tool,
+                message: redactor.redact(&message),
+            },
+            Self::Disconnected { server, reason } => Self::Disconnected {
+                server,
+                reason: redactor.redact(&reason),
+            },
+            other => other,
         }
     }
 }

@@ -35,7 +35,9 @@ mod tool;
 #[cfg(test)]
 pub(crate) mod golden;
 
-pub use client::{CallError, ClientOptions, ElicitationPolicy, McpClient, UpstreamTool};
+pub use client::{
+    CallError, ClientOptions, ElicitationPolicy, INHERITED_ENV, McpClient, UpstreamTool,
+};
 pub use convert::{block_from_mcp, block_to_mcp, render_result, result_from_mcp, result_to_mcp};
 pub use error::McpError;
 pub use http_auth::{ResourceMetadata, WELL_KNOWN};

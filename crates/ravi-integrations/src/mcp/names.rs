@@ -54,6 +54,17 @@ impl NameMap {
         upstream: impl IntoIterator<Item = &'a str>,
         taken: &HashSet<String>,
     ) -> Self {
+        Self::build_renamed(server, upstream, &BTreeMap::new(), taken)
+    }
+
+    /// Like [`NameMap::build`], serving the tools `rename` names under their new name (the
+    /// part after `server__`).
+    pub fn build_renamed<'a>(
+        server: &str,
+        upstream: impl IntoIterator<Item = &'a str>,
+        rename: &BTreeMap<String, String>,
+        taken: &HashSet<String>,
+    ) -> Self {
         let prefix = format!("{}{SEPARATOR}", sanitize(server));
         let mut map = Self {
             server: server.to_owned(),
@@ -64,7 +75,8 @@ impl NameMap {
             if map.to_local.contains_key(name) {
                 continue;
             }
-            let local = unique_name(&prefix, name, &used);
+            let part = rename.get(name).map_or(name, String::as_str);
+            let local = unique_name(&prefix, part, &used);
             used.insert(local.clone());
             map.to_upstream.insert(local.clone(), name.to_owned());
             map.to_local.insert(name.to_owned(), local);

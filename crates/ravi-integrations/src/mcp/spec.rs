@@ -55,7 +55,13 @@ pub enum McpTransportSpec {
 
 /// One upstream MCP server: its name (the tool-name prefix), how to reach it, and per-tool
 /// settings the operator configured.
+///
+/// Its `env` values, `bearer` and header values may name secrets instead of holding them:
+/// `${secret:NAME}` is replaced when the client connects, from the environment variable `NAME`
+/// or the file `NAME` in `$RAVI_SECRETS_DIR` (or systemd's `$CREDENTIALS_DIRECTORY`). The spec
+/// keeps the reference, and whatever the server sends back has the values redacted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct McpServerSpec {
     /// The server's name; tools appear as `name__tool`.
     pub name: String,
@@ -68,6 +74,16 @@ pub struct McpServerSpec {
     /// Per-call timeout in milliseconds (default 60 000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The upstream tools served (name patterns, `*` and `?`); empty: all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// Upstream tools never served, even when `allow` matches them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// New names by upstream tool name: the part after `server__` (`{search = "find"}` serves
+    /// `search` as `server__find`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rename: BTreeMap<String, String>,
 }
 
 /// The default per-call timeout.
@@ -97,6 +113,9 @@ impl McpServerSpec {
             },
             risk: BTreeMap::new(),
             timeout_ms: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            rename: BTreeMap::new(),
         }
     }
 
@@ -111,6 +130,9 @@ impl McpServerSpec {
             },
             risk: BTreeMap::new(),
             timeout_ms: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            rename: BTreeMap::new(),
         }
     }
 
@@ -125,6 +147,9 @@ impl McpServerSpec {
             },
             risk: BTreeMap::new(),
             timeout_ms: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            rename: BTreeMap::new(),
         }
     }
 
@@ -164,6 +189,41 @@ impl McpServerSpec {
     pub fn with_risk(mut self, tool: impl Into<String>, risk: ToolRisk) -> Self {
         self.risk.insert(tool.into(), risk);
         self
+    }
+
+    /// Serves only the upstream tools matching `patterns` (and not denied).
+    #[must_use]
+    pub fn with_allow<I, S>(mut self, patterns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allow = patterns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Never serves the upstream tools matching `patterns`.
+    #[must_use]
+    pub fn with_deny<I, S>(mut self, patterns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.deny = patterns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Serves the upstream tool `tool` as `server__new_name`.
+    #[must_use]
+    pub fn with_rename(mut self, tool: impl Into<String>, new_name: impl Into<String>) -> Self {
+        self.rename.insert(tool.into(), new_name.into());
+        self
+    }
+
+    /// Whether the upstream tool `tool` is served (its `allow` and `deny` patterns).
+    pub fn serves(&self, tool: &str) -> bool {
+        let matches = |p: &String| ravi_agents::access::ToolPattern::new(p.as_str()).matches(tool);
+        (self.allow.is_empty() || self.allow.iter().any(matches)) && !self.deny.iter().any(matches)
     }
 
     /// Sets the per-call timeout.

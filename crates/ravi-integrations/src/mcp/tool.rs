@@ -40,8 +40,20 @@ impl McpTool {
 
     /// Like [`McpTool::from_client`], avoiding names other tools already use.
     pub fn from_client_avoiding(client: &McpClient, taken: &HashSet<String>) -> Vec<Arc<dyn Tool>> {
-        let tools = client.tools();
-        let names = NameMap::build(client.name(), tools.iter().map(|t| t.name.as_str()), taken);
+        // The operator's `allow`/`deny` decide which tools are served at all; `rename` their
+        // names.
+        let spec = client.spec();
+        let tools: Vec<UpstreamTool> = client
+            .tools()
+            .into_iter()
+            .filter(|t| spec.serves(&t.name))
+            .collect();
+        let names = NameMap::build_renamed(
+            client.name(),
+            tools.iter().map(|t| t.name.as_str()),
+            &spec.rename,
+            taken,
+        );
         tools
             .into_iter()
             .filter_map(|t| {

@@ -66,10 +66,8 @@ impl Redactor {
             return;
         }
         match value {
-            Value::String(s) => {
-                if self.secrets.iter().any(|(_, v)| s.contains(v.as_str())) {
-                    *s = self.redact(s);
-                }
+            Value::String(s) if self.secrets.iter().any(|(_, v)| s.contains(v.as_str())) => {
+                *s = self.redact(s);
             }
             Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
             Value::Object(map) => {
@@ -135,7 +133,7 @@ fn lookup(name: &str) -> Result<String, String> {
     }
     let dirs: Vec<PathBuf> = ["RAVI_SECRETS_DIR", "CREDENTIALS_DIRECTORY"]
         .iter()
-        .filter_map(|var| std::env::var_os(var))
+        .filter_map(std::env::var_os)
         .map(PathBuf::from)
         .collect();
     from_files(name, &dirs)

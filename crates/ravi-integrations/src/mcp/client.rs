@@ -489,7 +489,7 @@ impl McpClient {
         // Secrets by reference are resolved now, for this connection only.
         let mut redactor = Redactor::default();
         let mut reveal =
-            |text: &str| secrets::expand(text, &mut redactor).map_err(|e| connect_err(e));
+            |text: &str| secrets::expand(text, &mut redactor).map_err(&connect_err);
         let transport = match &self.inner.spec.transport {
             McpTransportSpec::Stdio { command, args, env } => {
                 let mut resolved = std::collections::BTreeMap::new();

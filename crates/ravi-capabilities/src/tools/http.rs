@@ -251,7 +251,7 @@ impl HttpGet {
             .connect_timeout(policy.timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("ravi-http-get/", env!("CARGO_PKG_VERSION")))
             .dns_resolver(Arc::new(GuardedResolver {
-                policy: Arc::clone(&policy),
+                policy: Arc::clone(policy),
             }))
             .build()
             .map_err(|e| ToolError::internal(format!("cannot build the HTTP client: {e}")))

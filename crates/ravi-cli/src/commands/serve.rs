@@ -9,7 +9,9 @@ use clap::Args;
 use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::durable::{QueueApprovalHandler, RunJournal};
 use ravi_capabilities::chain::CodeMode;
-use ravi_integrations::mcp::{HttpOptions, LiveToolbox, McpServer, ServerTools};
+use ravi_integrations::mcp::{
+    GatewayMetrics, HttpOptions, LiveToolbox, McpServer, ServerTools, serve_metrics,
+};
 use ravi_kernel::{ApprovalHandler, RunKind, RunRecord, RunStatus, Store, ToolRegistry as _};
 
 use super::mcp_attach::{McpArgs, connect_specs};
@@ -69,6 +71,11 @@ pub struct ServeArgs {
     /// reaches every tool from scripts, `off` does not serve it.
     #[arg(long, value_name = "on|off|only", default_value_t = CodeMode::On)]
     pub code_mode: CodeMode,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (default `127.0.0.1:9464`), on a
+    /// listener of its own: calls by tool, status and principal, latency, rate-limited calls,
+    /// refused requests, pending approvals, upstream health.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:9464")]
+    pub metrics: Option<SocketAddr>,
     #[command(flatten)]
     pub mcp: McpArgs,
     /// The configuration file (default: `ravi.toml` in the current directory, if present):
@@ -144,6 +151,9 @@ pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8765";
 /// How long an artifact no session holds any more stays resolvable (a stateless client may
 /// still pass its ref on) before the collector removes it.
 pub const BLOB_RETENTION: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// How often a down upstream server is looked at (its own backoff decides whether it is
+/// tried).
+const UPSTREAM_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
 /// How often the collector runs.
 const BLOB_GC_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -266,7 +276,29 @@ async fn serve(
                 blobs.gc(BLOB_RETENTION);
             }
         });
-        let mut server = McpServer::new(tools);
+        let metrics = Arc::new(GatewayMetrics::new());
+        metrics.watch_upstreams(clients.iter().cloned());
+        if let Some(store) = &store {
+            metrics.watch_store(Arc::clone(store));
+        }
+        // Upstreams that go down are retried with backoff; their tools are re-listed (and
+        // clients told) when they come back.
+        let keep_alive: Vec<_> = clients
+            .iter()
+            .map(|c| c.keep_alive(UPSTREAM_PROBE))
+            .collect();
+        let metrics_server = match args.metrics {
+            Some(addr) => {
+                let handle = serve_metrics(addr, Arc::clone(&metrics)).await?;
+                eprintln!(
+                    "ravi serve: Prometheus metrics at http://{}/metrics",
+                    handle.local_addr()
+                );
+                Some(handle)
+            }
+            None => None,
+        };
+        let mut server = McpServer::new(tools).with_metrics(Arc::clone(&metrics));
         if !clients.is_empty() {
             // Clients of `ravi serve` hear when an attached server's tools change.
             server = server.with_list_changes(clients.iter().map(|c| c.watch_tools()));
@@ -275,6 +307,7 @@ async fn serve(
             let mut opts = HttpOptions::default();
             (opts.auth, opts.resource_metadata) =
                 authenticator(args.auth, &setup, store.as_ref()).await?;
+            opts.upstreams.clone_from(&clients);
             opts.allowed_hosts.extend(args.allow_host.iter().cloned());
             opts.allowed_origins
                 .extend(args.allow_origin.iter().cloned());
@@ -289,6 +322,10 @@ async fn serve(
             server.serve_stdio().await?;
         }
         collector.abort();
+        keep_alive.iter().for_each(tokio::task::JoinHandle::abort);
+        if let Some(m) = metrics_server {
+            let _ = m.shutdown().await;
+        }
         if let (Some(j), Some(store)) = (&journal, &store) {
             j.flush().await;
             let _ = store

@@ -810,3 +810,234 @@ rename = {{ get-env = "env" }}
         }
     }
 }
+
+fn wait_port(port: u16) {
+    for _ in 0..150 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("nothing listens on port {port}");
+}
+
+/// A plain `ravi serve --http` on `port` (an upstream for the gateway).
+fn upstream(port: u16, state: &std::path::Path) -> Served {
+    let served = Served(
+        Command::new(env!("CARGO_BIN_EXE_ravi"))
+            .args([
+                "serve",
+                "--http",
+                &format!("127.0.0.1:{port}"),
+                "--store",
+                "none",
+            ])
+            .args(["--approve", "none", "--code-mode", "off"])
+            .env("XDG_STATE_HOME", state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port);
+    served
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_tool_rates_metrics_health_and_upstream_reconnects() {
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let up_port = mcp::free_port();
+    let mut up = upstream(up_port, state.path());
+    let config = state.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[access.default]
+tools = ["*"]
+[access.rates]
+"calculator" = "3/min"
+
+[[mcp]]
+name = "up"
+transport = "http"
+url = "http://127.0.0.1:{up_port}/mcp"
+allow = ["calculator"]
+"#
+        ),
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", state.path().join("ravi.db").display());
+    let ravi = |args: &[&str]| {
+        crate::ravi()
+            .args(args)
+            .args(["--store", &store])
+            .env("XDG_STATE_HOME", state.path())
+            .output()
+    };
+    let out = ravi(&["keys", "create", "k", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let key: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let secret = key["secret"].as_str().unwrap().to_owned();
+    let (port, metrics_port) = (mcp::free_port(), mcp::free_port());
+    let _gateway = Served(
+        Command::new(env!("CARGO_BIN_EXE_ravi"))
+            .args([
+                "serve",
+                "--http",
+                &format!("127.0.0.1:{port}"),
+                "--auth",
+                "keys",
+            ])
+            .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--approve", "none", "--store", &store, "--config"])
+            .arg(&config)
+            .args(["--workspace", ws.path().to_str().unwrap()])
+            .env("XDG_STATE_HOME", state.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port);
+    wait_port(metrics_port);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        let http = http.clone();
+        async move { http.get(path).send().await.unwrap().text().await.unwrap() }
+    };
+    let client = McpClient::connect(McpServerSpec::http("gw", &url).with_bearer(&secret))
+        .await
+        .unwrap();
+    let names: Vec<String> = client.tools().into_iter().map(|t| t.name).collect();
+    assert!(names.contains(&"up__calculator".to_owned()), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("up__") && n != "up__calculator"),
+        "{names:?}"
+    );
+    // Ten concurrent calls against a per-tool rate of 3/min: exactly three run.
+    let ctx = ToolContext::default();
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..10 {
+        let client = client.clone();
+        let ctx = ctx.clone();
+        calls.spawn(async move {
+            client
+                .call(
+                    "calculator",
+                    json!({"expression": format!("{i}+1")}),
+                    &ctx,
+                    None,
+                    "calculator",
+                )
+                .await
+                .unwrap()
+        });
+    }
+    let results = calls.join_all().await;
+    let limited: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["_meta"]["ravi/reason"] == "rate_limited")
+        .collect();
+    assert_eq!(limited.len(), 7, "{results:?}");
+    let said = limited[0]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("key:k may make 3/min calls of `calculator`; retry after"),
+        "{said}"
+    );
+    // The upstream's tool through the gateway.
+    let sum = client
+        .call(
+            "up__calculator",
+            json!({"expression": "2+3"}),
+            &ctx,
+            None,
+            "up__calculator",
+        )
+        .await
+        .unwrap();
+    assert_eq!(sum["content"][0]["text"], "5", "{sum}");
+    // A request without a key is refused and counted.
+    let resp = http.post(&url).json(&json!({})).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    let metrics = get(format!("http://127.0.0.1:{metrics_port}/metrics")).await;
+    for line in [
+        r#"ravi_tool_calls_total{tool="calculator",status="ok",principal="key:k"} 3"#,
+        r#"ravi_tool_calls_total{tool="calculator",status="rate_limited",principal="key:k"} 7"#,
+        r#"ravi_rate_limited_calls_total{principal="key:k"} 7"#,
+        r#"ravi_tool_calls_total{tool="up__calculator",status="ok",principal="key:k"} 1"#,
+        r#"ravi_auth_failures_total{kind="missing_token"} 1"#,
+        r#"ravi_upstream_up{server="up"} 1"#,
+        r#"ravi_tool_call_duration_seconds_count{tool="calculator"} 10"#,
+        "ravi_approvals_pending 0",
+    ] {
+        assert!(metrics.contains(line), "missing {line}:\n{metrics}");
+    }
+    let health: Value =
+        serde_json::from_str(&get(format!("http://127.0.0.1:{port}/healthz")).await).unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    // The upstream dies: its tool fails as a tool error, the gateway keeps serving.
+    drop(up);
+    let down = client
+        .call(
+            "up__calculator",
+            json!({"expression": "2+3"}),
+            &ctx,
+            None,
+            "up__calculator",
+        )
+        .await
+        .unwrap();
+    assert_eq!(down["isError"], true, "{down}");
+    assert!(
+        down["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("`up`"),
+        "{down}"
+    );
+    let health: Value =
+        serde_json::from_str(&get(format!("http://127.0.0.1:{port}/healthz")).await).unwrap();
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["upstreams"][0]["up"], false, "{health}");
+    let metrics = get(format!("http://127.0.0.1:{metrics_port}/metrics")).await;
+    assert!(
+        metrics.contains(r#"ravi_upstream_up{server="up"} 0"#),
+        "{metrics}"
+    );
+    let listed = client.refresh_tools().await.unwrap();
+    assert!(
+        listed.iter().any(|t| t.name == "calculator"),
+        "the gateway still lists its own tools"
+    );
+    // It comes back on the same port: the gateway reconnects by itself (with backoff).
+    up = upstream(up_port, state.path());
+    let mut healthy = false;
+    for _ in 0..100 {
+        let health: Value =
+            serde_json::from_str(&get(format!("http://127.0.0.1:{port}/healthz")).await).unwrap();
+        if health["status"] == "ok" {
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(healthy, "the upstream was not reconnected within 20 s");
+    let back = client
+        .call(
+            "up__calculator",
+            json!({"expression": "4*5"}),
+            &ctx,
+            None,
+            "up__calculator",
+        )
+        .await
+        .unwrap();
+    assert_eq!(back["content"][0]["text"], "20", "{back}");
+    client.close().await;
+    drop(up);
+}

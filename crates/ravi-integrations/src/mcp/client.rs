@@ -286,6 +286,47 @@ struct Inner {
     connects: AtomicU64,
     /// The secrets the current connection resolved, redacted from what the server sends.
     redactor: Mutex<Arc<Redactor>>,
+    /// Whether the server is reachable, and when to try again if not.
+    health: Mutex<HealthState>,
+}
+
+/// The connection's health as the client last saw it.
+#[derive(Debug, Default)]
+struct HealthState {
+    /// A connection failed or dropped and no new one succeeded yet.
+    down: bool,
+    last_error: Option<String>,
+    /// Failed connection attempts in a row.
+    failures: u32,
+    /// No new attempt before then (the backoff).
+    retry_at: Option<std::time::Instant>,
+    /// When `down` last changed (ms since the epoch).
+    since_ms: i64,
+}
+
+/// The wait after the `n`-th failed connection attempt in a row: 0.5 s doubling to 30 s.
+fn backoff(n: u32) -> Duration {
+    let ms = 500u64.saturating_mul(1u64 << n.saturating_sub(1).min(10));
+    Duration::from_millis(ms.min(30_000))
+}
+
+/// An upstream server's health, for `/healthz`, metrics and the console.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct UpstreamHealth {
+    /// The server's name.
+    pub server: String,
+    /// Whether the last connection attempt or call found it reachable.
+    pub up: bool,
+    /// Why it is down, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Failed connection attempts in a row.
+    pub failures: u32,
+    /// When the state last changed (ms since the epoch; 0: never).
+    pub since_ms: i64,
+    /// Connections made so far (reconnects included).
+    pub connects: u64,
 }
 
 /// A connection to one upstream MCP server, shared by all of its tools. Cheap to clone.
@@ -364,6 +405,7 @@ impl McpClient {
             server_name: Mutex::new(None),
             connects: AtomicU64::new(0),
             redactor: Mutex::default(),
+            health: Mutex::default(),
         });
         let client = Self { inner };
         client.peer().await?;
@@ -441,10 +483,91 @@ impl McpClient {
         }
     }
 
-    /// The live peer, connecting or reconnecting first when needed.
+    /// The server's health as last seen (a dropped connection counts as down).
+    pub fn health(&self) -> UpstreamHealth {
+        let dropped = self
+            .inner
+            .conn
+            .try_lock()
+            .ok()
+            .and_then(|slot| {
+                slot.as_ref()
+                    .map(|c| c.service.is_closed() || c.service.peer().is_transport_closed())
+            })
+            .unwrap_or(false);
+        let h = match self.inner.health.lock() {
+            Ok(h) => h,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        UpstreamHealth {
+            server: self.name().to_owned(),
+            up: !h.down && !dropped,
+            last_error: if dropped && h.last_error.is_none() {
+                Some("the connection dropped; the next call reconnects".into())
+            } else {
+                h.last_error.clone()
+            },
+            failures: h.failures,
+            since_ms: h.since_ms,
+            connects: self.connect_count(),
+        }
+    }
+
+    /// Keeps watching the server: every `every`, a server found down is tried again (within
+    /// its backoff), and its tools are re-listed once it is back, so the clients of a gateway
+    /// hear `tools/list_changed` when they changed. Stops when the handle is aborted.
+    pub fn keep_alive(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let client = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if !client.health().up {
+                    let _ = client.refresh_tools().await;
+                }
+            }
+        })
+    }
+
+    /// Records the outcome of a connection attempt (or a call that found the server gone).
+    fn set_health(&self, failure: Option<String>) {
+        let mut h = match self.inner.health.lock() {
+            Ok(h) => h,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let down = failure.is_some();
+        if down != h.down {
+            h.since_ms = ravi_kernel::now_ms();
+            if down {
+                tracing::warn!(server = %self.name(), error = ?failure, "upstream MCP server is down");
+            } else {
+                tracing::info!(server = %self.name(), "upstream MCP server is back");
+            }
+        }
+        h.down = down;
+        match failure {
+            Some(e) => {
+                h.failures = h.failures.saturating_add(1);
+                h.retry_at = Some(std::time::Instant::now() + backoff(h.failures));
+                h.last_error = Some(e);
+            }
+            None => {
+                h.failures = 0;
+                h.retry_at = None;
+                h.last_error = None;
+            }
+        }
+    }
+
+    /// The live peer, connecting or reconnecting first when needed. After a failed attempt
+    /// the next one waits for its backoff (0.5 s doubling to 30 s); until then calls fail at
+    /// once, saying when the server will be tried again.
     async fn peer(&self) -> Result<Peer<RoleClient>, McpError> {
         let mut slot = self.inner.conn.lock().await;
+        // A call that found the server gone marked it down: its connection (an HTTP session
+        // the server may no longer know) is replaced, not reused.
+        let marked_down = self.inner.health.lock().map(|h| h.down).unwrap_or(false);
         if let Some(c) = slot.as_ref()
+            && !marked_down
             && !c.service.is_closed()
             && !c.service.peer().is_transport_closed()
         {
@@ -453,12 +576,41 @@ impl McpClient {
         if let Some(mut old) = slot.take() {
             let _ = old.service.close_with_timeout(Duration::from_secs(1)).await;
         }
-        let conn = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
+        let waiting = self.inner.health.lock().ok().and_then(|h| {
+            let at = h.retry_at?;
+            let left = at.checked_duration_since(std::time::Instant::now())?;
+            Some((left, h.last_error.clone().unwrap_or_default()))
+        });
+        if let Some((left, last)) = waiting {
+            return Err(McpError::Connect {
+                server: self.name().to_owned(),
+                reason: format!(
+                    "it is down ({last}); the next attempt is in {:.1} s",
+                    left.as_secs_f64()
+                ),
+            });
+        }
+        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
             .await
             .map_err(|_| McpError::Connect {
                 server: self.name().to_owned(),
                 reason: format!("no answer to `initialize` within {CONNECT_TIMEOUT:?}"),
-            })??;
+            })
+            .and_then(|r| r);
+        let conn = match attempt {
+            Ok(conn) => {
+                self.set_health(None);
+                conn
+            }
+            Err(e) => {
+                let reason = match &e {
+                    McpError::Connect { reason, .. } => reason.clone(),
+                    other => other.to_string(),
+                };
+                self.set_health(Some(self.redactor().redact(&reason)));
+                return Err(e);
+            }
+        };
         if let Some(info) = conn.service.peer().peer_info() {
             if let Ok(mut v) = self.inner.protocol_version.lock() {
                 *v = Some(info.protocol_version.to_string());
@@ -488,8 +640,7 @@ impl McpClient {
         let handler = self.inner.handler.clone();
         // Secrets by reference are resolved now, for this connection only.
         let mut redactor = Redactor::default();
-        let mut reveal =
-            |text: &str| secrets::expand(text, &mut redactor).map_err(&connect_err);
+        let mut reveal = |text: &str| secrets::expand(text, &mut redactor).map_err(&connect_err);
         let transport = match &self.inner.spec.transport {
             McpTransportSpec::Stdio { command, args, env } => {
                 let mut resolved = std::collections::BTreeMap::new();
@@ -763,10 +914,16 @@ impl McpClient {
                 tool: tool.to_owned(),
                 message: err.message.to_string(),
             },
-            other => CallError::Disconnected {
-                server,
-                reason: other.to_string(),
-            },
+            other => {
+                let reason = other.to_string();
+                self.set_health(Some(format!("the connection dropped: {reason}")));
+                // No backoff for the first reconnect after a drop: the next call tries at once.
+                if let Ok(mut h) = self.inner.health.lock() {
+                    h.retry_at = None;
+                    h.failures = 0;
+                }
+                CallError::Disconnected { server, reason }
+            }
         }
     }
 

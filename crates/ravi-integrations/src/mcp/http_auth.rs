@@ -96,6 +96,8 @@ pub(super) struct AuthState {
     pub(super) auth: Arc<dyn Authenticator>,
     /// The metadata URL the challenge names, if the server publishes metadata.
     pub(super) metadata_url: Option<String>,
+    /// Where refused requests are counted.
+    pub(super) metrics: Option<Arc<super::GatewayMetrics>>,
 }
 
 /// Authenticates every HTTP request before MCP sees it: a missing or refused token gets the
@@ -152,6 +154,14 @@ pub(super) async fn authenticate(
         http::StatusCode::SERVICE_UNAVAILABLE => "temporarily_unavailable",
         _ => "unauthorized",
     };
+    if let Some(m) = &state.metrics {
+        m.record_auth_failure(match status {
+            http::StatusCode::FORBIDDEN => "insufficient_scope",
+            http::StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+            _ if bearer.is_none() => "missing_token",
+            _ => "invalid_token",
+        });
+    }
     let body = json!({"error": error, "message": failure.message}).to_string();
     let mut response = axum::response::Response::new(axum::body::Body::from(body));
     *response.status_mut() = status;

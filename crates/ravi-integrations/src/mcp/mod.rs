@@ -23,6 +23,7 @@ mod convert;
 mod error;
 mod http_auth;
 mod invoked;
+mod metrics;
 mod names;
 mod registry;
 mod risk;
@@ -36,18 +37,20 @@ mod tool;
 pub(crate) mod golden;
 
 pub use client::{
-    CallError, ClientOptions, ElicitationPolicy, INHERITED_ENV, McpClient, UpstreamTool,
+    CallError, ClientOptions, ElicitationPolicy, INHERITED_ENV, McpClient, UpstreamHealth,
+    UpstreamTool,
 };
 pub use convert::{block_from_mcp, block_to_mcp, render_result, result_from_mcp, result_to_mcp};
 pub use error::McpError;
 pub use http_auth::{ResourceMetadata, WELL_KNOWN};
 pub use invoked::{ElicitationApproval, InvokerTools};
+pub use metrics::{GatewayMetrics, InFlight};
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
 pub use registry::{FinishTools, LiveToolbox};
 pub use risk::{annotations_for, risk_for};
 pub use server::{
     ClientPeer, DirectTools, HttpOptions, HttpServerHandle, McpServer, PromptHandler,
-    ResourceHandler, ServedTool, ServerTools,
+    ResourceHandler, ServedTool, ServerTools, serve_metrics,
 };
 pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec, SERVER_NAME_RULE};
 pub use sse::SseTransportError;

@@ -240,6 +240,8 @@ struct Handler {
     stream: bool,
     /// Set when the served list can change (see [`McpServer::with_list_changes`]).
     list_changes: Option<ListChanges>,
+    /// Where finished calls are counted (see [`McpServer::with_metrics`]).
+    metrics: Option<Arc<super::GatewayMetrics>>,
 }
 
 /// Who to tell that the tool list changed: the clients connected with the `initialize`
@@ -335,9 +337,23 @@ impl Handler {
         let tool = name.clone();
         let arguments = args.clone();
         let session = self.session_for(modern);
-        let task = tokio::spawn(
-            peer.scope(async move { tools.call(&session, &tool, arguments, ctx).await }),
-        );
+        let metrics = self.metrics.clone();
+        let task = tokio::spawn(peer.scope(async move {
+            let Some(metrics) = metrics else {
+                return tools.call(&session, &tool, arguments, ctx).await;
+            };
+            let principal = ctx.principal.as_ref().map(|p| p.id.clone());
+            let started = std::time::Instant::now();
+            let running = metrics.call_started();
+            let result = tools.call(&session, &tool, arguments, ctx).await;
+            drop(running);
+            let status = match &result {
+                Some(r) => r.reason.map_or("ok", |reason| reason.as_str()),
+                None => "unknown_tool",
+            };
+            metrics.record_call(&tool, principal.as_deref(), status, started.elapsed());
+            result
+        }));
         RunningCall {
             tool: name,
             arguments: args,
@@ -631,6 +647,9 @@ pub struct HttpOptions {
     /// RFC 9728 metadata to publish at `/.well-known/oauth-protected-resource` (an OAuth
     /// resource server's; served without authentication, and named in every `401`'s challenge).
     pub resource_metadata: Option<super::ResourceMetadata>,
+    /// The upstream servers `/healthz` reports on (served without authentication: it says
+    /// whether the process is up, and which attached servers are reachable).
+    pub upstreams: Vec<super::McpClient>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -641,6 +660,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("allowed_origins", &self.allowed_origins)
             .field("auth", &self.auth.is_some())
             .field("resource_metadata", &self.resource_metadata)
+            .field("upstreams", &self.upstreams.len())
             .finish()
     }
 }
@@ -662,8 +682,68 @@ impl Default for HttpOptions {
             ],
             auth: None,
             resource_metadata: None,
+            upstreams: Vec::new(),
         }
     }
+}
+
+/// `/healthz`: 200 while the process serves, with the upstream servers' health in the body
+/// (`"status": "degraded"` when one is down).
+fn healthz(upstreams: Vec<super::McpClient>) -> axum::Router {
+    axum::Router::new().route(
+        "/healthz",
+        axum::routing::get(move || {
+            let upstreams = upstreams.clone();
+            async move {
+                let health: Vec<super::UpstreamHealth> =
+                    upstreams.iter().map(super::McpClient::health).collect();
+                let status = if health.iter().all(|h| h.up) {
+                    "ok"
+                } else {
+                    "degraded"
+                };
+                let body = json!({"status": status, "upstreams": health}).to_string();
+                let mut response = axum::response::Response::new(axum::body::Body::from(body));
+                response.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                response
+            }
+        }),
+    )
+}
+
+/// Serves `metrics` at `http://ADDR/metrics` (Prometheus text format) in a background task,
+/// on a listener of its own so the gateway's public port does not expose them.
+pub async fn serve_metrics(
+    addr: SocketAddr,
+    metrics: Arc<super::GatewayMetrics>,
+) -> Result<HttpServerHandle, McpError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| McpError::Io {
+            context: format!("could not bind {addr} for metrics"),
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| McpError::Io {
+        context: "could not read the bound address".into(),
+        source,
+    })?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let shutdown = stop.clone();
+    let router = super::metrics::router(metrics);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+    });
+    Ok(HttpServerHandle {
+        addr: bound,
+        path: "/metrics".into(),
+        stop,
+        task,
+    })
 }
 
 /// A running HTTP server; dropping it does not stop it, [`HttpServerHandle::shutdown`] does.
@@ -723,6 +803,7 @@ impl McpServer {
                 session: Arc::default(),
                 stream: false,
                 list_changes: None,
+                metrics: None,
             },
         }
     }
@@ -760,6 +841,13 @@ impl McpServer {
         if let Ok(mut s) = lc.sources.lock() {
             s.extend(changes);
         }
+        self
+    }
+
+    /// Counts every call (by tool, outcome and principal) and its latency in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<super::GatewayMetrics>) -> Self {
+        self.handler.metrics = Some(metrics);
         self
     }
 
@@ -827,6 +915,7 @@ impl McpServer {
             let state = super::http_auth::AuthState {
                 auth,
                 metadata_url: opts.resource_metadata.as_ref().map(|m| m.url()),
+                metrics: self.handler.metrics.clone(),
             };
             router = router.layer(axum::middleware::from_fn_with_state(
                 state,
@@ -841,6 +930,7 @@ impl McpServer {
             }
             router = router.merge(public.with_state(Arc::new(metadata.clone())));
         }
+        router = router.merge(healthz(opts.upstreams.clone()));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| McpError::Io {

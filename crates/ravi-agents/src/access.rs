@@ -279,6 +279,10 @@ pub struct AccessPolicy {
     /// (one bucket per principal and pattern, on top of the principal's own rate).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rates: BTreeMap<ToolPattern, RateSpec>,
+    /// Separation of duties: an approval asked for by a principal may be approved only by
+    /// another one (the requester may still deny).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub separate_approvals: bool,
 }
 
 impl AccessPolicy {
@@ -449,6 +453,12 @@ impl Grant {
     /// of its own (code mode holds its script to the same access).
     pub fn from_context(ctx: &ravi_kernel::ToolContext) -> Option<Arc<Self>> {
         Arc::clone(ctx.access.as_ref()?).downcast::<Self>().ok()
+    }
+
+    /// Whether this caller's approvals must be approved by someone else (see
+    /// [`AccessPolicy::separate_approvals`]).
+    pub fn separate_approvals(&self) -> bool {
+        self.policy.separate_approvals && self.principal.is_some()
     }
 
     /// Who it is for.

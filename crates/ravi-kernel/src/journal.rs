@@ -432,6 +432,10 @@ pub struct StoredApproval {
     /// Who asked (a principal, once the gateway knows them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requester: Option<String>,
+    /// Only a principal other than the requester may approve it (separation of duties);
+    /// the requester may still deny.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub separate: bool,
     /// Where it stands.
     pub state: ApprovalState,
     /// Who decided (a user name, `terminal`, `policy`).
@@ -452,6 +456,7 @@ impl StoredApproval {
             request,
             key,
             requester: None,
+            separate: false,
             state: ApprovalState::Pending,
             decided_by: None,
             reason: None,
@@ -570,6 +575,18 @@ pub enum StoreError {
         id: String,
         /// Where it stands.
         state: ApprovalState,
+    },
+    /// The requester tried to approve its own call, and the approval must be decided by
+    /// someone else.
+    #[error(
+        "approval `{id}` was asked by `{by}`, who may not approve it: approvals here are \
+         separate from requests, so another principal must decide (the requester may deny)"
+    )]
+    SelfApproval {
+        /// The approval.
+        id: String,
+        /// The requester who tried to approve it.
+        by: String,
     },
     /// The approval's deadline passed before the decision arrived.
     #[error("approval `{id}` expired before it was decided; nothing was changed")]

@@ -51,6 +51,46 @@ pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     waking(&a, &b).await;
     keys(&*a, &*b).await;
     audit(&*a, &*b).await;
+    separate(&*a, &*b).await;
+}
+
+/// Separation of duties: a separate approval is not approved by its requester.
+async fn separate(a: &dyn Store, b: &dyn Store) {
+    let run = unique("run");
+    let mut ap = approval(&run, 0, "shell", Duration::from_secs(60));
+    ap.requester = Some("key:alice".into());
+    ap.separate = true;
+    a.create_approval(&ap).await.unwrap();
+    let err = b
+        .decide_approval(ap.id(), &Decision::approve("key:alice"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::SelfApproval { by, .. } if by == "key:alice"),
+        "{err}"
+    );
+    let still = a.approval(ap.id()).await.unwrap().unwrap();
+    assert_eq!(still.state, ApprovalState::Pending);
+    assert!(still.separate, "the flag round-trips");
+    let done = b
+        .decide_approval(ap.id(), &Decision::approve("key:bob"))
+        .await
+        .unwrap();
+    assert_eq!(done.decided_by.as_deref(), Some("key:bob"));
+    // The requester may deny its own call; a plain approval may be approved by its requester.
+    let mut mine = approval(&run, 1, "shell", Duration::from_secs(60));
+    mine.requester = Some("key:alice".into());
+    mine.separate = true;
+    a.create_approval(&mine).await.unwrap();
+    b.decide_approval(mine.id(), &Decision::deny("key:alice"))
+        .await
+        .unwrap();
+    let mut plain = approval(&run, 2, "shell", Duration::from_secs(60));
+    plain.requester = Some("key:alice".into());
+    a.create_approval(&plain).await.unwrap();
+    b.decide_approval(plain.id(), &Decision::approve("key:alice"))
+        .await
+        .unwrap();
 }
 
 async fn audit(a: &dyn Store, b: &dyn Store) {

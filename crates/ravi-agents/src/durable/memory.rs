@@ -205,6 +205,12 @@ impl Store for MemoryStore {
                 a.state = ApprovalState::Expired;
                 return Err(StoreError::Expired { id: id.to_owned() });
             }
+            if a.separate && decision.approve && a.requester.as_ref() == Some(&decision.by) {
+                return Err(StoreError::SelfApproval {
+                    id: id.to_owned(),
+                    by: decision.by.clone(),
+                });
+            }
             a.state = if decision.approve {
                 ApprovalState::Approved
             } else {

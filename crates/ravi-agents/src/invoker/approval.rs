@@ -350,6 +350,7 @@ mod stored {
         crate::durable::crash_point!("approval.before_record");
         let mut approval = StoredApproval::pending(request.clone(), j.key.clone());
         approval.requester.clone_from(&j.requester);
+        approval.separate = j.separate;
         store
             .create_approval(&approval)
             .await

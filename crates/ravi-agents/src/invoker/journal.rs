@@ -27,6 +27,8 @@ pub(crate) struct Journaled {
     pub(super) approval_id: Option<String>,
     /// Who asked (the session's principal), recorded with its approval.
     pub(super) requester: Option<String>,
+    /// Its approval must be approved by someone other than the requester.
+    pub(super) separate: bool,
     /// The approval expired unanswered (the outcome is `expired`, not `denied`).
     pub(super) expired: bool,
     /// When the tool started (ms since the epoch), once it did.
@@ -65,6 +67,7 @@ pub(super) fn begin(
             .grant()
             .and_then(|g| g.principal())
             .map(|p| p.id.clone()),
+        separate: session.grant().is_some_and(|g| g.separate_approvals()),
         expired: false,
         started_ms: None,
         durable: false,

@@ -197,7 +197,7 @@ pub fn relative(ms: i64) -> String {
 
 fn table(list: &[StoredApproval]) -> String {
     let mut t = Table::new([
-        "ID", "STATE", "TOOL", "RISK", "RUN", "CALL", "FROM", "ASKED", "DEADLINE",
+        "ID", "STATE", "TOOL", "RISK", "ASKED BY", "RUN", "CALL", "FROM", "ASKED", "DEADLINE",
     ]);
     for a in list {
         let deadline = if a.state == ApprovalState::Pending {
@@ -210,6 +210,7 @@ fn table(list: &[StoredApproval]) -> String {
             a.state.as_str(),
             &a.key.tool,
             a.request.risk.as_str(),
+            a.requester.as_deref().unwrap_or("-"),
             &a.key.run_id,
             &a.key.seq.to_string(),
             &a.request.origin(),
@@ -243,6 +244,16 @@ fn details(a: &StoredApproval) -> String {
         relative(a.deadline_ms()),
         r.args_digest,
     );
+    if let Some(who) = &a.requester {
+        s.push_str(&format!(
+            "asked by   {who}{}\n",
+            if a.separate {
+                " (only another principal may approve it)"
+            } else {
+                ""
+            }
+        ));
+    }
     if let Some(by) = &a.decided_by {
         s.push_str(&format!(
             "decided by {by}{}\n",

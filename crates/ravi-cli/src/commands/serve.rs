@@ -167,6 +167,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
         )?),
         None => None,
     };
+    // Separation of duties: the client that asked must not be the one that approves.
+    if args.approve == ApproveMode::Elicit
+        && args.http.is_some()
+        && args.auth != AuthMode::None
+        && setup
+            .config
+            .access
+            .as_ref()
+            .is_some_and(|a| a.separate_approvals)
+    {
+        anyhow::bail!(
+            "[access] separate_approvals: --approve elicit would let the calling client approve \
+             its own calls; use --approve queue (another principal decides with `ravi approvals` \
+             or the console) or --approve ask"
+        );
+    }
     // Refused before anything starts: an approval mode nobody can answer.
     let approval: Arc<dyn ApprovalHandler> = match (args.approve, &store) {
         (ApproveMode::Queue, Some(store)) => {

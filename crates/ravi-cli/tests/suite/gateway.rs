@@ -254,6 +254,36 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
 }
 
 #[test]
+fn separate_approvals_refuse_self_approval_by_elicitation() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        "[access]\nseparate_approvals = true\n[access.default]\ntools = [\"*\"]\n",
+    )
+    .unwrap();
+    let out = crate::ravi()
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--auth",
+            "keys",
+            "--store",
+            "none",
+            "--config",
+        ])
+        .arg(&config)
+        .output();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--approve elicit would let the calling client approve"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn a_public_bind_needs_authentication() {
     let out = crate::ravi()
         .args([

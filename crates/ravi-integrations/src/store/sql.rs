@@ -71,6 +71,13 @@ impl MigrationSource<'static> for Embedded {
                     include_str!("0003_principal.sql").into_sql_str(),
                     false,
                 ),
+                Migration::new(
+                    4,
+                    Cow::Borrowed("separate approvals"),
+                    MigrationType::Simple,
+                    include_str!("0004_separate.sql").into_sql_str(),
+                    false,
+                ),
             ])
         })
     }
@@ -333,6 +340,7 @@ fn approval_from(row: &AnyRow) -> Result<StoredApproval, StoreError> {
     let mut a = StoredApproval::pending(request, key);
     a.state = ApprovalState::parse(&state).ok_or_else(|| corrupt("approval state", &state))?;
     a.requester = opt_text(row, "requester")?;
+    a.separate = int(row, "separate")? != 0;
     a.decided_by = opt_text(row, "decided_by")?;
     a.reason = opt_text(row, "reason")?;
     a.decided_ms = opt_int(row, "decided_ms")?;
@@ -390,7 +398,7 @@ fn bind_entry(query: AnyQuery, entry: &JournalEntry) -> Result<AnyQuery, StoreEr
         .bind(entry.principal.clone()))
 }
 
-const APPROVAL_COLUMNS: &str = "id, run_id, seq, tool, args_digest, state, request, requester, \
+const APPROVAL_COLUMNS: &str = "id, run_id, seq, tool, args_digest, state, request, requester, separate, \
     created_ms, deadline_ms, decided_ms, decided_by, reason";
 
 /// The upsert of `entry`, ready to run on a pool or a transaction.
@@ -610,7 +618,8 @@ impl Store for SqlStore {
     async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO ravi_approvals (id, run_id, seq, tool, args_digest, state, request, \
-             requester, created_ms, deadline_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             requester, created_ms, deadline_ms, separate) VALUES ($1, $2, $3, $4, $5, $6, $7, \
+             $8, $9, $10, $11)",
         )
         .bind(approval.id().to_owned())
         .bind(approval.key.run_id.clone())
@@ -622,6 +631,7 @@ impl Store for SqlStore {
         .bind(approval.requester.clone())
         .bind(approval.request.created_at.timestamp_millis())
         .bind(approval.deadline_ms())
+        .bind(i64::from(approval.separate))
         .execute(&self.pool)
         .await
         .map_err(|e| backend_err(&e))?;
@@ -683,10 +693,12 @@ impl Store for SqlStore {
         } else {
             ApprovalState::Denied
         };
-        // One statement: of two deciders, the database lets exactly one change the row.
+        // One statement: of two deciders, the database lets exactly one change the row. A
+        // separate approval is not approved by its requester.
         let done = sqlx::query(
             "UPDATE ravi_approvals SET state = $1, decided_by = $2, reason = $3, decided_ms = $4 \
-             WHERE id = $5 AND state = 'pending' AND deadline_ms >= $4",
+             WHERE id = $5 AND state = 'pending' AND deadline_ms >= $4 AND NOT (separate = 1 \
+             AND $1 = 'approved' AND requester IS NOT NULL AND requester = $2)",
         )
         .bind(state.as_str())
         .bind(decision.by.clone())
@@ -707,6 +719,17 @@ impl Store for SqlStore {
                 });
         }
         match self.approval_state(id).await? {
+            ApprovalState::Pending
+                if decision.approve
+                    && self.approval(id).await?.is_some_and(|a| {
+                        a.separate && a.requester.as_ref() == Some(&decision.by)
+                    }) =>
+            {
+                Err(StoreError::SelfApproval {
+                    id: id.to_owned(),
+                    by: decision.by.clone(),
+                })
+            }
             ApprovalState::Pending => {
                 // Undecided, so its deadline passed: it expires now.
                 self.expire_approval(id).await?;

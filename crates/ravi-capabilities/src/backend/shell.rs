@@ -116,11 +116,18 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
         }
     })?;
 
+    /// Waits for the go-ahead line, then runs the command (`$0` of this script) with stdin
+    /// from /dev/null, as `sh -c COMMAND` would.
+    const GATE: &str = "read -r _ || exit 125; exec /bin/sh -c \"$0\" </dev/null";
     let mut cmd = Command::new("/bin/sh");
+    // The command waits at a gate (one line on its stdin) until its process group is known to
+    // the reaper: a crash of this process right after the spawn cannot leave a command running
+    // that nobody will kill. Without the line (this process died first) it never runs.
     cmd.arg("-c")
+        .arg(GATE)
         .arg(&p.command)
         .env_clear()
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -185,6 +192,11 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
         super::reaper::watch(pgid.as_raw_nonzero().get());
     }
     let mut guard = GroupGuard(pgid);
+    if let Some(mut gate) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt as _;
+        // A command that exits before reading its line closes the pipe: nothing to report.
+        let _ = gate.write_all(b"\n").await;
+    }
     let cap = limits.max_output_bytes;
     let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, cap)));
     let stderr = child.stderr.take().map(|s| tokio::spawn(capture(s, cap)));

@@ -23,6 +23,7 @@ pub mod schema;
 pub mod secrets;
 pub mod serialize;
 pub mod skills;
+pub mod telemetry;
 pub mod toolbox;
 pub mod typed;
 pub mod validate;

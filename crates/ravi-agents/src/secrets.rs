@@ -88,6 +88,22 @@ impl Redactor {
     }
 }
 
+/// Every secret value this process resolved so far, for [`redact_known`].
+static KNOWN: std::sync::RwLock<Redactor> = std::sync::RwLock::new(Redactor {
+    secrets: Vec::new(),
+});
+
+/// `text` with every secret value this process has resolved replaced by its name: for what
+/// leaves the process without passing a connection's own [`Redactor`] (log lines).
+pub fn redact_known(text: &str) -> std::borrow::Cow<'_, str> {
+    match KNOWN.read() {
+        Ok(known) if known.secrets.iter().any(|(_, v)| text.contains(v.as_str())) => {
+            std::borrow::Cow::Owned(known.redact(text))
+        }
+        _ => std::borrow::Cow::Borrowed(text),
+    }
+}
+
 /// Replaces every `${secret:NAME}` of `text`, recording each value in `redactor`. An unknown
 /// secret is an error naming it (never a value).
 pub fn expand(text: &str, redactor: &mut Redactor) -> Result<String, String> {
@@ -109,6 +125,9 @@ pub fn expand(text: &str, redactor: &mut Redactor) -> Result<String, String> {
         let name = &after[..end];
         let value = lookup(name)?;
         redactor.add(name, &value);
+        if let Ok(mut known) = KNOWN.write() {
+            known.add(name, &value);
+        }
         out.push_str(&value);
         rest = &after[end + 1..];
     }

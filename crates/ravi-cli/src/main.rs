@@ -11,6 +11,7 @@ mod config;
 mod setup;
 mod store;
 mod table;
+mod telemetry;
 mod tokens;
 
 use clap::{Parser, Subcommand};
@@ -72,6 +73,17 @@ fn main() {
     let cli = Cli::parse();
     // The crash tests' build arms crash points from FAILPOINTS; every other build ignores it.
     ravi_agents::durable::arm_crash_points();
+    let (endpoint, capture) = match &cli.command {
+        Command::Serve(args) => (args.otlp_endpoint.as_deref(), args.otlp_capture_content),
+        _ => (None, false),
+    };
+    let telemetry = match telemetry::init(endpoint, capture) {
+        Ok(t) => t,
+        Err(err) => {
+            eprintln!("ravi: error: {err:#}");
+            std::process::exit(Exit::Usage as i32);
+        }
+    };
     let result = match cli.command {
         Command::Version => {
             // Every Ravi crate takes `version.workspace`, so the CLI's version is theirs too.
@@ -100,5 +112,6 @@ fn main() {
             Exit::Usage as i32
         }
     };
+    telemetry.shutdown();
     std::process::exit(code);
 }

@@ -225,6 +225,46 @@ impl ToolInvoker {
         call: ToolCall,
         ctx: &ToolContext,
     ) -> InvocationResult {
+        let span = crate::telemetry::tool_span(
+            &call.name,
+            &call.id,
+            session
+                .grant
+                .as_ref()
+                .and_then(|g| g.principal())
+                .map(|p| p.id.as_str()),
+        );
+        if span.is_disabled() {
+            return self.invoke_unobserved(session, call, ctx).await;
+        }
+        if crate::telemetry::capture_content() {
+            span.record(
+                "gen_ai.tool.call.arguments",
+                call.arguments.to_string().as_str(),
+            );
+        }
+        let result = tracing::Instrument::instrument(
+            self.invoke_unobserved(session, call, ctx),
+            span.clone(),
+        )
+        .await;
+        if let Some(reason) = result.reason {
+            span.record("error.type", reason.as_str());
+            span.record("otel.status_code", "ERROR");
+        }
+        if crate::telemetry::capture_content() {
+            span.record("gen_ai.tool.call.result", result.text().as_str());
+        }
+        result
+    }
+
+    /// [`invoke`](Self::invoke) without its span.
+    async fn invoke_unobserved(
+        &self,
+        session: &InvokerSession,
+        call: ToolCall,
+        ctx: &ToolContext,
+    ) -> InvocationResult {
         let started = Instant::now();
         let inner = &*self.inner;
         let hash = digest::args_hash(&call.arguments);

@@ -22,6 +22,8 @@ use serde_json::Value;
 use super::exec::{self, Finished};
 use super::flight::{Limit, Outcome};
 use super::{Inner, InvokerSession, ToolInvoker, digest, journal, messages, refs, shape};
+use tracing::Instrument as _;
+
 use crate::guardrail::{GuardrailVerdict, OutputGuardrail, ToolCallGuardrail};
 use crate::validate::ArgumentValidator;
 
@@ -81,19 +83,27 @@ impl ToolInvoker {
             j.risk = risk;
             j.idempotent = tool.idempotent();
         }
-        input_guardrails(&inner.guardrails, call, risk).await?;
+        if !inner.guardrails.is_empty() {
+            input_guardrails(&inner.guardrails, call, risk)
+                .instrument(crate::telemetry::guardrail_span(&call.name, "input"))
+                .await?;
+        }
         // 6. Approval, when the risk is above what the policy lets run unasked; the wait is
         // counted from the call's arrival. Boxed: the approval path is rare, and keeping its
         // state out of this future keeps the hot path's future small.
         let approval_wait = if risk.needs_approval(inner.policy.max_risk_unapproved()) {
-            Box::pin(self.approve(
-                call,
-                &tool,
-                risk,
-                session.source(),
-                ctx,
-                outcome.journal.as_deref_mut(),
-            ))
+            let span = crate::telemetry::approval_span(&call.name);
+            Box::pin(
+                self.approve(
+                    call,
+                    &tool,
+                    risk,
+                    session.source(),
+                    ctx,
+                    outcome.journal.as_deref_mut(),
+                )
+                .instrument(span),
+            )
             .await?;
             Some(started.elapsed())
         } else {
@@ -144,7 +154,11 @@ impl ToolInvoker {
         let result = result?;
 
         // 11. Output guardrails, then keeping.
-        output_guardrails(&inner.output_guardrails, call, &result).await?;
+        if !inner.output_guardrails.is_empty() {
+            output_guardrails(&inner.output_guardrails, call, &result)
+                .instrument(crate::telemetry::guardrail_span(&call.name, "output"))
+                .await?;
+        }
         Ok(self.keep(session, &call.name, status, result).await)
     }
 
@@ -199,14 +213,17 @@ impl ToolInvoker {
             // Media, a large result or one the serialization rules cut. Boxed to keep this
             // future small.
             Err(result) => {
-                Box::pin(shape::shape(
-                    inner.store.as_ref(),
-                    session,
-                    tool,
-                    max_inline,
-                    status,
-                    *result,
-                ))
+                Box::pin(
+                    shape::shape(
+                        inner.store.as_ref(),
+                        session,
+                        tool,
+                        max_inline,
+                        status,
+                        *result,
+                    )
+                    .instrument(crate::telemetry::offload_span(tool)),
+                )
                 .await
             }
         };

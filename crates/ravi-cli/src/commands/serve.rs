@@ -76,6 +76,16 @@ pub struct ServeArgs {
     /// refused requests, pending approvals, upstream health.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:9464")]
     pub metrics: Option<SocketAddr>,
+    /// Export traces to this OpenTelemetry collector over OTLP/HTTP (e.g.
+    /// `http://127.0.0.1:4318`; default: `OTEL_EXPORTER_OTLP_ENDPOINT`, else none). Spans follow
+    /// the GenAI and MCP semantic conventions; a client's `traceparent` in `_meta` continues
+    /// its trace, and calls to upstream servers carry it on.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Record tool arguments and results on spans (off by default: they may hold personal
+    /// data or secrets a trace store should not keep).
+    #[arg(long)]
+    pub otlp_capture_content: bool,
     #[command(flatten)]
     pub mcp: McpArgs,
     /// The configuration file (default: `ravi.toml` in the current directory, if present):

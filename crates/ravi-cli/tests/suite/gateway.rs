@@ -1071,3 +1071,334 @@ allow = ["calculator"]
     client.close().await;
     drop(up);
 }
+
+/// An OTLP/HTTP receiver on 127.0.0.1 keeping every request body (JSON encoding).
+fn otlp_receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let b = bodies.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let b = b.clone();
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    b.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&body).into_owned());
+                    let _ = reader.get_mut().write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+                    );
+                }
+            });
+        }
+    });
+    (port, bodies)
+}
+
+/// One exported span: its service, name, ids and attributes.
+#[derive(Debug)]
+struct Exported {
+    service: String,
+    name: String,
+    trace: String,
+    id: String,
+    parent: String,
+    attrs: std::collections::HashMap<String, Value>,
+}
+
+fn exported(bodies: &[String]) -> Vec<Exported> {
+    let mut out = Vec::new();
+    for body in bodies {
+        let doc: Value = serde_json::from_str(body).unwrap();
+        for rs in doc["resourceSpans"].as_array().unwrap() {
+            let service = rs["resource"]["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["key"] == "service.name")
+                .map(|a| a["value"]["stringValue"].as_str().unwrap().to_owned())
+                .unwrap_or_default();
+            for ss in rs["scopeSpans"].as_array().unwrap() {
+                for span in ss["spans"].as_array().unwrap() {
+                    let attrs = span["attributes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|a| {
+                            let v = a["value"]
+                                .as_object()
+                                .unwrap()
+                                .values()
+                                .next()
+                                .unwrap()
+                                .clone();
+                            (a["key"].as_str().unwrap().to_owned(), v)
+                        })
+                        .collect();
+                    out.push(Exported {
+                        service: service.clone(),
+                        name: span["name"].as_str().unwrap().to_owned(),
+                        trace: span["traceId"].as_str().unwrap().to_owned(),
+                        id: span["spanId"].as_str().unwrap().to_owned(),
+                        parent: span["parentSpanId"].as_str().unwrap_or_default().to_owned(),
+                        attrs,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Stops a served process with SIGINT (as Ctrl-C would), so it flushes its traces.
+fn interrupt(mut served: Served) {
+    let pid = served.0.id().to_string();
+    let _ = Command::new("kill").args(["-INT", &pid]).status();
+    for _ in 0..100 {
+        if served.0.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("ravi serve did not stop on SIGINT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_follow_a_call_from_the_client_through_the_gateway_to_the_upstream() {
+    let (otlp, bodies_handle) = otlp_receiver();
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let canary = format!("canary-{}", std::process::id() * 31);
+    let otel_env = |cmd: &mut Command, service: &str| {
+        cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .env("OTEL_SERVICE_NAME", service)
+            .env("XDG_STATE_HOME", state.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+    };
+    // The upstream reads its collector from the environment; the gateway from the flag.
+    let up_port = mcp::free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args([
+        "serve",
+        "--http",
+        &format!("127.0.0.1:{up_port}"),
+        "--store",
+        "none",
+    ])
+    .args(["--approve", "none", "--code-mode", "off"])
+    .env(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        format!("http://127.0.0.1:{otlp}"),
+    );
+    otel_env(&mut cmd, "upstream");
+    let up = Served(cmd.spawn().unwrap());
+    let config = state.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        format!("[[mcp]]\nname = \"up\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{up_port}/mcp\"\nallow = [\"calculator\"]\n"),
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", state.path().join("ravi.db").display());
+    let out = crate::ravi()
+        .args(["keys", "create", "k", "--json", "--store", &store])
+        .env("XDG_STATE_HOME", state.path())
+        .output();
+    let key: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let secret = key["secret"].as_str().unwrap().to_owned();
+    let port = mcp::free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args([
+        "serve",
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--auth",
+        "keys",
+    ])
+    .args(["--approve", "none", "--store", &store, "--config"])
+    .arg(&config)
+    .args(["--workspace", ws.path().to_str().unwrap()])
+    .args(["--otlp-endpoint", &format!("http://127.0.0.1:{otlp}")]);
+    otel_env(&mut cmd, "gateway");
+    let gateway = Served(cmd.spawn().unwrap());
+    wait_port(up_port);
+    wait_port(port);
+    // A client with a trace of its own, sent in `_meta.traceparent`.
+    let (trace, client_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<String>| {
+        let mut req = http
+            .post(&url)
+            .bearer_auth(&secret)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .json(&body);
+        if let Some(s) = session {
+            req = req.header("Mcp-Session-Id", s);
+        }
+        req.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        None,
+    )
+    .await
+    .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = init.text().await;
+    post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(session.clone()),
+    )
+    .await
+    .unwrap();
+    let traceparent = format!("00-{trace}-{client_span}-01");
+    for (id, tool, args) in [
+        (2, "up__calculator", json!({"expression": "6*7"})),
+        (3, "read_file", json!({"path": format!("{canary}.txt")})),
+    ] {
+        let resp = post(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": tool, "arguments": args, "_meta": {"traceparent": traceparent}}}),
+            Some(session.clone()),
+        )
+        .await
+        .unwrap();
+        let text = resp.text().await.unwrap();
+        assert!(text.contains("\"result\""), "{text}");
+    }
+    interrupt(gateway);
+    interrupt(up);
+    let bodies = bodies_handle.lock().unwrap().clone();
+    let all = bodies.join("\n");
+    assert!(
+        !all.contains(&canary),
+        "argument content reached the traces without opt-in"
+    );
+    let spans = exported(&bodies);
+    let find = |service: &str, name: &str| {
+        spans
+            .iter()
+            .find(|s| s.service == service && s.name == name)
+            .unwrap_or_else(|| panic!("no span `{name}` from {service}: {spans:#?}"))
+    };
+    let served = find("gateway", "tools/call up__calculator");
+    assert_eq!(served.trace, trace, "the client's trace continues");
+    assert_eq!(served.parent, client_span);
+    assert_eq!(served.attrs["mcp.method.name"], "tools/call");
+    assert_eq!(served.attrs["mcp.session.id"], session.as_str());
+    assert_eq!(served.attrs["jsonrpc.request.id"], "2");
+    let exec = find("gateway", "execute_tool up__calculator");
+    assert_eq!(
+        (exec.trace.as_str(), exec.parent.as_str()),
+        (trace, served.id.as_str())
+    );
+    assert_eq!(exec.attrs["gen_ai.operation.name"], "execute_tool");
+    assert_eq!(exec.attrs["gen_ai.tool.name"], "up__calculator");
+    assert_eq!(exec.attrs["gen_ai.tool.type"], "function");
+    assert_eq!(exec.attrs["enduser.id"], "key:k");
+    assert!(exec.attrs.contains_key("gen_ai.tool.call.id"));
+    assert!(!exec.attrs.contains_key("error.type"));
+    let outgoing = find("gateway", "tools/call calculator");
+    assert_eq!(outgoing.trace, trace);
+    assert_eq!(
+        outgoing.parent, exec.id,
+        "the upstream call is a child of the execution"
+    );
+    let upstream = find("upstream", "tools/call calculator");
+    assert_eq!(
+        upstream.trace, trace,
+        "client → gateway → upstream is one trace"
+    );
+    assert_eq!(upstream.parent, outgoing.id);
+    let up_exec = find("upstream", "execute_tool calculator");
+    assert_eq!(up_exec.parent, upstream.id);
+    let failed = find("gateway", "execute_tool read_file");
+    assert_eq!(failed.trace, trace);
+    assert!(failed.attrs["error.type"].as_str().is_some(), "{failed:?}");
+    assert!(!failed.attrs.contains_key("gen_ai.tool.call.arguments"));
+    // Opted in: arguments and results are recorded.
+    let port = mcp::free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args([
+        "serve",
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--store",
+        "none",
+    ])
+    .args(["--approve", "none", "--otlp-capture-content"])
+    .args(["--otlp-endpoint", &format!("http://127.0.0.1:{otlp}")]);
+    otel_env(&mut cmd, "capturing");
+    let capturing = Served(cmd.spawn().unwrap());
+    wait_port(port);
+    let client = McpClient::connect(McpServerSpec::http(
+        "c",
+        format!("http://127.0.0.1:{port}/mcp"),
+    ))
+    .await
+    .unwrap();
+    let ctx = ToolContext::default();
+    client
+        .call(
+            "calculator",
+            json!({"expression": "1234+4321"}),
+            &ctx,
+            None,
+            "calculator",
+        )
+        .await
+        .unwrap();
+    client.close().await;
+    interrupt(capturing);
+    let bodies = bodies_after(&bodies_handle, bodies.len());
+    let spans = exported(&bodies);
+    let exec = spans
+        .iter()
+        .find(|s| s.service == "capturing" && s.name == "execute_tool calculator")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert!(
+        exec.attrs["gen_ai.tool.call.arguments"]
+            .as_str()
+            .unwrap()
+            .contains("1234+4321")
+    );
+    assert!(
+        exec.attrs["gen_ai.tool.call.result"]
+            .as_str()
+            .unwrap()
+            .contains("5555")
+    );
+}
+
+fn bodies_after(all: &std::sync::Arc<std::sync::Mutex<Vec<String>>>, from: usize) -> Vec<String> {
+    all.lock().unwrap()[from..].to_vec()
+}

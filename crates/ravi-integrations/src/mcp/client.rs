@@ -782,9 +782,11 @@ impl McpClient {
         timeout: Option<Duration>,
         tool_label: &str,
     ) -> Result<Value, CallError> {
-        let outcome = self
-            .call_unredacted(tool, arguments, ctx, timeout, tool_label)
-            .await;
+        let outcome = tracing::Instrument::instrument(
+            self.call_unredacted(tool, arguments, ctx, timeout, tool_label),
+            super::trace::client_span(self.name(), tool),
+        )
+        .await;
         let redactor = self.redactor();
         if redactor.is_empty() {
             return outcome;
@@ -837,6 +839,12 @@ impl McpClient {
                 });
             }
         };
+        // The caller's trace continues on the server.
+        let mut trace_meta = serde_json::Map::new();
+        super::trace::propagate(&mut trace_meta);
+        if !trace_meta.is_empty() {
+            params.meta = Some(rmcp::model::RequestMetaObject::from(trace_meta));
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer
             .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())

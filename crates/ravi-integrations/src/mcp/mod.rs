@@ -32,6 +32,7 @@ mod server;
 mod spec;
 mod sse;
 mod tool;
+mod trace;
 
 #[cfg(test)]
 pub(crate) mod golden;

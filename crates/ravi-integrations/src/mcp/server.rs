@@ -338,22 +338,32 @@ impl Handler {
         let arguments = args.clone();
         let session = self.session_for(modern);
         let metrics = self.metrics.clone();
-        let task = tokio::spawn(peer.scope(async move {
-            let Some(metrics) = metrics else {
-                return tools.call(&session, &tool, arguments, ctx).await;
-            };
-            let principal = ctx.principal.as_ref().map(|p| p.id.clone());
-            let started = std::time::Instant::now();
-            let running = metrics.call_started();
-            let result = tools.call(&session, &tool, arguments, ctx).await;
-            drop(running);
-            let status = match &result {
-                Some(r) => r.reason.map_or("ok", |reason| reason.as_str()),
-                None => "unknown_tool",
-            };
-            metrics.record_call(&tool, principal.as_deref(), status, started.elapsed());
-            result
-        }));
+        let session_id = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok());
+        let span =
+            super::trace::server_span(&tool, &context.id.to_string(), session_id, &context.meta);
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            peer.scope(async move {
+                let Some(metrics) = metrics else {
+                    return tools.call(&session, &tool, arguments, ctx).await;
+                };
+                let principal = ctx.principal.as_ref().map(|p| p.id.clone());
+                let started = std::time::Instant::now();
+                let running = metrics.call_started();
+                let result = tools.call(&session, &tool, arguments, ctx).await;
+                drop(running);
+                let status = match &result {
+                    Some(r) => r.reason.map_or("ok", |reason| reason.as_str()),
+                    None => "unknown_tool",
+                };
+                metrics.record_call(&tool, principal.as_deref(), status, started.elapsed());
+                result
+            }),
+            span,
+        ));
         RunningCall {
             tool: name,
             arguments: args,

@@ -663,13 +663,22 @@ pub trait Authenticator: Send + Sync {
 }
 
 /// Authenticates API keys kept in a [`Store`](ravi_kernel::Store) (`ravi keys create`): the
-/// key's principal is `key:NAME`, held to `policy` and to the key's own rule. A revoked key is
-/// refused at once (every request reads the store).
+/// key's principal is `key:NAME`, held to `policy` and to the key's own rule. A key read from
+/// the store is trusted for [`KEY_CACHE_TTL`], so a revoked key is refused within a second.
 pub struct KeyAuthenticator {
     store: Arc<dyn ravi_kernel::Store>,
     policy: Arc<AccessPolicy>,
     limits: Arc<RateLimits>,
+    /// Keys read recently, by digest: a busy client costs one store read per
+    /// [`KEY_CACHE_TTL`], not one per request.
+    cache: std::sync::Mutex<
+        std::collections::HashMap<String, (std::time::Instant, ravi_kernel::ApiKey)>,
+    >,
 }
+
+/// How long a key read from the store is trusted: a revoked key is refused at most this long
+/// after `ravi keys revoke`.
+pub const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl std::fmt::Debug for KeyAuthenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -684,7 +693,37 @@ impl KeyAuthenticator {
             store,
             policy,
             limits: Arc::default(),
+            cache: std::sync::Mutex::default(),
         }
+    }
+
+    /// The key of digest `hash`: from the cache when read within [`KEY_CACHE_TTL`], else
+    /// from the store.
+    async fn key(
+        &self,
+        hash: &str,
+    ) -> Result<Option<ravi_kernel::ApiKey>, ravi_kernel::StoreError> {
+        if let Ok(cache) = self.cache.lock()
+            && let Some((at, key)) = cache.get(hash)
+            && at.elapsed() < KEY_CACHE_TTL
+        {
+            return Ok(Some(key.clone()));
+        }
+        let key = self.store.key_by_hash(hash).await?;
+        if let Ok(mut cache) = self.cache.lock() {
+            match &key {
+                Some(k) => {
+                    if cache.len() > 10_000 {
+                        cache.retain(|_, (at, _)| at.elapsed() < KEY_CACHE_TTL);
+                    }
+                    cache.insert(hash.to_owned(), (std::time::Instant::now(), k.clone()));
+                }
+                None => {
+                    cache.remove(hash);
+                }
+            }
+        }
+        Ok(key)
     }
 
     /// The same authenticator drawing calls from `limits` (shared with other authenticators
@@ -704,14 +743,10 @@ impl Authenticator for KeyAuthenticator {
                 "this server requires an API key: send `Authorization: Bearer KEY`",
             ));
         };
-        let key = self
-            .store
-            .key_by_hash(&key_digest(secret))
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, "could not read API keys");
-                AuthFailure::unavailable("the API key could not be checked; try again")
-            })?;
+        let key = self.key(&key_digest(secret)).await.map_err(|e| {
+            tracing::warn!(error = %e, "could not read API keys");
+            AuthFailure::unavailable("the API key could not be checked; try again")
+        })?;
         let Some(key) = key.filter(|k| k.revoked_ms.is_none()) else {
             return Err(AuthFailure::new(
                 "the API key is not valid (unknown or revoked)",

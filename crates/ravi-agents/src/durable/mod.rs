@@ -104,20 +104,37 @@ enum Write {
 /// The most entries one batch writes.
 const BATCH: usize = 256;
 
+/// How long a batch waits for more entries after its first: outcomes written in the
+/// background are not needed for correctness (a resume runs a Safe or idempotent call again),
+/// so a few milliseconds buy one write for many calls.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Writes batches of entries in the background, in the order they were sent, until the
 /// journal is dropped (then it writes what is left and stops).
 async fn write_batches(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Write>) {
     let mut batch: Vec<JournalEntry> = Vec::new();
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = rx.recv().await {
+        // A batch gathers what arrives within LINGER of its first entry (a flush ends it at
+        // once): one write for many calls under a steady stream of them.
+        let deadline = tokio::time::Instant::now() + LINGER;
         let mut next = Some(first);
-        while let Some(w) = next.take() {
-            match w {
-                Write::Entry(e) => batch.push(*e),
-                Write::Flush(done) => waiting.push(done),
+        loop {
+            while let Some(w) = next.take() {
+                match w {
+                    Write::Entry(e) => batch.push(*e),
+                    Write::Flush(done) => waiting.push(done),
+                }
+                if batch.len() < BATCH {
+                    next = rx.try_recv().ok();
+                }
             }
-            if batch.len() < BATCH {
-                next = rx.try_recv().ok();
+            if batch.len() >= BATCH || !waiting.is_empty() {
+                break;
+            }
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(w)) => next = Some(w),
+                _ => break,
             }
         }
         if !batch.is_empty() {

@@ -239,9 +239,10 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
         "a header and three calls:\n{table}"
     );
     assert!(table.contains("failed (rate_limited)"), "{table}");
-    // Revoked: refused from the next request on.
+    // Revoked: refused within a second (the gateway trusts a key it read for that long).
     let out = ravi(&["keys", "revoke", "reader"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    tokio::time::sleep(ravi_agents::access::KEY_CACHE_TTL + Duration::from_millis(100)).await;
     let err = match McpClient::connect(McpServerSpec::http("gw", &url).with_bearer(&secret)).await {
         Ok(_) => panic!("a revoked key is refused"),
         Err(e) => e,

@@ -44,7 +44,7 @@ pub enum KeysCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Revoke a key: it authenticates nobody from the next request on.
+    /// Revoke a key: a running gateway refuses it within a second.
     Revoke {
         /// The key's name.
         name: String,

@@ -22,6 +22,9 @@ pub enum HookEvent {
         tool: String,
         /// Digest of the arguments as called.
         args_digest: String,
+        /// Who made the call (the session's authenticated principal), if anyone did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
     },
     /// A call left the invoker.
     ToolEnd {

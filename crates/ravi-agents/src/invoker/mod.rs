@@ -292,6 +292,11 @@ impl ToolInvoker {
                     call_id: flight.call.id.clone(),
                     tool: flight.call.name.clone(),
                     args_digest: digest::hex(&hash),
+                    principal: session
+                        .grant
+                        .as_ref()
+                        .and_then(|g| g.principal())
+                        .map(|p| p.id.clone()),
                 })
                 .await;
         }

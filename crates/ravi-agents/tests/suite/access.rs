@@ -130,3 +130,46 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn hooks_see_who_made_the_call() {
+    use ravi_agents::hooks::HookRegistry;
+    use ravi_agents::kernel::HookEvent;
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&log);
+    let tool: Arc<dyn Tool> = Arc::new(TestTool::new("calc", |_, _| Outcome::text("ok")));
+    let invoker = ToolInvoker::builder(Arc::new(StaticRegistry::new(vec![tool])))
+        .hooks(HookRegistry::new().on(move |e| seen.lock().unwrap().push(e.clone())))
+        .build();
+    let grant = Grant::new(
+        Arc::new(AccessPolicy::new().with_default(AccessRule::tools(["*"]))),
+        Some(Principal::new("key:ci")),
+    );
+    let session = invoker.open_session().with_grant(Arc::new(grant));
+    let r = invoker
+        .invoke(
+            &session,
+            ToolCall::new("c", "calc", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert!(r.is_ok());
+    let anonymous = invoker.open_session();
+    invoker
+        .invoke(
+            &anonymous,
+            ToolCall::new("d", "calc", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    let starts: Vec<Option<String>> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            HookEvent::ToolStart { principal, .. } => Some(principal.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [Some("key:ci".to_owned()), None]);
+}

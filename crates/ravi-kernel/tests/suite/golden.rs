@@ -308,6 +308,13 @@ fn blobs_hooks_skills_progress() {
                 call_id: "c0".into(),
                 tool: "read_file".into(),
                 args_digest: "sha256:00".into(),
+                principal: None,
+            },
+            HookEvent::ToolStart {
+                call_id: "c1".into(),
+                tool: "shell".into(),
+                args_digest: "sha256:01".into(),
+                principal: Some("key:ci".into()),
             },
             HookEvent::ToolEnd {
                 call_id: "c0".into(),

@@ -22,6 +22,7 @@ mod client;
 mod convert;
 mod error;
 mod http_auth;
+mod http_limits;
 mod invoked;
 mod metrics;
 mod names;
@@ -44,6 +45,7 @@ pub use client::{
 pub use convert::{block_from_mcp, block_to_mcp, render_result, result_from_mcp, result_to_mcp};
 pub use error::McpError;
 pub use http_auth::{ResourceMetadata, WELL_KNOWN};
+pub use http_limits::HttpLimits;
 pub use invoked::{ElicitationApproval, InvokerTools};
 pub use metrics::{GatewayMetrics, InFlight};
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};

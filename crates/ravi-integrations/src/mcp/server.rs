@@ -660,6 +660,8 @@ pub struct HttpOptions {
     /// The upstream servers `/healthz` reports on (served without authentication: it says
     /// whether the process is up, and which attached servers are reachable).
     pub upstreams: Vec<super::McpClient>,
+    /// Connection, header, request and body limits against abusive clients.
+    pub limits: super::HttpLimits,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -671,6 +673,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("auth", &self.auth.is_some())
             .field("resource_metadata", &self.resource_metadata)
             .field("upstreams", &self.upstreams.len())
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -693,6 +696,7 @@ impl Default for HttpOptions {
             auth: None,
             resource_metadata: None,
             upstreams: Vec::new(),
+            limits: super::HttpLimits::default(),
         }
     }
 }
@@ -741,13 +745,13 @@ pub async fn serve_metrics(
         source,
     })?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let shutdown = stop.clone();
     let router = super::metrics::router(metrics);
-    let task = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
-    });
+    let task = tokio::spawn(super::http_limits::serve(
+        listener,
+        router,
+        super::HttpLimits::default(),
+        stop.clone(),
+    ));
     Ok(HttpServerHandle {
         addr: bound,
         path: "/metrics".into(),
@@ -910,6 +914,7 @@ impl McpServer {
             .with_allowed_hosts(opts.allowed_hosts.clone())
             .with_allowed_origins(opts.allowed_origins.clone())
             .enforce_origin_validation()
+            .with_max_request_body_bytes(opts.limits.max_body_bytes)
             .with_cancellation_token(stop.child_token());
         let handler = self.handler.clone();
         // rmcp asks for a handler per session (and per stateless request): each gets its own
@@ -951,12 +956,12 @@ impl McpServer {
             context: "could not read the bound address".into(),
             source,
         })?;
-        let shutdown = stop.clone();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                .await
-        });
+        let task = tokio::spawn(super::http_limits::serve(
+            listener,
+            router,
+            opts.limits.clone(),
+            stop.clone(),
+        ));
         Ok(HttpServerHandle {
             addr: bound,
             path: opts.path,

@@ -1,5 +1,6 @@
 //! One module per scenario area.
 
+mod http_abuse;
 mod mcp_client;
 mod mcp_inprocess;
 mod mcp_server;

@@ -17,8 +17,10 @@ use serde_json::json;
 
 async fn server(limits: HttpLimits) -> HttpServerHandle {
     let echo: Arc<dyn Tool> = Arc::new(TestTool::new("echo", |_, a| Outcome::text(a.to_string())));
-    let mut opts = HttpOptions::default();
-    opts.limits = limits;
+    let opts = HttpOptions {
+        limits,
+        ..HttpOptions::default()
+    };
     McpServer::new(Arc::new(DirectTools::new(vec![echo])))
         .bind_http(SocketAddr::from(([127, 0, 0, 1], 0)), opts)
         .await

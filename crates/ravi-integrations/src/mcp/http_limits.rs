@@ -38,6 +38,9 @@ pub struct HttpLimits {
     pub queue_timeout: Duration,
     /// Largest request body, in bytes (default 4 MiB); a larger one gets `413`.
     pub max_body_bytes: usize,
+    /// Deepest nesting of arrays and objects in a JSON body (default 64); deeper gets `400`
+    /// before any parser sees it.
+    pub max_json_depth: usize,
 }
 
 impl Default for HttpLimits {
@@ -51,6 +54,7 @@ impl Default for HttpLimits {
             max_in_flight: 256,
             queue_timeout: Duration::from_secs(5),
             max_body_bytes: 4 << 20,
+            max_json_depth: 64,
         }
     }
 }
@@ -114,6 +118,7 @@ pub(super) async fn serve(
         (in_flight, limits.queue_timeout, limits.max_header_bytes),
         queue,
     ));
+
     let connections = tokio_util::task::TaskTracker::new();
     loop {
         let (mut stream, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
@@ -171,6 +176,83 @@ pub(super) async fn serve(
     connections.close();
     let _ = tokio::time::timeout(Duration::from_secs(10), connections.wait()).await;
     Ok(())
+}
+
+/// How deeply `bytes` (JSON text) nests arrays and objects, stopping early past `limit`.
+/// Brackets inside strings do not count.
+fn json_depth_over(bytes: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// `router` with POSTed bodies checked for depth (see [`json_depth`]); applied inside the
+/// authentication layer, so an unauthenticated client cannot make the server read its body.
+pub(super) fn with_json_depth(router: axum::Router, limits: &HttpLimits) -> axum::Router {
+    router.layer(axum::middleware::from_fn_with_state(
+        (limits.max_body_bytes, limits.max_json_depth),
+        json_depth,
+    ))
+}
+
+/// Reads a POSTed body (up to the size limit: `413` past it) and refuses JSON nested deeper
+/// than the limit with a JSON-RPC parse error (`400`), before rmcp's parser recurses into it.
+async fn json_depth(
+    axum::extract::State((max_body, max_depth)): axum::extract::State<(usize, usize)>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.method() != http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body).await else {
+        return refuse(
+            http::StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            &format!("the request body is larger than this server accepts ({max_body} bytes)"),
+        );
+    };
+    if json_depth_over(&bytes, max_depth) {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+            "code": -32700,
+            "message": format!("parse error: the JSON nests deeper than {max_depth} levels"),
+        }})
+        .to_string();
+        let mut response = axum::response::Response::new(axum::body::Body::from(body));
+        *response.status_mut() = http::StatusCode::BAD_REQUEST;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        return response;
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 /// A JSON answer with `status`.
@@ -234,6 +316,17 @@ async fn queue(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn depth_ignores_brackets_in_strings() {
+        assert!(!json_depth_over(
+            br#"{"a": [[1]], "s": "[[[[[[[[[[\"]]"}"#,
+            3
+        ));
+        assert!(json_depth_over(br#"{"a": [[[1]]]}"#, 3));
+        assert!(json_depth_over("[".repeat(100_000).as_bytes(), 64));
+        assert!(!json_depth_over(br#"{"s": "\\"}"#, 1));
+    }
 
     #[test]
     fn connections_are_counted_in_all_and_per_client() {

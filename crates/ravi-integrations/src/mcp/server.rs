@@ -925,7 +925,10 @@ impl McpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let mut router = axum::Router::new().nest_service(&opts.path, service);
+        let mut router = super::http_limits::with_json_depth(
+            axum::Router::new().nest_service(&opts.path, service),
+            &opts.limits,
+        );
         if let Some(auth) = opts.auth.clone() {
             let state = super::http_auth::AuthState {
                 auth,

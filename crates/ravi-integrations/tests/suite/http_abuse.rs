@@ -172,6 +172,18 @@ async fn oversized_heads_and_bodies_are_refused() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 413);
+    // JSON nested 100,000 deep: a JSON-RPC parse error (400) before any parser recurses.
+    let resp = reqwest::Client::new()
+        .post(srv.url())
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body("[".repeat(60_000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32700, "{body}");
     good_client(&srv.url(), 5).await;
     srv.shutdown().await.unwrap();
 }

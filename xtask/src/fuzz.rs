@@ -21,6 +21,7 @@ pub const TARGETS: &[&str] = &[
     "validate_args",
     "workspace_path",
     "artifact_refs",
+    "jwt",
 ];
 
 /// Entry point: `args` are the task's arguments.

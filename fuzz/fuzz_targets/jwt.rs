@@ -24,7 +24,10 @@ fn fixture() -> &'static Fixture {
             .enable_all()
             .build()
             .unwrap();
-        let jwks = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/ravi-cli/tests/fixtures/jwt/jwks-a.json");
+        let jwks = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../crates/ravi-cli/tests/fixtures/jwt/jwks-a.json"
+        );
         let mut config: JwtConfig = serde_json::from_value(serde_json::json!({
             "issuer": "https://idp.test",
             "resource": "http://127.0.0.1/mcp",
@@ -44,7 +47,10 @@ fn b64(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
         for i in 0..=chunk.len() {
             out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
         }
@@ -65,5 +71,8 @@ fuzz_target!(|data: &[u8]| {
         None => return,
     };
     let verdict = f.rt.block_on(f.auth.principal(&token));
-    assert!(verdict.is_err(), "a token the issuer never signed was accepted: {token}");
+    assert!(
+        verdict.is_err(),
+        "a token the issuer never signed was accepted: {token}"
+    );
 });

@@ -74,39 +74,7 @@ impl Server {
 
 /// A sink for OTLP exports (answers 200 to everything, keeps nothing).
 fn otlp_sink() -> u16 {
-    use std::io::{BufRead as _, Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut reader = std::io::BufReader::new(stream);
-                loop {
-                    let (mut length, mut line) = (0usize, String::new());
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0u8; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let _ = reader
-                        .get_mut()
-                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
-                }
-            });
-        }
-    });
-    port
+    ravi_test_support::http::serve(|_| (200, "application/json", b"{}".to_vec())).port()
 }
 
 fn ravi(state: &Path, args: &[&str]) -> Command {

@@ -1,6 +1,6 @@
 //! What Ravi's test suites share, so that no crate's tests define it again: golden files
 //! ([`Goldens`]), the `ravi` binary run as a user runs it ([`Ravi`]), the third-party MCP peers
-//! ([`mcp`]), a process's peak memory ([`memory`]), a throwaway PostgreSQL server ([`postgres`]) and the benchmark figures `cargo xtask bench`
+//! ([`mcp`]), a plain HTTP peer ([`http`]), a process's peak memory ([`memory`]), a throwaway PostgreSQL server ([`postgres`]) and the benchmark figures `cargo xtask bench`
 //! reads ([`bench`](mod@bench)). With the `fixtures` feature: tools, blob
 //! stores and chat models built for tests (modules `tools`, `blob`, `model`); with
 //! `model-server`: recorded provider responses served locally (module `model_server`).
@@ -19,6 +19,7 @@ pub mod bench;
 mod command;
 mod files;
 mod golden;
+pub mod http;
 pub mod mcp;
 pub mod memory;
 pub mod postgres;

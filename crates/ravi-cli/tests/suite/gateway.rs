@@ -56,37 +56,26 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
     );
     assert!(!text(&listed.stdout).contains(&secret));
 
-    let port = mcp::free_port();
-    let served = Served(
-        Command::new(env!("CARGO_BIN_EXE_ravi"))
-            .args([
-                "serve",
-                "--http",
-                &format!("127.0.0.1:{port}"),
-                "--auth",
-                "keys",
-                "--approve",
-                "none",
-            ])
-            .args([
-                "--store",
-                &store,
-                "--workspace",
-                ws.path().to_str().unwrap(),
-            ])
-            .env("XDG_STATE_HOME", state.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--auth",
+        "keys",
+        "--approve",
+        "none",
+    ])
+    .args([
+        "--store",
+        &store,
+        "--workspace",
+        ws.path().to_str().unwrap(),
+    ])
+    .env("XDG_STATE_HOME", state.path())
+    .stdout(Stdio::null());
+    let (served, port, _) = serving(cmd);
     let url = format!("http://127.0.0.1:{port}/mcp");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     // No key, a wrong key: 401 with a challenge, and MCP never sees the request.
     let http = reqwest::Client::new();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -315,27 +304,22 @@ struct Jwks {
 
 impl Jwks {
     fn serve(initial: &str) -> Self {
-        use std::io::{Read as _, Write as _};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
         let body = std::sync::Arc::new(std::sync::Mutex::new(initial.to_owned()));
         let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (b, f) = (body.clone(), fetches.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut buf = [0u8; 4096];
-                let _ = stream.read(&mut buf);
-                f.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let text = b.lock().unwrap().clone();
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-                    text.len()
-                );
-            }
+        let addr = ravi_test_support::http::serve(move |_| {
+            f.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            (
+                200,
+                "application/json",
+                b.lock().unwrap().clone().into_bytes(),
+            )
         });
-        Self { body, fetches, url }
+        Self {
+            body,
+            fetches,
+            url: format!("http://{addr}/jwks"),
+        }
     }
 }
 
@@ -382,8 +366,8 @@ async fn jwt_access_tokens_are_checked_like_an_oauth_resource_server() {
     let state = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "hello").unwrap();
-    let port = mcp::free_port();
-    let resource = format!("http://127.0.0.1:{port}/mcp");
+    // The resource is this server's identifier (tokens' audience), not where the test reaches it.
+    let resource = "https://tools.test/mcp".to_owned();
     let config = state.path().join("ravi.toml");
     std::fs::write(
         &config,
@@ -407,30 +391,15 @@ tools = ["read_file"]
         ),
     )
     .unwrap();
-    let served = Served(
-        Command::new(env!("CARGO_BIN_EXE_ravi"))
-            .args([
-                "serve",
-                "--http",
-                &format!("127.0.0.1:{port}"),
-                "--auth",
-                "jwt",
-            ])
-            .args(["--approve", "none", "--store", "none", "--config"])
-            .arg(&config)
-            .args(["--workspace", ws.path().to_str().unwrap()])
-            .env("XDG_STATE_HOME", state.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--auth", "jwt"])
+        .args(["--approve", "none", "--store", "none", "--config"])
+        .arg(&config)
+        .args(["--workspace", ws.path().to_str().unwrap()])
+        .env("XDG_STATE_HOME", state.path())
+        .stdout(Stdio::null());
+    let (served, port, _) = serving(cmd);
+    let endpoint = format!("http://127.0.0.1:{port}/mcp");
     let http = reqwest::Client::new();
     // RFC 9728 metadata, without a token, at the path-suffixed and the bare well-known path.
     for path in [
@@ -454,7 +423,7 @@ tools = ["read_file"]
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let post = |bearer: Option<String>| {
         let mut req = http
-            .post(&resource)
+            .post(&endpoint)
             .header("Accept", "application/json, text/event-stream")
             .json(&init);
         if let Some(b) = bearer {
@@ -462,7 +431,7 @@ tools = ["read_file"]
         }
         req.send()
     };
-    let meta_url = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+    let meta_url = "https://tools.test/.well-known/oauth-protected-resource/mcp".to_owned();
     // No token: 401 pointing at the metadata, with no error code (RFC 6750 §3.1).
     let resp = post(None).await.unwrap();
     assert_eq!(resp.status(), 401);
@@ -599,7 +568,7 @@ tools = ["read_file"]
         n
     };
     let alice = McpClient::connect(
-        McpServerSpec::http("a", &resource).with_bearer(token("rsa-a", "a", &good)),
+        McpServerSpec::http("a", &endpoint).with_bearer(token("rsa-a", "a", &good)),
     )
     .await
     .unwrap();
@@ -628,7 +597,7 @@ tools = ["read_file"]
         .unwrap();
     assert_eq!(denied["_meta"]["ravi/reason"], "access_denied", "{denied}");
     alice.close().await;
-    let ops = McpClient::connect(McpServerSpec::http("o", &resource).with_bearer(token(
+    let ops = McpClient::connect(McpServerSpec::http("o", &endpoint).with_bearer(token(
         "ed",
         "ed",
         &with(json!({"sub": "bob", "groups": ["ops"], "scope": "mcp"})),
@@ -654,7 +623,7 @@ tools = ["read_file"]
         for (mode, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
             let plan = json!({"bearer": token("rsa-b", "b", &carol), "mode": mode,
                 "calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]});
-            let report = mcp::sdk_client(&plan, std::slice::from_ref(&resource));
+            let report = mcp::sdk_client(&plan, std::slice::from_ref(&endpoint));
             assert_eq!(report["protocol"], protocol, "{report}");
             assert_eq!(report["tools"].as_array().unwrap().len(), 1, "{report}");
             let result = &report["calls"][0]["result"];
@@ -667,29 +636,13 @@ tools = ["read_file"]
 /// An HTTP server on 127.0.0.1 answering every request with the request itself (so a test sees
 /// which headers arrived); the last request is kept in `seen`.
 fn echo_server() -> (String, std::sync::Arc<std::sync::Mutex<String>>) {
-    use std::io::{Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/echo",
-        listener.local_addr().unwrap().port()
-    );
     let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let s = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut buf = [0u8; 8192];
-            let n = stream.read(&mut buf).unwrap_or(0);
-            let request = String::from_utf8_lossy(&buf[..n]).into_owned();
-            *s.lock().unwrap() = request.clone();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{request}",
-                request.len()
-            );
-        }
+    let addr = ravi_test_support::http::serve(move |req| {
+        *s.lock().unwrap() = req.head.clone();
+        (200, "text/plain", req.head.clone().into_bytes())
     });
-    (url, seen)
+    (format!("http://{addr}/echo"), seen)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -727,34 +680,16 @@ rename = {{ get-env = "env" }}
     )
     .unwrap();
     let store = format!("sqlite:{}", state.path().join("ravi.db").display());
-    let port = mcp::free_port();
-    let log = std::fs::File::create(state.path().join("serve.log")).unwrap();
-    let served = Served(
-        Command::new(env!("CARGO_BIN_EXE_ravi"))
-            .args([
-                "serve",
-                "--http",
-                &format!("127.0.0.1:{port}"),
-                "--approve",
-                "all",
-            ])
-            .args(["--store", &store, "--config"])
-            .arg(&config)
-            .args(["--workspace", ws.path().to_str().unwrap()])
-            .env("XDG_STATE_HOME", state.path())
-            .env("RAVI_CANARY", &canary)
-            .env("RUST_LOG", "debug")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--approve", "all"])
+        .args(["--store", &store, "--config"])
+        .arg(&config)
+        .args(["--workspace", ws.path().to_str().unwrap()])
+        .env("XDG_STATE_HOME", state.path())
+        .env("RAVI_CANARY", &canary)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null());
+    let (served, port, _) = serving_to(cmd, Some(&state.path().join("serve.log")));
     let url = format!("http://127.0.0.1:{port}/mcp");
     let client = McpClient::connect(McpServerSpec::http("gw", &url))
         .await
@@ -821,6 +756,7 @@ rename = {{ get-env = "env" }}
     assert!(!text(&listed.stdout).contains(&canary));
     client.close().await;
     drop(served);
+    std::thread::sleep(Duration::from_millis(300)); // the log's last lines
     // Nor in the server's debug log, nor anywhere in the store's bytes.
     let log = std::fs::read_to_string(state.path().join("serve.log")).unwrap();
     assert!(!log.contains(&canary), "the canary is in the log");
@@ -842,44 +778,75 @@ rename = {{ get-env = "env" }}
     }
 }
 
-fn wait_port(port: u16) {
-    for _ in 0..150 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("nothing listens on port {port}");
+/// Starts `ravi serve --http 127.0.0.1:0 …` as `cmd` describes and returns it with the ports
+/// it reports on stderr: the MCP endpoint's and, with `--metrics`, the metrics listener's.
+/// Binding port 0 and reading the port back leaves no window for another process to take it.
+fn serving(cmd: Command) -> (Served, u16, Option<u16>) {
+    serving_to(cmd, None)
 }
 
-/// A plain `ravi serve --http` on `port` (an upstream for the gateway).
-fn upstream(port: u16, state: &std::path::Path) -> Served {
-    let served = Served(
-        Command::new(env!("CARGO_BIN_EXE_ravi"))
-            .args([
-                "serve",
-                "--http",
-                &format!("127.0.0.1:{port}"),
-                "--store",
-                "none",
-            ])
-            .args(["--approve", "none", "--code-mode", "off"])
-            .env("XDG_STATE_HOME", state)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_port(port);
-    served
+/// [`serving`], its stderr also written to `log`.
+fn serving_to(mut cmd: Command, log: Option<&std::path::Path>) -> (Served, u16, Option<u16>) {
+    use std::io::{BufRead as _, Write as _};
+    let mut log = log.map(|p| std::fs::File::create(p).unwrap());
+    let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let port_after = |line: &str, marker: &str| -> Option<u16> {
+        line.split(marker)
+            .nth(1)?
+            .split(['/', ' '])
+            .next()?
+            .parse()
+            .ok()
+    };
+    let (mut port, mut metrics, mut said) = (None, None, Vec::new());
+    while port.is_none() {
+        let Some(Ok(line)) = lines.next() else {
+            let _ = child.kill();
+            panic!("ravi serve stopped before listening:\n{}", said.join("\n"));
+        };
+        metrics = metrics.or_else(|| port_after(&line, "Prometheus metrics at http://127.0.0.1:"));
+        port = port_after(&line, "streamable HTTP at http://127.0.0.1:");
+        if let Some(f) = &mut log {
+            let _ = writeln!(f, "{line}");
+        }
+        said.push(line);
+    }
+    // Keep reading, so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Some(f) = &mut log {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+    });
+    (Served(child), port.unwrap_or_default(), metrics)
+}
+
+/// A plain `ravi serve --http` on `port` (an upstream for the gateway; 0: any free port), and
+/// the port it listens on.
+fn upstream(port: u16, state: &std::path::Path) -> (Served, u16) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args([
+        "serve",
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--store",
+        "none",
+    ])
+    .args(["--approve", "none", "--code-mode", "off"])
+    .env("XDG_STATE_HOME", state)
+    .stdout(Stdio::null());
+    let (served, port, _) = serving(cmd);
+    (served, port)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_tool_rates_metrics_health_and_upstream_reconnects() {
     let state = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let up_port = mcp::free_port();
-    let mut up = upstream(up_port, state.path());
+    let (mut up, up_port) = upstream(0, state.path());
     let config = state.path().join("ravi.toml");
     std::fs::write(
         &config,
@@ -911,28 +878,16 @@ allow = ["calculator"]
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let key: Value = serde_json::from_slice(&out.stdout).unwrap();
     let secret = key["secret"].as_str().unwrap().to_owned();
-    let (port, metrics_port) = (mcp::free_port(), mcp::free_port());
-    let _gateway = Served(
-        Command::new(env!("CARGO_BIN_EXE_ravi"))
-            .args([
-                "serve",
-                "--http",
-                &format!("127.0.0.1:{port}"),
-                "--auth",
-                "keys",
-            ])
-            .args(["--metrics", &format!("127.0.0.1:{metrics_port}")])
-            .args(["--approve", "none", "--store", &store, "--config"])
-            .arg(&config)
-            .args(["--workspace", ws.path().to_str().unwrap()])
-            .env("XDG_STATE_HOME", state.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_port(port);
-    wait_port(metrics_port);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--auth", "keys"])
+        .args(["--metrics", "127.0.0.1:0"])
+        .args(["--approve", "none", "--store", &store, "--config"])
+        .arg(&config)
+        .args(["--workspace", ws.path().to_str().unwrap()])
+        .env("XDG_STATE_HOME", state.path())
+        .stdout(Stdio::null());
+    let (_gateway, port, metrics_port) = serving(cmd);
+    let metrics_port = metrics_port.expect("the metrics listener's port");
     let url = format!("http://127.0.0.1:{port}/mcp");
     let http = reqwest::Client::new();
     let get = |path: String| {
@@ -1046,7 +1001,7 @@ allow = ["calculator"]
         "the gateway still lists its own tools"
     );
     // It comes back on the same port: the gateway reconnects by itself (with backoff).
-    up = upstream(up_port, state.path());
+    up = upstream(up_port, state.path()).0;
     let mut healthy = false;
     for _ in 0..100 {
         let health: Value =
@@ -1075,47 +1030,15 @@ allow = ["calculator"]
 
 /// An OTLP/HTTP receiver on 127.0.0.1 keeping every request body (JSON encoding).
 fn otlp_receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::{BufRead as _, Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let b = bodies.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let b = b.clone();
-            std::thread::spawn(move || {
-                let mut reader = std::io::BufReader::new(stream);
-                loop {
-                    let mut length = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0u8; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    b.lock()
-                        .unwrap()
-                        .push(String::from_utf8_lossy(&body).into_owned());
-                    let _ = reader.get_mut().write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
-                    );
-                }
-            });
-        }
+    let addr = ravi_test_support::http::serve(move |req| {
+        b.lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(&req.body).into_owned());
+        (200, "application/json", b"{}".to_vec())
     });
-    (port, bodies)
+    (addr.port(), bodies)
 }
 
 /// One exported span: its service, name, ids and attributes.
@@ -1197,26 +1120,18 @@ async fn traces_follow_a_call_from_the_client_through_the_gateway_to_the_upstrea
             .env("OTEL_BSP_SCHEDULE_DELAY", "100")
             .env("OTEL_SERVICE_NAME", service)
             .env("XDG_STATE_HOME", state.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(Stdio::null());
     };
     // The upstream reads its collector from the environment; the gateway from the flag.
-    let up_port = mcp::free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
-    cmd.args([
-        "serve",
-        "--http",
-        &format!("127.0.0.1:{up_port}"),
-        "--store",
-        "none",
-    ])
-    .args(["--approve", "none", "--code-mode", "off"])
-    .env(
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        format!("http://127.0.0.1:{otlp}"),
-    );
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--store", "none"])
+        .args(["--approve", "none", "--code-mode", "off"])
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{otlp}"),
+        );
     otel_env(&mut cmd, "upstream");
-    let up = Served(cmd.spawn().unwrap());
+    let (up, up_port, _) = serving(cmd);
     let config = state.path().join("ravi.toml");
     std::fs::write(
         &config,
@@ -1230,23 +1145,19 @@ async fn traces_follow_a_call_from_the_client_through_the_gateway_to_the_upstrea
         .output();
     let key: Value = serde_json::from_slice(&out.stdout).unwrap();
     let secret = key["secret"].as_str().unwrap().to_owned();
-    let port = mcp::free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
-    cmd.args([
-        "serve",
-        "--http",
-        &format!("127.0.0.1:{port}"),
-        "--auth",
-        "keys",
-    ])
-    .args(["--approve", "none", "--store", &store, "--config"])
-    .arg(&config)
-    .args(["--workspace", ws.path().to_str().unwrap()])
-    .args(["--otlp-endpoint", &format!("http://127.0.0.1:{otlp}")]);
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--auth", "keys"])
+        .args(["--approve", "none", "--store", &store, "--config"])
+        .arg(&config)
+        .args([
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--code-mode",
+            "off",
+        ])
+        .args(["--otlp-endpoint", &format!("http://127.0.0.1:{otlp}")]);
     otel_env(&mut cmd, "gateway");
-    let gateway = Served(cmd.spawn().unwrap());
-    wait_port(up_port);
-    wait_port(port);
+    let (gateway, port, _) = serving(cmd);
     // A client with a trace of its own, sent in `_meta.traceparent`.
     let (trace, client_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
     let url = format!("http://127.0.0.1:{port}/mcp");
@@ -1347,20 +1258,18 @@ async fn traces_follow_a_call_from_the_client_through_the_gateway_to_the_upstrea
     assert!(failed.attrs["error.type"].as_str().is_some(), "{failed:?}");
     assert!(!failed.attrs.contains_key("gen_ai.tool.call.arguments"));
     // Opted in: arguments and results are recorded.
-    let port = mcp::free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
-    cmd.args([
-        "serve",
-        "--http",
-        &format!("127.0.0.1:{port}"),
-        "--store",
-        "none",
-    ])
-    .args(["--approve", "none", "--otlp-capture-content"])
-    .args(["--otlp-endpoint", &format!("http://127.0.0.1:{otlp}")]);
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--store", "none"])
+        .args([
+            "--approve",
+            "none",
+            "--otlp-capture-content",
+            "--code-mode",
+            "off",
+        ])
+        .args(["--otlp-endpoint", &format!("http://127.0.0.1:{otlp}")]);
     otel_env(&mut cmd, "capturing");
-    let capturing = Served(cmd.spawn().unwrap());
-    wait_port(port);
+    let (capturing, port, _) = serving(cmd);
     let client = McpClient::connect(McpServerSpec::http(
         "c",
         format!("http://127.0.0.1:{port}/mcp"),

@@ -734,30 +734,9 @@ pub async fn serve_metrics(
     addr: SocketAddr,
     metrics: Arc<super::GatewayMetrics>,
 ) -> Result<HttpServerHandle, McpError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| McpError::Io {
-            context: format!("could not bind {addr} for metrics"),
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(|source| McpError::Io {
-        context: "could not read the bound address".into(),
-        source,
-    })?;
     let stop = tokio_util::sync::CancellationToken::new();
     let router = super::metrics::router(metrics);
-    let task = tokio::spawn(super::http_limits::serve(
-        listener,
-        router,
-        super::HttpLimits::default(),
-        stop.clone(),
-    ));
-    Ok(HttpServerHandle {
-        addr: bound,
-        path: "/metrics".into(),
-        stop,
-        task,
-    })
+    HttpServerHandle::start(addr, router, super::HttpLimits::default(), "/metrics", stop).await
 }
 
 /// A running HTTP server; dropping it does not stop it, [`HttpServerHandle::shutdown`] does.
@@ -770,6 +749,38 @@ pub struct HttpServerHandle {
 }
 
 impl HttpServerHandle {
+    /// Binds `addr` and serves `router` under `limits` in a background task until `stop`.
+    async fn start(
+        addr: SocketAddr,
+        router: axum::Router,
+        limits: super::HttpLimits,
+        path: &str,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Result<Self, McpError> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| McpError::Io {
+                context: format!("could not bind {addr}"),
+                source,
+            })?;
+        let bound = listener.local_addr().map_err(|source| McpError::Io {
+            context: "could not read the bound address".into(),
+            source,
+        })?;
+        let task = tokio::spawn(super::http_limits::serve(
+            listener,
+            router,
+            limits,
+            stop.clone(),
+        ));
+        Ok(Self {
+            addr: bound,
+            path: path.to_owned(),
+            stop,
+            task,
+        })
+    }
+
     /// The bound address (useful after binding port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -949,27 +960,6 @@ impl McpServer {
             router = router.merge(public.with_state(Arc::new(metadata.clone())));
         }
         router = router.merge(healthz(opts.upstreams.clone()));
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| McpError::Io {
-                context: format!("could not bind {addr}"),
-                source,
-            })?;
-        let bound = listener.local_addr().map_err(|source| McpError::Io {
-            context: "could not read the bound address".into(),
-            source,
-        })?;
-        let task = tokio::spawn(super::http_limits::serve(
-            listener,
-            router,
-            opts.limits.clone(),
-            stop.clone(),
-        ));
-        Ok(HttpServerHandle {
-            addr: bound,
-            path: opts.path,
-            stop,
-            task,
-        })
+        HttpServerHandle::start(addr, router, opts.limits.clone(), &opts.path, stop).await
     }
 }

@@ -1,0 +1,71 @@
+//! A tiny HTTP/1.1 server on 127.0.0.1 for tests and benches that need a peer speaking plain
+//! HTTP: a JWKS endpoint, an echo of the request, an OTLP receiver. Keep-alive, one thread per
+//! connection, bodies framed by `Content-Length`; each request is answered by a closure.
+
+use std::io::{BufRead as _, Read as _, Write as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// One request as the server read it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The request line and headers, as sent (lines joined with `\r\n`).
+    pub head: String,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// What to answer: status, content type, body.
+pub type Answer = (u16, &'static str, Vec<u8>);
+
+/// Serves on a free port of 127.0.0.1 until the test process ends; every request is answered
+/// with `respond(&request)`.
+pub fn serve(respond: impl Fn(&Request) -> Answer + Send + Sync + 'static) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let respond = Arc::new(respond);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let respond = Arc::clone(&respond);
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(stream);
+                while let Some(request) = read_request(&mut reader) {
+                    let (status, content_type, body) = respond(&request);
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let out = reader.get_mut();
+                    if out
+                        .write_all(head.as_bytes())
+                        .and_then(|()| out.write_all(&body))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn read_request(reader: &mut std::io::BufReader<std::net::TcpStream>) -> Option<Request> {
+    let (mut head, mut length, mut line) = (String::new(), 0usize, String::new());
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(Request { head, body })
+}

@@ -19,6 +19,14 @@ impl Drop for Served {
     }
 }
 
+/// One `tools/call` through an MCP client: its wire result.
+async fn call(client: &McpClient, tool: &str, args: Value) -> Value {
+    client
+        .call(tool, args, &ToolContext::default(), None, tool)
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
     let state = tempfile::tempdir().unwrap();
@@ -111,22 +119,9 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
     let mut names: Vec<String> = client.tools().into_iter().map(|t| t.name).collect();
     names.sort();
     assert_eq!(names, ["file_exists", "read_file"]);
-    let ctx = ToolContext::default();
-    let read = client
-        .call(
-            "read_file",
-            json!({"path": "notes.txt"}),
-            &ctx,
-            None,
-            "read_file",
-        )
-        .await
-        .unwrap();
+    let read = call(&client, "read_file", json!({"path": "notes.txt"})).await;
     assert_eq!(read["content"][0]["text"], "hello", "{read}");
-    let shell = client
-        .call("shell", json!({"command": "echo hi"}), &ctx, None, "shell")
-        .await
-        .unwrap();
+    let shell = call(&client, "shell", json!({"command": "echo hi"})).await;
     assert_eq!(shell["isError"], true, "{shell}");
     assert_eq!(shell["_meta"]["ravi/reason"], "access_denied", "{shell}");
     client.close().await;
@@ -167,28 +162,10 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
     .await
     .unwrap();
     for _ in 0..2 {
-        let ok = limited
-            .call(
-                "calculator",
-                json!({"expression": "1+1"}),
-                &ctx,
-                None,
-                "calculator",
-            )
-            .await
-            .unwrap();
+        let ok = call(&limited, "calculator", json!({"expression": "1+1"})).await;
         assert_ne!(ok["isError"], true, "{ok}");
     }
-    let third = limited
-        .call(
-            "calculator",
-            json!({"expression": "1+1"}),
-            &ctx,
-            None,
-            "calculator",
-        )
-        .await
-        .unwrap();
+    let third = call(&limited, "calculator", json!({"expression": "1+1"})).await;
     assert_eq!(third["_meta"]["ravi/reason"], "rate_limited", "{third}");
     let said = third["content"][0]["text"].as_str().unwrap();
     assert!(
@@ -573,28 +550,9 @@ tools = ["read_file"]
     .await
     .unwrap();
     assert_eq!(names(&alice), ["read_file"]);
-    let ctx = ToolContext::default();
-    let read = alice
-        .call(
-            "read_file",
-            json!({"path": "notes.txt"}),
-            &ctx,
-            None,
-            "read_file",
-        )
-        .await
-        .unwrap();
+    let read = call(&alice, "read_file", json!({"path": "notes.txt"})).await;
     assert_eq!(read["content"][0]["text"], "hello", "{read}");
-    let denied = alice
-        .call(
-            "calculator",
-            json!({"expression": "1+1"}),
-            &ctx,
-            None,
-            "calculator",
-        )
-        .await
-        .unwrap();
+    let denied = call(&alice, "calculator", json!({"expression": "1+1"})).await;
     assert_eq!(denied["_meta"]["ravi/reason"], "access_denied", "{denied}");
     alice.close().await;
     let ops = McpClient::connect(McpServerSpec::http("o", &endpoint).with_bearer(token(
@@ -710,12 +668,8 @@ rename = {{ get-env = "env" }}
         "{names:?}"
     );
     assert!(!names.iter().any(|n| n.contains("trigger")), "{names:?}");
-    let ctx = ToolContext::default();
     // The upstream got the secret (its environment has it) but the client sees its name only.
-    let env = client
-        .call("ev__env", json!({}), &ctx, None, "ev__env")
-        .await
-        .unwrap();
+    let env = call(&client, "ev__env", json!({})).await;
     let env_text = env.to_string();
     assert!(
         env_text.contains("LEAKY") && env_text.contains("[secret RAVI_CANARY]"),
@@ -729,10 +683,7 @@ rename = {{ get-env = "env" }}
         "the canary reached the client: {env_text}"
     );
     // http_get sent the header (the echo server saw the value) and redacted it from the body.
-    let got = client
-        .call("http_get", json!({"url": echo_url}), &ctx, None, "http_get")
-        .await
-        .unwrap();
+    let got = call(&client, "http_get", json!({"url": echo_url})).await;
     let got_text = got.to_string();
     assert!(
         seen.lock()
@@ -906,22 +857,16 @@ allow = ["calculator"]
         "{names:?}"
     );
     // Ten concurrent calls against a per-tool rate of 3/min: exactly three run.
-    let ctx = ToolContext::default();
     let mut calls = tokio::task::JoinSet::new();
     for i in 0..10 {
         let client = client.clone();
-        let ctx = ctx.clone();
         calls.spawn(async move {
-            client
-                .call(
-                    "calculator",
-                    json!({"expression": format!("{i}+1")}),
-                    &ctx,
-                    None,
-                    "calculator",
-                )
-                .await
-                .unwrap()
+            call(
+                &client,
+                "calculator",
+                json!({"expression": format!("{i}+1")}),
+            )
+            .await
         });
     }
     let results = calls.join_all().await;
@@ -936,16 +881,7 @@ allow = ["calculator"]
         "{said}"
     );
     // The upstream's tool through the gateway.
-    let sum = client
-        .call(
-            "up__calculator",
-            json!({"expression": "2+3"}),
-            &ctx,
-            None,
-            "up__calculator",
-        )
-        .await
-        .unwrap();
+    let sum = call(&client, "up__calculator", json!({"expression": "2+3"})).await;
     assert_eq!(sum["content"][0]["text"], "5", "{sum}");
     // A request without a key is refused and counted.
     let resp = http.post(&url).json(&json!({})).send().await.unwrap();
@@ -968,16 +904,7 @@ allow = ["calculator"]
     assert_eq!(health["status"], "ok", "{health}");
     // The upstream dies: its tool fails as a tool error, the gateway keeps serving.
     drop(up);
-    let down = client
-        .call(
-            "up__calculator",
-            json!({"expression": "2+3"}),
-            &ctx,
-            None,
-            "up__calculator",
-        )
-        .await
-        .unwrap();
+    let down = call(&client, "up__calculator", json!({"expression": "2+3"})).await;
     assert_eq!(down["isError"], true, "{down}");
     assert!(
         down["content"][0]["text"]
@@ -1013,16 +940,7 @@ allow = ["calculator"]
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(healthy, "the upstream was not reconnected within 20 s");
-    let back = client
-        .call(
-            "up__calculator",
-            json!({"expression": "4*5"}),
-            &ctx,
-            None,
-            "up__calculator",
-        )
-        .await
-        .unwrap();
+    let back = call(&client, "up__calculator", json!({"expression": "4*5"})).await;
     assert_eq!(back["content"][0]["text"], "20", "{back}");
     client.close().await;
     drop(up);
@@ -1276,17 +1194,7 @@ async fn traces_follow_a_call_from_the_client_through_the_gateway_to_the_upstrea
     ))
     .await
     .unwrap();
-    let ctx = ToolContext::default();
-    client
-        .call(
-            "calculator",
-            json!({"expression": "1234+4321"}),
-            &ctx,
-            None,
-            "calculator",
-        )
-        .await
-        .unwrap();
+    call(&client, "calculator", json!({"expression": "1234+4321"})).await;
     client.close().await;
     interrupt(capturing);
     let bodies = bodies_after(&bodies_handle, bodies.len());

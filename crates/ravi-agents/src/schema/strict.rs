@@ -67,10 +67,11 @@ pub fn make_strict(schema: &Value) -> Transformed {
     let mut out = schema.clone();
     let mut t = Ctx::default();
     match out.as_object() {
-        Some(root) if is_object_type(root) && !root.contains_key("anyOf") => {}
+        // `oneOf` becomes `anyOf` below, so a root carrying either is a union however it is typed.
         Some(root) if root.contains_key("anyOf") || root.contains_key("oneOf") => t
             .blocking
             .push("the root schema is a union (anyOf/oneOf); strict mode needs an object".into()),
+        Some(root) if is_object_type(root) => {}
         _ => t
             .blocking
             .push("the root schema is not `\"type\": \"object\"`".into()),
@@ -334,6 +335,10 @@ mod tests {
         assert!(t.blocking[0].contains("`allOf`"));
         let t = make_strict(&json!({"anyOf": [{"type": "object"}, {"type": "string"}]}));
         assert!(t.blocking[0].contains("root schema is a union"));
+        // Found by the `strict_schema` fuzz target: an object root with a `oneOf` passed the root
+        // check, then became an `anyOf` root that strict mode refuses.
+        let t = make_strict(&json!({"type": "object", "properties": {}, "oneOf": {"X": {}}}));
+        assert!(t.blocking[0].contains("root schema is a union"), "{t:?}");
     }
 
     #[test]

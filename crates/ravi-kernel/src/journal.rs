@@ -550,6 +550,42 @@ impl ApiKey {
     }
 }
 
+/// A standing approval: "always for this tool in this run". Later calls of `tool` in `run_id`
+/// that need approval (never a Critical one) are approved in the grant's name, each still
+/// through its own single-use, argument-bound approval record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StandingGrant {
+    /// The run it applies to.
+    pub run_id: String,
+    /// The tool it applies to (its served name).
+    pub tool: String,
+    /// Who granted it.
+    pub granted_by: String,
+    /// The approval whose decision made it.
+    pub approval_id: String,
+    /// When it was made (ms since the epoch).
+    pub created_ms: i64,
+}
+
+impl StandingGrant {
+    /// A grant by `by` of later calls to `tool` in `run_id`, made when deciding `approval_id`.
+    pub fn new(
+        run_id: impl Into<String>,
+        tool: impl Into<String>,
+        by: impl Into<String>,
+        approval_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            run_id: run_id.into(),
+            tool: tool.into(),
+            granted_by: by.into(),
+            approval_id: approval_id.into(),
+            created_ms: now_ms(),
+        }
+    }
+}
+
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -712,6 +748,25 @@ pub trait Store: Send + Sync {
         found.sort_by_key(|e| std::cmp::Reverse(e.updated_ms));
         found.truncate(query.limit as usize);
         Ok(found)
+    }
+
+    /// Records a standing grant (replacing one for the same run and tool). The default
+    /// refuses: a store that keeps no grants cannot honour "always for this run".
+    async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError> {
+        Err(StoreError::Backend(format!(
+            "this store keeps no standing grants (asked for `{}` in run `{}`)",
+            grant.tool, grant.run_id
+        )))
+    }
+
+    /// The standing grant for `tool` in `run_id`, if one was made.
+    async fn grant_for(
+        &self,
+        run_id: &str,
+        tool: &str,
+    ) -> Result<Option<StandingGrant>, StoreError> {
+        let _ = (run_id, tool);
+        Ok(None)
     }
 
     /// Waits until approval `id` is decided or `limit` passes, and returns where it stands.

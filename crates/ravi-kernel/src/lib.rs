@@ -82,7 +82,7 @@ pub use error::KernelError;
 pub use hooks::HookEvent;
 pub use journal::{
     ApiKey, ApprovalState, AuditQuery, CallKey, CallState, Decision, JournalEntry, RunKind,
-    RunRecord, RunStatus, Store, StoreError, StoredApproval, now_ms,
+    RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval, now_ms,
 };
 pub use principal::Principal;
 pub use registry::ToolRegistry;

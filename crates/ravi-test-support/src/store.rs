@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ravi_kernel::{
     ApprovalRequest, ApprovalState, CallKey, CallState, Decision, HitlMode, InvocationResult,
-    JournalEntry, RunKind, RunRecord, RunStatus, Store, StoreError, StoredApproval, ToolCall,
+    JournalEntry, RunKind, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval, ToolCall,
     ToolRisk,
 };
 use serde_json::json;
@@ -52,6 +52,29 @@ pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     keys(&*a, &*b).await;
     audit(&*a, &*b).await;
     separate(&*a, &*b).await;
+    grants(&*a, &*b).await;
+}
+
+/// Standing grants: written by one handle, read by another, per run and tool, replaced by a
+/// second grant for the same pair.
+async fn grants(a: &dyn Store, b: &dyn Store) {
+    let run = unique("run");
+    assert!(b.grant_for(&run, "shell").await.unwrap().is_none());
+    a.create_grant(&StandingGrant::new(&run, "shell", "key:ops", "apr_1"))
+        .await
+        .unwrap();
+    let g = b.grant_for(&run, "shell").await.unwrap().unwrap();
+    assert_eq!(
+        (g.granted_by.as_str(), g.approval_id.as_str()),
+        ("key:ops", "apr_1")
+    );
+    assert!(b.grant_for(&run, "write_file").await.unwrap().is_none());
+    assert!(b.grant_for("run_other", "shell").await.unwrap().is_none());
+    b.create_grant(&StandingGrant::new(&run, "shell", "key:lead", "apr_2"))
+        .await
+        .unwrap();
+    let g = a.grant_for(&run, "shell").await.unwrap().unwrap();
+    assert_eq!(g.granted_by, "key:lead");
 }
 
 /// Separation of duties: a separate approval is not approved by its requester.

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ravi_kernel::{
-    ApiKey, ApprovalState, CallKey, Decision, JournalEntry, RunRecord, RunStatus, Store,
-    StoreError, StoredApproval, now_ms,
+    ApiKey, ApprovalState, CallKey, Decision, JournalEntry, RunRecord, RunStatus, StandingGrant,
+    Store, StoreError, StoredApproval, now_ms,
 };
 use tokio::sync::Notify;
 
@@ -28,6 +28,8 @@ struct State {
     /// Approvals in creation order.
     approvals: Vec<StoredApproval>,
     keys: BTreeMap<String, ApiKey>,
+    /// Standing grants by (run, tool).
+    grants: BTreeMap<(String, String), StandingGrant>,
 }
 
 impl MemoryStore {
@@ -180,6 +182,28 @@ impl Store for MemoryStore {
                 .filter(|a| all || a.state == ApprovalState::Pending)
                 .cloned()
                 .collect()
+        }))
+    }
+
+    async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError> {
+        self.with(|s| {
+            s.grants.insert(
+                (grant.run_id.clone(), grant.tool.clone()),
+                grant.clone(),
+            );
+        });
+        Ok(())
+    }
+
+    async fn grant_for(
+        &self,
+        run_id: &str,
+        tool: &str,
+    ) -> Result<Option<StandingGrant>, StoreError> {
+        Ok(self.with(|s| {
+            s.grants
+                .get(&(run_id.to_owned(), tool.to_owned()))
+                .cloned()
         }))
     }
 

@@ -39,7 +39,7 @@ impl ToolInvoker {
         let mode = tool.hitl_mode().effective(risk);
         let Some(handler) = &inner.approval else {
             return self
-                .approval_refused(call, risk, ApprovalResolution::NoHandler, None)
+                .approval_refused(call, risk, ApprovalResolution::NoHandler, None, None)
                 .await;
         };
         let now = chrono::Utc::now();
@@ -76,7 +76,10 @@ impl ToolInvoker {
                     self.approval_resolved(call, resolution).await;
                     return Ok(());
                 }
-                return self.approval_refused(call, risk, resolution, None).await;
+                let said = stored::denial(j, resolution).await;
+                return self
+                    .approval_refused(call, risk, resolution, None, said)
+                    .await;
             }
         }
         if !inner.hooks.is_empty() {
@@ -151,9 +154,12 @@ impl ToolInvoker {
             Answer::TimedOut => ApprovalResolution::TimedOut,
         };
         // The stored record takes the decision; one made first elsewhere wins.
-        let resolution = match journaled {
-            Some(j) => Box::pin(stored::settle(j, resolution, handler.decider())).await,
-            None => resolution,
+        let (resolution, said) = match journaled {
+            Some(j) => {
+                let resolution = Box::pin(stored::settle(j, resolution, handler.decider())).await;
+                (resolution, stored::denial(j, resolution).await)
+            }
+            None => (resolution, None),
         };
         if resolution.is_approved() {
             self.approval_resolved(call, resolution).await;
@@ -161,17 +167,19 @@ impl ToolInvoker {
         }
         // The wait actually given (the caller's deadline may have shortened it).
         let waited = asked.elapsed().min(wait);
-        self.approval_refused(call, risk, resolution, Some(waited))
+        self.approval_refused(call, risk, resolution, Some(waited), said)
             .await
     }
 
-    /// Reports a refused approval to the hooks and builds the denial, worded by who refused.
+    /// Reports a refused approval to the hooks and builds the denial, worded by who refused
+    /// (`said`: the stored decision's decider and reason, when a person denied it).
     async fn approval_refused(
         &self,
         call: &ToolCall,
         risk: ToolRisk,
         resolution: ApprovalResolution,
         waited: Option<Duration>,
+        said: Option<Denial>,
     ) -> Result<(), Stop> {
         self.approval_resolved(call, resolution).await;
         let tool = &call.name;
@@ -184,9 +192,21 @@ impl ToolInvoker {
                 "`{tool}` needs approval (risk {risk}) and this run's approval policy denies \
                  every such call (no human was asked); do not retry it from here"
             ),
-            ApprovalResolution::Denied => format!(
-                "a human denied the call to `{tool}`; do not retry it with the same arguments"
-            ),
+            ApprovalResolution::Denied => match said {
+                Some(Denial {
+                    by,
+                    reason: Some(reason),
+                }) => format!(
+                    "`{by}` denied the call to `{tool}`: {reason}; do not retry it with the same \
+                     arguments"
+                ),
+                Some(Denial { by, reason: None }) => format!(
+                    "`{by}` denied the call to `{tool}`; do not retry it with the same arguments"
+                ),
+                None => format!(
+                    "a human denied the call to `{tool}`; do not retry it with the same arguments"
+                ),
+            },
             ApprovalResolution::Unanswered => format!(
                 "approval for `{tool}` got no valid answer (nobody answered the request for \
                  these arguments), so the call was denied"
@@ -226,6 +246,12 @@ impl ToolInvoker {
             })
             .await;
     }
+}
+
+/// Who denied a stored approval, and why (when they said).
+struct Denial {
+    by: String,
+    reason: Option<String>,
 }
 
 /// How an approval wait ended.
@@ -285,7 +311,7 @@ mod stored {
 
     use ravi_kernel::{
         ApprovalRequest, ApprovalResolution, ApprovalState, CallState, Decision, FailureReason,
-        StoreError, StoredApproval, now_ms,
+        StoreError, StoredApproval, ToolRisk, now_ms,
     };
 
     use super::super::journal::Journaled;
@@ -355,12 +381,56 @@ mod stored {
             .create_approval(&approval)
             .await
             .map_err(|e| failed(&e))?;
+        // "Always for this tool in this run": the call's own record is approved in the
+        // grant's name (never a Critical call), so it is still single-use and bound to these
+        // arguments.
+        if request.risk != ToolRisk::Critical
+            && let Some(grant) = store
+                .grant_for(&j.key.run_id, &j.key.tool)
+                .await
+                .map_err(|e| failed(&e))?
+        {
+            let decision = Decision::approve(grant.granted_by).with_reason(Some(format!(
+                "always for `{}` in this run (granted when deciding {})",
+                j.key.tool, grant.approval_id
+            )));
+            match store.decide_approval(&request.id, &decision).await {
+                Ok(_) => {
+                    j.approval_id = Some(request.id.clone());
+                    return Ok(Some(ApprovalResolution::Approved));
+                }
+                // Separation of duties (the grantor asked for this call) or a race: ask.
+                Err(e) => tracing::debug!(approval = %request.id, error = %e, "a standing grant did not apply"),
+            }
+        }
         store
             .record_call(&j.entry(CallState::AwaitingApproval))
             .await
             .map_err(|e| failed(&e))?;
         j.approval_id = Some(request.id.clone());
         Ok(None)
+    }
+
+    /// The decider and reason of a denial recorded on the call's stored approval.
+    pub(super) async fn denial(
+        j: &Journaled,
+        resolution: ApprovalResolution,
+    ) -> Option<super::Denial> {
+        if resolution != ApprovalResolution::Denied {
+            return None;
+        }
+        let a = j
+            .journal
+            .store
+            .approval_for(&j.key)
+            .await
+            .ok()
+            .flatten()
+            .filter(|a| a.state == ApprovalState::Denied)?;
+        Some(super::Denial {
+            by: a.decided_by?,
+            reason: a.reason.filter(|r| !r.trim().is_empty()),
+        })
     }
 
     /// Records the handler's answer on the stored approval. A decision someone else recorded

@@ -290,6 +290,103 @@ async fn a_queued_approval_is_decided_from_elsewhere_and_used_once() {
     );
 }
 
+/// Waits for the pending approval of `run` and returns it.
+async fn pending_in(store: &Arc<dyn Store>, run: &str) -> ravi_agents::kernel::StoredApproval {
+    loop {
+        let p = store.approvals(false).await.unwrap();
+        if let Some(a) = p.into_iter().find(|a| a.key.run_id == run) {
+            break a;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_denial_tells_the_caller_who_denied_it_and_why() {
+    let f = fixture();
+    let inv = f.invoker(Arc::new(QueueApprovalHandler::new(f.store.clone())), 20_000);
+    let s = f.session(&inv, "run_deny").await;
+    let waiting = {
+        let (inv, s) = (inv.clone(), s.clone());
+        tokio::spawn(async move { call(&inv, &s, "append", 1).await })
+    };
+    let pending = pending_in(&f.store, "run_deny").await;
+    f.store
+        .decide_approval(
+            pending.id(),
+            &Decision::deny("key:ops").with_reason(Some("not on a Friday".into())),
+        )
+        .await
+        .unwrap();
+    let r = waiting.await.unwrap();
+    assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
+    assert!(
+        r.text().contains("`key:ops` denied the call to `append`: not on a Friday"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(f.append.runs(), 0);
+    // A resumed session meets the same stored denial and says the same.
+    let s = f.session(&inv, "run_deny").await;
+    let again = call(&inv, &s, "append", 1).await;
+    assert!(again.text().contains("not on a Friday"), "{}", again.text());
+}
+
+#[tokio::test]
+async fn a_standing_grant_approves_later_calls_of_that_tool_in_that_run_only() {
+    let f = fixture();
+    let inv = f.invoker(Arc::new(QueueApprovalHandler::new(f.store.clone())), 20_000);
+    let s = f.session(&inv, "run_g").await;
+    f.store
+        .create_grant(&ravi_agents::kernel::StandingGrant::new(
+            "run_g", "append", "key:ops", "apr_first",
+        ))
+        .await
+        .unwrap();
+    // Approved at once, each call on its own single-use record, decided in the grant's name.
+    for n in 1..=2 {
+        let r = tokio::time::timeout(Duration::from_secs(5), call(&inv, &s, "append", n))
+            .await
+            .unwrap();
+        assert_eq!(r.status, InvocationStatus::Ok, "{}", r.text());
+    }
+    assert_eq!(f.append.runs(), 2);
+    let calls = f.store.calls("run_g").await.unwrap();
+    for c in &calls {
+        let a = f.store.approval_for(&c.key).await.unwrap().unwrap();
+        assert_eq!(
+            (a.state, a.decided_by.as_deref()),
+            (ApprovalState::Consumed, Some("key:ops"))
+        );
+        assert!(a.reason.unwrap().contains("always for `append`"));
+    }
+    // Another tool of the same run still asks.
+    let waiting = {
+        let (inv, s) = (inv.clone(), s.clone());
+        tokio::spawn(async move { call(&inv, &s, "put", 3).await })
+    };
+    let pending = pending_in(&f.store, "run_g").await;
+    assert_eq!(pending.key.tool, "put");
+    f.store
+        .decide_approval(pending.id(), &Decision::deny("key:ops"))
+        .await
+        .unwrap();
+    assert_eq!(waiting.await.unwrap().reason, Some(FailureReason::ApprovalDenied));
+    // And the grant does not reach another run.
+    let other = f.session(&inv, "run_g2").await;
+    let waiting = {
+        let inv = inv.clone();
+        tokio::spawn(async move { call(&inv, &other, "append", 4).await })
+    };
+    let pending = pending_in(&f.store, "run_g2").await;
+    f.store
+        .decide_approval(pending.id(), &Decision::deny("key:ops"))
+        .await
+        .unwrap();
+    assert_eq!(waiting.await.unwrap().reason, Some(FailureReason::ApprovalDenied));
+    assert_eq!(f.append.runs(), 2);
+}
+
 #[tokio::test]
 async fn an_unanswered_queued_approval_expires_and_the_call_is_refused() {
     let f = fixture();

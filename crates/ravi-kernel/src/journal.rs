@@ -698,7 +698,8 @@ pub trait Store: Send + Sync {
     /// The journal of `run_id`, in call order.
     async fn calls(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError>;
 
-    /// Records a new pending approval.
+    /// Records a new approval: pending, or already decided (by a standing grant) with its
+    /// decider, reason and time.
     async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError>;
 
     /// The approval of that id.

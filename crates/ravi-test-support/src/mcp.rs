@@ -93,6 +93,38 @@ pub fn harness_ready(what: &str) -> bool {
     false
 }
 
+/// Where `cargo xtask mcp-setup` installs Playwright's library (`NODE_PATH` for scripts that
+/// `require("playwright-core")`).
+pub fn playwright_modules() -> PathBuf {
+    harness_home().join("browser/node_modules")
+}
+
+/// The OS's Chromium, which `cargo xtask test` installs for the browser tests.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// True when Node, Playwright and Chromium are installed; otherwise prints why the browser
+/// test `what` is skipped, or panics when the harness is required ([`harness_required`]).
+pub fn browser_ready(what: &str) -> bool {
+    let needed = [
+        node(),
+        playwright_modules().join("playwright-core/package.json"),
+        PathBuf::from(CHROMIUM),
+    ];
+    let Some(missing) = needed.iter().find(|p| !p.exists()) else {
+        return true;
+    };
+    assert!(
+        !harness_required(),
+        "{what}: {} is missing; run `cargo xtask mcp-setup` (and install Debian's chromium)",
+        missing.display()
+    );
+    eprintln!(
+        "SKIP {what}: {} is missing (run `cargo xtask mcp-setup`; Chromium from the OS packages)",
+        missing.display()
+    );
+    false
+}
+
 /// A port on 127.0.0.1 that was free a moment ago, for a server a test starts.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

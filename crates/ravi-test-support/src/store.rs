@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use ravi_kernel::{
     ApprovalRequest, ApprovalState, CallKey, CallState, Decision, HitlMode, InvocationResult,
-    JournalEntry, RunKind, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval, ToolCall,
-    ToolRisk,
+    JournalEntry, RunKind, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval,
+    ToolCall, ToolRisk,
 };
 use serde_json::json;
 
@@ -75,6 +75,30 @@ async fn grants(a: &dyn Store, b: &dyn Store) {
         .unwrap();
     let g = a.grant_for(&run, "shell").await.unwrap().unwrap();
     assert_eq!(g.granted_by, "key:lead");
+    // A record made already approved (in a grant's name) keeps its decision, and is consumed
+    // once like any other.
+    let mut ap = approval(&run, 3, "shell", Duration::from_secs(60));
+    ap.state = ApprovalState::Approved;
+    ap.decided_by = Some("key:lead".into());
+    ap.reason = Some("always".into());
+    ap.decided_ms = Some(ravi_kernel::now_ms());
+    a.create_approval(&ap).await.unwrap();
+    let back = b.approval(ap.id()).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            back.state,
+            back.decided_by.as_deref(),
+            back.reason.as_deref()
+        ),
+        (ApprovalState::Approved, Some("key:lead"), Some("always"))
+    );
+    assert!(
+        b.approvals(false)
+            .await
+            .unwrap()
+            .iter()
+            .all(|p| p.id() != ap.id())
+    );
 }
 
 /// Separation of duties: a separate approval is not approved by its requester.

@@ -187,10 +187,8 @@ impl Store for MemoryStore {
 
     async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError> {
         self.with(|s| {
-            s.grants.insert(
-                (grant.run_id.clone(), grant.tool.clone()),
-                grant.clone(),
-            );
+            s.grants
+                .insert((grant.run_id.clone(), grant.tool.clone()), grant.clone());
         });
         Ok(())
     }
@@ -200,11 +198,7 @@ impl Store for MemoryStore {
         run_id: &str,
         tool: &str,
     ) -> Result<Option<StandingGrant>, StoreError> {
-        Ok(self.with(|s| {
-            s.grants
-                .get(&(run_id.to_owned(), tool.to_owned()))
-                .cloned()
-        }))
+        Ok(self.with(|s| s.grants.get(&(run_id.to_owned(), tool.to_owned())).cloned()))
     }
 
     async fn decide_approval(

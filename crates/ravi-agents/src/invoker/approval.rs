@@ -377,32 +377,39 @@ mod stored {
         let mut approval = StoredApproval::pending(request.clone(), j.key.clone());
         approval.requester.clone_from(&j.requester);
         approval.separate = j.separate;
+        // "Always for this tool in this run": the call's own record is made approved in the
+        // grant's name (never for a Critical call, nor for the grantor's own call when
+        // approvals are separate), so it is still single-use and bound to these arguments.
+        let grant = if request.risk == ToolRisk::Critical {
+            None
+        } else {
+            store
+                .grant_for(&j.key.run_id, &j.key.tool)
+                .await
+                .map_err(|e| failed(&e))?
+                .filter(|g| {
+                    !(approval.separate && approval.requester.as_ref() == Some(&g.granted_by))
+                })
+        };
+        if let Some(grant) = grant {
+            approval.state = ApprovalState::Approved;
+            approval.reason = Some(format!(
+                "always for `{}` in this run (granted when deciding {})",
+                j.key.tool, grant.approval_id
+            ));
+            approval.decided_by = Some(grant.granted_by);
+            approval.decided_ms = Some(now_ms());
+            store
+                .create_approval(&approval)
+                .await
+                .map_err(|e| failed(&e))?;
+            j.approval_id = Some(request.id.clone());
+            return Ok(Some(ApprovalResolution::Approved));
+        }
         store
             .create_approval(&approval)
             .await
             .map_err(|e| failed(&e))?;
-        // "Always for this tool in this run": the call's own record is approved in the
-        // grant's name (never a Critical call), so it is still single-use and bound to these
-        // arguments.
-        if request.risk != ToolRisk::Critical
-            && let Some(grant) = store
-                .grant_for(&j.key.run_id, &j.key.tool)
-                .await
-                .map_err(|e| failed(&e))?
-        {
-            let decision = Decision::approve(grant.granted_by).with_reason(Some(format!(
-                "always for `{}` in this run (granted when deciding {})",
-                j.key.tool, grant.approval_id
-            )));
-            match store.decide_approval(&request.id, &decision).await {
-                Ok(_) => {
-                    j.approval_id = Some(request.id.clone());
-                    return Ok(Some(ApprovalResolution::Approved));
-                }
-                // Separation of duties (the grantor asked for this call) or a race: ask.
-                Err(e) => tracing::debug!(approval = %request.id, error = %e, "a standing grant did not apply"),
-            }
-        }
         store
             .record_call(&j.entry(CallState::AwaitingApproval))
             .await

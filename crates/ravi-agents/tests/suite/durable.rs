@@ -321,7 +321,8 @@ async fn a_denial_tells_the_caller_who_denied_it_and_why() {
     let r = waiting.await.unwrap();
     assert_eq!(r.reason, Some(FailureReason::ApprovalDenied));
     assert!(
-        r.text().contains("`key:ops` denied the call to `append`: not on a Friday"),
+        r.text()
+            .contains("`key:ops` denied the call to `append`: not on a Friday"),
         "{}",
         r.text()
     );
@@ -339,7 +340,10 @@ async fn a_standing_grant_approves_later_calls_of_that_tool_in_that_run_only() {
     let s = f.session(&inv, "run_g").await;
     f.store
         .create_grant(&ravi_agents::kernel::StandingGrant::new(
-            "run_g", "append", "key:ops", "apr_first",
+            "run_g",
+            "append",
+            "key:ops",
+            "apr_first",
         ))
         .await
         .unwrap();
@@ -371,7 +375,10 @@ async fn a_standing_grant_approves_later_calls_of_that_tool_in_that_run_only() {
         .decide_approval(pending.id(), &Decision::deny("key:ops"))
         .await
         .unwrap();
-    assert_eq!(waiting.await.unwrap().reason, Some(FailureReason::ApprovalDenied));
+    assert_eq!(
+        waiting.await.unwrap().reason,
+        Some(FailureReason::ApprovalDenied)
+    );
     // And the grant does not reach another run.
     let other = f.session(&inv, "run_g2").await;
     let waiting = {
@@ -383,7 +390,10 @@ async fn a_standing_grant_approves_later_calls_of_that_tool_in_that_run_only() {
         .decide_approval(pending.id(), &Decision::deny("key:ops"))
         .await
         .unwrap();
-    assert_eq!(waiting.await.unwrap().reason, Some(FailureReason::ApprovalDenied));
+    assert_eq!(
+        waiting.await.unwrap().reason,
+        Some(FailureReason::ApprovalDenied)
+    );
     assert_eq!(f.append.runs(), 2);
 }
 

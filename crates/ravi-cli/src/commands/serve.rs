@@ -49,8 +49,19 @@ pub struct ServeArgs {
     /// `elicit` asks the client's user, `ask` the terminal running ravi (only with `--http`),
     /// `all` approves, `none` denies without asking, and `queue` records the approval in the
     /// store for anyone to decide (`ravi approvals approve ID`).
-    #[arg(long, value_enum, default_value_t = ApproveMode::Elicit)]
-    pub approve: ApproveMode,
+    /// (Default: `queue` with `--console`, else `elicit`.)
+    #[arg(long, value_enum)]
+    pub approve: Option<ApproveMode>,
+    /// Serve the operator console at `http://ADDR/console/` (`--http` only): the approvals
+    /// inbox, runs and health in the browser, for operators signed in with an API key or an
+    /// access token (needs `--auth keys|jwt` and a store).
+    #[arg(long)]
+    pub console: bool,
+    /// Who may use the console (repeatable): a principal id (`key:alice`), `group:NAME` or
+    /// `scope:NAME` (default: ravi.toml's `[console] operators`, else `group:operator` and
+    /// `scope:ravi.operator`).
+    #[arg(long = "console-operator", value_name = "PRINCIPAL")]
+    pub console_operator: Vec<String>,
     /// Who may call (`--http` only): `none` (anyone who reaches the port; loopback only),
     /// `keys` (an API key from `ravi keys create`, sent as `Authorization: Bearer KEY`; each
     /// key sees and calls only what ravi.toml's `[access]` and its own rule allow) or `jwt`
@@ -177,8 +188,30 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
         )?),
         None => None,
     };
+    let approve = args.approve.unwrap_or(if args.console {
+        ApproveMode::Queue
+    } else {
+        ApproveMode::Elicit
+    });
+    if args.console {
+        if args.http.is_none() {
+            anyhow::bail!("--console is served over HTTP: add --http [ADDR]");
+        }
+        if args.auth == AuthMode::None {
+            anyhow::bail!(
+                "--console needs to know who signs in: add --auth keys (operators sign in with \
+                 an API key from `ravi keys create`) or --auth jwt"
+            );
+        }
+        if store.is_none() {
+            anyhow::bail!(
+                "--console works on the durable store's approvals and runs, and this server has \
+                 none (--store none)"
+            );
+        }
+    }
     // Separation of duties: the client that asked must not be the one that approves.
-    if args.approve == ApproveMode::Elicit
+    if approve == ApproveMode::Elicit
         && args.http.is_some()
         && args.auth != AuthMode::None
         && setup
@@ -194,7 +227,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
         );
     }
     // Refused before anything starts: an approval mode nobody can answer.
-    let approval: Arc<dyn ApprovalHandler> = match (args.approve, &store) {
+    let approval: Arc<dyn ApprovalHandler> = match (approve, &store) {
         (ApproveMode::Queue, Some(store)) => {
             Arc::new(QueueApprovalHandler::new(Arc::clone(store)).on_queued(announce_queued))
         }
@@ -337,8 +370,42 @@ async fn serve(
             opts.allowed_hosts.extend(args.allow_host.iter().cloned());
             opts.allowed_origins
                 .extend(args.allow_origin.iter().cloned());
+            if let (true, Some(auth), Some(store)) = (args.console, &opts.auth, &store) {
+                let mut console = ravi_integrations::console::ConsoleConfig::new(
+                    Arc::clone(store),
+                    Arc::clone(auth),
+                );
+                let operators = if args.console_operator.is_empty() {
+                    setup.config.console_operators.clone()
+                } else {
+                    Some(args.console_operator.clone())
+                };
+                if let Some(ops) = operators {
+                    console = console.with_operators(ops);
+                }
+                console.allowed_hosts.clone_from(&opts.allowed_hosts);
+                console.allowed_origins.clone_from(&opts.allowed_origins);
+                console.upstreams.clone_from(&clients);
+                console.metrics = Some(Arc::clone(&metrics));
+                // Beyond loopback the console is expected behind TLS.
+                console.secure_cookie = !addr.ip().is_loopback();
+                // A script's or an agent's durable run keeps its artifacts in a directory of
+                // the state directory; this process's own sessions keep theirs in memory.
+                console.artifacts = Some(Arc::new(|run: &RunRecord| {
+                    (run.kind != RunKind::Serve)
+                        .then(|| store::blob_store(&run.scope).ok())
+                        .flatten()
+                }));
+                opts.routes = Some(ravi_integrations::console::router(console));
+            }
             let handle = server.bind_http(addr, opts).await?;
             eprintln!("ravi serve: MCP over streamable HTTP at {}", handle.url());
+            if args.console {
+                eprintln!(
+                    "ravi serve: operator console at http://{}/console/",
+                    handle.local_addr()
+                );
+            }
             let url = handle.url();
             tokio::select! {
                 r = handle.wait() => r.with_context(|| format!("serving {url}"))?,

@@ -10,7 +10,7 @@ use ravi_kernel::ToolContext;
 use ravi_test_support::{mcp, text};
 use serde_json::{Value, json};
 
-struct Served(Child);
+pub(super) struct Served(pub(super) Child);
 
 impl Drop for Served {
     fn drop(&mut self) {
@@ -732,7 +732,7 @@ rename = {{ get-env = "env" }}
 /// Starts `ravi serve --http 127.0.0.1:0 …` as `cmd` describes and returns it with the ports
 /// it reports on stderr: the MCP endpoint's and, with `--metrics`, the metrics listener's.
 /// Binding port 0 and reading the port back leaves no window for another process to take it.
-fn serving(cmd: Command) -> (Served, u16, Option<u16>) {
+pub(super) fn serving(cmd: Command) -> (Served, u16, Option<u16>) {
     serving_to(cmd, None)
 }
 

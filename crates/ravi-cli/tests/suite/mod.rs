@@ -3,6 +3,7 @@
 mod agent_cli;
 mod agent_code_mode;
 mod cli;
+mod console;
 mod crash;
 mod durable;
 mod gateway;

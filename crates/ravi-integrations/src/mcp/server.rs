@@ -662,6 +662,9 @@ pub struct HttpOptions {
     pub upstreams: Vec<super::McpClient>,
     /// Connection, header, request and body limits against abusive clients.
     pub limits: super::HttpLimits,
+    /// More routes served on the same port, outside the MCP endpoint's authentication (they
+    /// bring their own), e.g. the operator console.
+    pub routes: Option<axum::Router>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -674,6 +677,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("resource_metadata", &self.resource_metadata)
             .field("upstreams", &self.upstreams.len())
             .field("limits", &self.limits)
+            .field("routes", &self.routes.is_some())
             .finish()
     }
 }
@@ -697,6 +701,7 @@ impl Default for HttpOptions {
             resource_metadata: None,
             upstreams: Vec::new(),
             limits: super::HttpLimits::default(),
+            routes: None,
         }
     }
 }
@@ -960,6 +965,9 @@ impl McpServer {
             router = router.merge(public.with_state(Arc::new(metadata.clone())));
         }
         router = router.merge(healthz(opts.upstreams.clone()));
+        if let Some(routes) = opts.routes.clone() {
+            router = router.merge(routes);
+        }
         HttpServerHandle::start(addr, router, opts.limits.clone(), &opts.path, stop).await
     }
 }

@@ -625,8 +625,8 @@ impl Store for SqlStore {
     async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO ravi_approvals (id, run_id, seq, tool, args_digest, state, request, \
-             requester, created_ms, deadline_ms, separate) VALUES ($1, $2, $3, $4, $5, $6, $7, \
-             $8, $9, $10, $11)",
+             requester, created_ms, deadline_ms, separate, decided_ms, decided_by, reason) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         )
         .bind(approval.id().to_owned())
         .bind(approval.key.run_id.clone())
@@ -639,6 +639,9 @@ impl Store for SqlStore {
         .bind(approval.request.created_at.timestamp_millis())
         .bind(approval.deadline_ms())
         .bind(i64::from(approval.separate))
+        .bind(approval.decided_ms)
+        .bind(approval.decided_by.clone())
+        .bind(approval.reason.clone())
         .execute(&self.pool)
         .await
         .map_err(|e| backend_err(&e))?;

@@ -37,3 +37,8 @@ struct AgentsGuide;
 #[cfg(all(doctest, feature = "mcp", feature = "providers"))]
 #[doc = include_str!("../../../docs/mcp.md")]
 struct McpGuide;
+
+/// The example of `docs/console.md`, compiled as a doctest.
+#[cfg(all(doctest, feature = "console"))]
+#[doc = include_str!("../../../docs/console.md")]
+struct ConsoleGuide;

@@ -75,7 +75,7 @@ impl Feed {
             if self.tx.receiver_count() > 0 {
                 // Approvals every tick (a card is due within a second); runs and calls every
                 // fourth.
-                let activity = last.is_none() || nudged || tick % 4 == 0;
+                let activity = last.is_none() || nudged || tick.is_multiple_of(4);
                 match self.read(activity).await {
                     Ok((approvals, a_hash, r_hash)) => {
                         let r_hash = r_hash.unwrap_or_else(|| last.map_or(0, |l| l.1));

@@ -179,6 +179,12 @@ async function main() {
     const alwaysRun = ravi_run("always.py");
     await card.first().waitFor({timeout: 15000});
     expect((await card.count()) === 1, "one card for the first write");
+    // Its content is an artifact (the big read): linked, with its size, type and first lines.
+    const ref = card.first().locator(".artifact-ref");
+    await ref.locator(".artifact-preview").waitFor({timeout: 5000});
+    const refText = await ref.innerText();
+    expect(/artifact art_\S+ \(\d+\.\d KiB, text\/plain/.test(refText) && refText.includes("0123456789abcdef"),
+      "the artifact argument shows size, type and preview: " + refText);
     await page.evaluate(() => {
       window.__cardsAdded = 0;
       new MutationObserver((ms) => {

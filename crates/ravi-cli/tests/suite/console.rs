@@ -16,10 +16,10 @@ const APPROVE: &str = "r = shell(command='echo \"<script>window.__xss=1</script>
                        print('exit', r['exit_code'])\n";
 const DENY: &str = "try:\n    shell(command='rm -rf build')\n    print('ran')\n\
                     except ToolDenied as e:\n    print('DENIED', e)\n";
-const ALWAYS: &str = "write_file(path='a.txt', content='one')\n\
+const ALWAYS: &str = "big = read_file(path='big.txt')\n\
+                      write_file(path='copy.txt', content=big)\n\
                       write_file(path='b.txt', content='two')\n\
-                      print(read_file(path='b.txt'))\n\
-                      big = read_file(path='big.txt')\n";
+                      print(read_file(path='b.txt'))\n";
 const IN_DOUBT: &str = "shell(command='echo once >> counter.txt')\n";
 
 struct Case {
@@ -157,6 +157,11 @@ fn operators_decide_approvals_and_read_runs_in_the_browser() {
         std::fs::read_to_string(case.ws().join("b.txt")).unwrap(),
         "two"
     );
+    assert_eq!(
+        std::fs::read(case.ws().join("copy.txt")).unwrap(),
+        std::fs::read(case.ws().join("big.txt")).unwrap(),
+        "the approved copy of the artifact is exact"
+    );
 }
 
 /// What a browser cannot be made to do: requests with a foreign `Host` or `Origin`, bearer
@@ -249,4 +254,126 @@ fn http_checks(url: &str, alice: &str, bob: &str) {
         assert_eq!(r.status(), 422);
         assert!(r.text().await.unwrap().contains("approve"));
     });
+}
+
+/// With `--auth jwt`, operators sign in with an access token: by the default operator group
+/// or scope; a token with neither gets no session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_sign_in_with_access_tokens() {
+    use super::gateway::{Jwks, fixture, now, token};
+    let jwks = Jwks::serve(&fixture("jwks-a.json"));
+    let case = Case::new();
+    let config = case.ws().join("ravi.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth.jwt]\nissuer = \"https://idp.test\"\nresource = \"https://tools.test/mcp\"\n\
+             jwks_url = \"{}\"\n",
+            jwks.url
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--auth",
+        "jwt",
+        "--console",
+    ])
+    .args(["--store", &case.store, "--config"])
+    .arg(&config)
+    .env("XDG_STATE_HOME", case.ws().join(".state"))
+    .current_dir(case.ws())
+    .stdout(Stdio::null());
+    let (_served, port, _) = serving(cmd);
+    let url = format!("http://127.0.0.1:{port}");
+    let t = now();
+    let claims = |extra: Value| {
+        let mut c = serde_json::json!({"iss": "https://idp.test", "aud": "https://tools.test/mcp",
+            "exp": t + 600, "iat": t});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c
+    };
+    let http = reqwest::Client::new();
+    let login = |tok: String| {
+        http.post(format!("{url}/console/api/login"))
+            .header("origin", url.as_str())
+            .json(&serde_json::json!({"token": tok}))
+            .send()
+    };
+    let ops = token(
+        "rsa-a",
+        "a",
+        &claims(serde_json::json!({"sub": "olga", "groups": ["operator"]})),
+    );
+    let r = login(ops.clone()).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.starts_with("ravi_console=") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["principal"], "olga");
+    // The session works; the same token works as a bearer for scripts.
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let r = http
+        .get(format!("{url}/console/api/session"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = http
+        .get(format!("{url}/console/api/approvals"))
+        .bearer_auth(&ops)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // By scope.
+    let scoped = token(
+        "rsa-a",
+        "a",
+        &claims(serde_json::json!({"sub": "sam", "scope": "mcp ravi.operator"})),
+    );
+    assert_eq!(login(scoped).await.unwrap().status(), 200);
+    // Neither: 403, no cookie.
+    let plain = token(
+        "rsa-a",
+        "a",
+        &claims(serde_json::json!({"sub": "pat", "scope": "mcp"})),
+    );
+    let r = login(plain).await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("set-cookie").is_none());
+    assert!(r.text().await.unwrap().contains("`pat` is not an operator"));
+    // An expired token: 401.
+    let old = token(
+        "rsa-a",
+        "a",
+        &claims(serde_json::json!({"sub": "olga", "groups": ["operator"], "exp": t - 3600})),
+    );
+    assert_eq!(login(old).await.unwrap().status(), 401);
+    // Signing out ends the session.
+    let r = http
+        .post(format!("{url}/console/api/logout"))
+        .header("cookie", &session)
+        .header("origin", url.as_str())
+        .header("x-csrf-token", body["csrf"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = http
+        .get(format!("{url}/console/api/session"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
 }

@@ -273,14 +273,14 @@ fn a_public_bind_needs_authentication() {
 
 /// A JWKS endpoint on 127.0.0.1 serving whatever `body` holds (the test rotates keys by
 /// changing it), counting its fetches.
-struct Jwks {
+pub(super) struct Jwks {
     body: std::sync::Arc<std::sync::Mutex<String>>,
     fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    url: String,
+    pub(super) url: String,
 }
 
 impl Jwks {
-    fn serve(initial: &str) -> Self {
+    pub(super) fn serve(initial: &str) -> Self {
         let body = std::sync::Arc::new(std::sync::Mutex::new(initial.to_owned()));
         let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (b, f) = (body.clone(), fetches.clone());
@@ -300,7 +300,7 @@ impl Jwks {
     }
 }
 
-fn fixture(name: &str) -> String {
+pub(super) fn fixture(name: &str) -> String {
     std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/jwt")
@@ -309,7 +309,7 @@ fn fixture(name: &str) -> String {
     .unwrap()
 }
 
-fn now() -> u64 {
+pub(super) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -317,7 +317,7 @@ fn now() -> u64 {
 }
 
 /// A token signed with the fixture key `key` (`rsa-a`, `rsa-b`, `ed`) under `kid`.
-fn token(key: &str, kid: &str, claims: &Value) -> String {
+pub(super) fn token(key: &str, kid: &str, claims: &Value) -> String {
     use jsonwebtoken::{Algorithm, EncodingKey, Header};
     let pem = fixture(&format!("{key}.pem"));
     let (alg, key) = if key == "ed" {

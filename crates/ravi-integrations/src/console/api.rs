@@ -62,6 +62,10 @@ pub(super) fn router(config: ConsoleConfig) -> Router {
         .route(&p("/api/runs"), get(list_runs))
         .route(&p("/api/runs/{id}"), get(show_run))
         .route(&p("/api/runs/{id}/artifacts/{artifact}"), get(download))
+        .route(
+            &p("/api/runs/{id}/artifacts/{artifact}/info"),
+            get(artifact_info),
+        )
         .route(&p("/api/health"), get(health))
         .route(&p("/api/events"), get(events))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -570,27 +574,89 @@ async fn show_run(State(c): State<Console>, Path(id): Path<String>) -> Response 
     .into_response()
 }
 
+/// The blob store and scope holding run `id`'s artifacts, and the parsed `artifact` ref.
+async fn run_blobs(
+    c: &Console,
+    id: &str,
+    artifact: &str,
+) -> Result<
+    (
+        Arc<dyn ravi_kernel::BlobStore>,
+        ravi_kernel::BlobScope,
+        ravi_kernel::ArtifactRef,
+    ),
+    Response,
+> {
+    let Ok(artifact) = ravi_kernel::ArtifactRef::parse(artifact) else {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "not an artifact ref (`art_…`)",
+        ));
+    };
+    let run = match c.config.store.run(id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(error(StatusCode::NOT_FOUND, format!("no run `{id}`"))),
+        Err(e) => return Err(store_error(&e)),
+    };
+    let Some(blobs) = c.config.artifacts.as_ref().and_then(|f| f(&run)) else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            format!("this console cannot read the artifacts of run `{id}`"),
+        ));
+    };
+    Ok((blobs, ravi_kernel::BlobScope::root(run.scope), artifact))
+}
+
+/// `GET /console/api/runs/{id}/artifacts/{ref}/info`: an artifact's size, media type and the
+/// start of its text (what a card shows for an artifact in a call's arguments).
+async fn artifact_info(
+    State(c): State<Console>,
+    Path((id, artifact)): Path<(String, String)>,
+) -> Response {
+    let (blobs, scope, artifact) = match run_blobs(&c, &id, &artifact).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let info = match blobs.stat(&scope, &artifact).await {
+        Ok(i) => i,
+        Err(e) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("artifact `{}` of run `{id}`: {e}", artifact.as_str()),
+            );
+        }
+    };
+    let textual = info.media_type.starts_with("text/") || info.media_type.contains("json");
+    let preview = if textual {
+        match blobs.resolve(&scope, &artifact).await {
+            Ok(bytes) => {
+                let head = &bytes[..bytes.len().min(4 * PREVIEW_CHARS)];
+                Some(clip(&String::from_utf8_lossy(head), PREVIEW_CHARS / 4).0)
+            }
+            Err(_) => None,
+        }
+    } else {
+        None
+    };
+    Json(json!({
+        "ref": artifact.as_str(),
+        "size": info.size,
+        "media_type": info.media_type,
+        "preview": preview,
+    }))
+    .into_response()
+}
+
 /// `GET /console/api/runs/{id}/artifacts/{ref}`: a run's artifact, as a download (never
 /// rendered by the browser: stored bytes are not the console's page).
 async fn download(
     State(c): State<Console>,
     Path((id, artifact)): Path<(String, String)>,
 ) -> Response {
-    let Ok(artifact) = ravi_kernel::ArtifactRef::parse(&artifact) else {
-        return error(StatusCode::BAD_REQUEST, "not an artifact ref (`art_…`)");
+    let (blobs, scope, artifact) = match run_blobs(&c, &id, &artifact).await {
+        Ok(x) => x,
+        Err(r) => return r,
     };
-    let run = match c.config.store.run(&id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => return error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
-        Err(e) => return store_error(&e),
-    };
-    let Some(blobs) = c.config.artifacts.as_ref().and_then(|f| f(&run)) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("this console cannot read the artifacts of run `{id}`"),
-        );
-    };
-    let scope = ravi_kernel::BlobScope::root(run.scope.clone());
     match blobs.resolve(&scope, &artifact).await {
         Ok(bytes) => (
             [

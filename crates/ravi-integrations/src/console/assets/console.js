@@ -110,6 +110,18 @@ function stateBadge(s) {
   return el("span", {class: "badge state-" + s}, (s || "").replace(/_/g, " "));
 }
 
+/** Adds an artifact's size, type and the start of its text to `box`, when this console can
+ *  read it. */
+async function describeArtifact(box, runId, ref) {
+  const r = await api("/runs/" + encodeURIComponent(runId) + "/artifacts/" + encodeURIComponent(ref) + "/info").catch(() => null);
+  if (!r || !r.ok) {
+    box.append(" (not readable here)");
+    return;
+  }
+  box.append(" (" + fmtBytes(r.body.size) + ", " + r.body.media_type + ")");
+  if (r.body.preview !== null) box.append(el("span", {class: "artifact-preview"}, r.body.preview));
+}
+
 function artifactUrl(runId, ref) {
   return API + "/runs/" + encodeURIComponent(runId) + "/artifacts/" + encodeURIComponent(ref);
 }
@@ -127,8 +139,11 @@ function renderJson(value, indent, runId) {
     return el("span", {class: "v-" + (value === null ? "null" : typeof value)}, JSON.stringify(value));
   }
   if (!Array.isArray(value) && Object.keys(value).length === 1 && typeof value["$artifact"] === "string") {
-    return el("a", {class: "artifact", href: artifactUrl(runId, value["$artifact"]), download: true},
-      "artifact " + value["$artifact"]);
+    const ref = value["$artifact"];
+    const box = el("span", {class: "artifact-ref"},
+      el("a", {class: "artifact", href: artifactUrl(runId, ref), download: true}, "artifact " + ref));
+    describeArtifact(box, runId, ref);
+    return box;
   }
   const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
   const [open, close] = Array.isArray(value) ? ["[", "]"] : ["{", "}"];

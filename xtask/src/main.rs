@@ -302,6 +302,7 @@ fn test() -> anyhow::Result<()> {
         services::postgres()?;
         if harness {
             services::chromium()?;
+            services::s3()?;
         }
         Ok(())
     })?;

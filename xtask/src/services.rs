@@ -88,6 +88,44 @@ pub fn chromium() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The S3-protocol server the blob-store and scale-out tests start (moto's, from PyPI).
+const MOTO: &str = "moto[server]==5.2.5";
+
+/// Where the S3 test server is installed (a venv of its own).
+fn moto_venv() -> anyhow::Result<PathBuf> {
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    Ok(PathBuf::from(home).join(".cache/ravi-services/moto"))
+}
+
+/// Installs the S3-protocol test server when missing: moto's server, in a venv under
+/// `~/.cache/ravi-services/moto` (the tests find it there and start it on a free port).
+pub fn s3() -> anyhow::Result<()> {
+    let venv = moto_venv()?;
+    let server = venv.join("bin/moto_server");
+    if server.exists() {
+        return Ok(());
+    }
+    if !util::command_works("python3", &["--version"]) {
+        bail!("python3 is not installed, so the S3 test server (moto) cannot be installed");
+    }
+    println!(
+        "xtask: installing the S3 test server ({MOTO}) in {}",
+        venv.display()
+    );
+    if let Some(parent) = venv.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let venv_s = venv.display().to_string();
+    util::run("python3", &["-m", "venv", &venv_s])?;
+    let pip = venv.join("bin/pip").display().to_string();
+    util::run(&pip, &["install", "-q", MOTO])?;
+    if !server.exists() {
+        bail!("installed {MOTO}, but {} is missing", server.display());
+    }
+    Ok(())
+}
+
 /// The LangGraph checkpointer versions the store benchmark compares with.
 const LANGGRAPH: &[&str] = &[
     "langgraph-checkpoint==4.3.2",

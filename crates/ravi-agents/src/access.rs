@@ -101,11 +101,17 @@ pub struct RateSpec {
 }
 
 impl RateSpec {
-    fn quota(self) -> governor::Quota {
-        let period = self.per / self.count.get();
+    /// This process's share of the rate when `replicas` processes enforce it together: a
+    /// `replicas`-th of the rate and of the burst (at least one call), so together they never
+    /// admit more than the rate (beyond the rounding up of a burst smaller than one call each).
+    fn quota(self, replicas: u32) -> governor::Quota {
+        let n = replicas.max(1);
+        let period = self.per.saturating_mul(n) / self.count.get();
+        let burst =
+            std::num::NonZeroU32::new(self.count.get() / n).unwrap_or(std::num::NonZeroU32::MIN);
         governor::Quota::with_period(period)
             .unwrap_or_else(|| governor::Quota::per_second(self.count))
-            .allow_burst(self.count)
+            .allow_burst(burst)
     }
 }
 
@@ -159,6 +165,7 @@ impl std::fmt::Display for RateSpec {
 /// A principal's rate limiter: one token bucket, shared by every request it makes.
 pub struct RateLimit {
     spec: RateSpec,
+    replicas: u32,
     limiter: governor::DefaultDirectRateLimiter,
 }
 
@@ -173,9 +180,16 @@ impl std::fmt::Debug for RateLimit {
 impl RateLimit {
     /// A full bucket of `spec`.
     pub fn new(spec: RateSpec) -> Self {
+        Self::shared(spec, 1)
+    }
+
+    /// A full bucket of this process's share of `spec` among `replicas` (see
+    /// [`RateLimits::set_replicas`]).
+    pub fn shared(spec: RateSpec, replicas: u32) -> Self {
         Self {
             spec,
-            limiter: governor::RateLimiter::direct(spec.quota()),
+            replicas: replicas.max(1),
+            limiter: governor::RateLimiter::direct(spec.quota(replicas)),
         }
     }
 
@@ -191,9 +205,23 @@ impl RateLimit {
 /// The token buckets of a gateway's callers, by principal (and by principal and tool pattern
 /// for per-tool rates), shared by all their requests. Buckets are made on first use; a changed
 /// rate gets a fresh bucket.
-#[derive(Debug, Default)]
+///
+/// Several replicas behind a load balancer enforce one rate together by each taking its share
+/// ([`set_replicas`](Self::set_replicas)): a bounded approximation, never admitting more than
+/// the rate in total; with traffic spread unevenly a principal may get less.
+#[derive(Debug)]
 pub struct RateLimits {
     buckets: std::sync::Mutex<std::collections::HashMap<String, Arc<RateLimit>>>,
+    replicas: std::sync::atomic::AtomicU32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            buckets: std::sync::Mutex::default(),
+            replicas: std::sync::atomic::AtomicU32::new(1),
+        }
+    }
 }
 
 impl RateLimits {
@@ -202,18 +230,32 @@ impl RateLimits {
         Self::default()
     }
 
-    /// The bucket named `key` at `spec`.
+    /// How many replicas share the rates (this one included; at least 1). A change makes
+    /// fresh buckets at the new share.
+    pub fn set_replicas(&self, n: u32) {
+        self.replicas
+            .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many replicas share the rates.
+    pub fn replicas(&self) -> u32 {
+        self.replicas.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The bucket named `key` at `spec` (this replica's share of it).
     pub fn bucket(&self, key: &str, spec: RateSpec) -> Arc<RateLimit> {
+        let replicas = self.replicas();
         let mut buckets = match self.buckets.lock() {
             Ok(b) => b,
             Err(poisoned) => poisoned.into_inner(),
         };
         if let Some(b) = buckets.get(key)
             && b.spec == spec
+            && b.replicas == replicas
         {
             return Arc::clone(b);
         }
-        let fresh = Arc::new(RateLimit::new(spec));
+        let fresh = Arc::new(RateLimit::shared(spec, replicas));
         buckets.insert(key.to_owned(), Arc::clone(&fresh));
         fresh
     }
@@ -531,6 +573,26 @@ mod tests {
             err.contains("no access rule applies to an anonymous caller"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn replicas_each_take_their_share_of_a_rate() {
+        let spec: RateSpec = "30/min".parse().unwrap();
+        let burst = |limits: &RateLimits| {
+            let b = limits.bucket("k", spec);
+            (0..100).take_while(|_| b.take().is_ok()).count()
+        };
+        let limits = RateLimits::new();
+        assert_eq!(burst(&limits), 30);
+        // Three replicas: a third each, so together at most the rate.
+        limits.set_replicas(3);
+        assert_eq!(burst(&limits), 10);
+        let tiny: RateSpec = "2/min".parse().unwrap();
+        let b = limits.bucket("t", tiny);
+        assert!(b.take().is_ok(), "at least one call each");
+        assert!(b.take().is_err());
+        limits.set_replicas(0);
+        assert_eq!(limits.replicas(), 1);
     }
 
     #[test]

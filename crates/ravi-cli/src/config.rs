@@ -44,6 +44,9 @@
 //! [console]                           # `ravi serve --http --console`: who may use it
 //! operators = ["key:alice", "group:ops"] # principal ids, group:NAME, scope:NAME
 //!
+//! [blobs]                             # where artifacts live (`--blobs`); default: per run
+//! url = "s3://arts/ravi?endpoint=http://127.0.0.1:9000&allow_http=true"  # or "file:PATH"
+//!
 //! [store]                             # the durable store (journal, approvals, runs)
 //! url = "sqlite:state/ravi.db"        # or "postgres://…", or "none"; default: the state dir
 //!
@@ -112,6 +115,8 @@ pub struct RaviConfig {
     pub jwt: Option<ravi_integrations::auth::JwtConfig>,
     /// `[http]`: `http_get`'s reach and per-host headers.
     pub http: FileHttp,
+    /// `[blobs] url`: where artifacts live (`file:PATH`, relative to the file; `s3://…`).
+    pub blobs_url: Option<String>,
     /// `[console] operators`: who may use the operator console (principal ids,
     /// `group:NAME`, `scope:NAME`); `None`: the console's default.
     pub console_operators: Option<Vec<String>>,
@@ -175,6 +180,15 @@ struct FileConfig {
     http: FileHttp,
     #[serde(default)]
     console: FileConsole,
+    #[serde(default)]
+    blobs: FileBlobs,
+}
+
+/// `[blobs]`: the artifact store.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileBlobs {
+    url: Option<String>,
 }
 
 /// `[console]`: the operator console.
@@ -539,6 +553,13 @@ impl RaviConfig {
             jwt,
             http: file.http,
             console_operators: file.console.operators,
+            blobs_url: file.blobs.url.map(|u| match u.strip_prefix("file:") {
+                Some(p) if !p.starts_with('/') && !p.is_empty() => {
+                    let base = path.parent().unwrap_or_else(|| Path::new("."));
+                    format!("file:{}", base.join(p).display())
+                }
+                _ => u,
+            }),
             access: file.access,
             store_url,
             workspace,

@@ -86,6 +86,37 @@ pub fn blob_store(scope: &str) -> anyhow::Result<Arc<dyn BlobStore>> {
     Ok(Arc::new(store))
 }
 
+/// The environment variable naming the blob store when `--blobs` is not given.
+pub const BLOBS_ENV: &str = "RAVI_BLOBS";
+
+/// Which blob store to use: `--blobs URL`, else `RAVI_BLOBS`, else `[blobs] url`; `None`:
+/// the default (a directory per durable run under the state directory; memory for what
+/// `ravi serve` sessions make).
+pub fn blobs_url(flag: Option<&str>, config: &RaviConfig) -> Option<String> {
+    flag.map(str::to_owned)
+        .or_else(|| {
+            std::env::var(BLOBS_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        })
+        .or_else(|| config.blobs_url.clone())
+        .map(|u| u.trim().to_owned())
+}
+
+/// Opens the blob store at `url`.
+pub fn open_blobs(url: &str) -> anyhow::Result<ravi_integrations::blobs::OpenedBlobs> {
+    ravi_integrations::blobs::open(url).with_context(|| format!("opening the blob store {url}"))
+}
+
+/// The blob store of a durable run: the one `url` names, else its own directory
+/// ([`blob_store`]).
+pub fn run_blob_store(url: Option<&str>, scope: &str) -> anyhow::Result<Arc<dyn BlobStore>> {
+    match url {
+        Some(u) => Ok(open_blobs(u)?.store),
+        None => blob_store(scope),
+    }
+}
+
 /// A fresh run id: `run_` and 16 random hex digits.
 pub fn new_run_id() -> String {
     let scope = ravi_agents::blob::new_scope_id();

@@ -22,6 +22,8 @@ pub mod mcp;
 #[cfg(feature = "jwt")]
 pub mod auth;
 
+pub mod blobs;
+
 #[cfg(feature = "console")]
 pub mod console;
 

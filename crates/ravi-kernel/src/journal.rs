@@ -770,6 +770,81 @@ pub trait Store: Send + Sync {
         Ok(None)
     }
 
+    /// Stamps a running run as alive now: the lease a gateway replica renews every few
+    /// seconds, so others can tell when it died ([`expired_runs`](Self::expired_runs)).
+    async fn touch_run(&self, id: &str) -> Result<(), StoreError> {
+        self.update_run(id, RunStatus::Running, None).await
+    }
+
+    /// Running runs of `kind` whose lease was last renewed before `before_ms`: their process
+    /// is gone. The default filters the most recent runs; a SQL store answers with one query.
+    async fn expired_runs(
+        &self,
+        kind: RunKind,
+        before_ms: i64,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self
+            .runs(10_000)
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.kind == kind && r.status == RunStatus::Running && r.updated_ms < before_ms
+            })
+            .collect())
+    }
+
+    /// Running runs of `kind` whose lease was renewed at or after `since_ms`: the live
+    /// replicas of a gateway. The default filters the most recent runs.
+    async fn live_runs(&self, kind: RunKind, since_ms: i64) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self
+            .runs(10_000)
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.kind == kind && r.status == RunStatus::Running && r.updated_ms >= since_ms
+            })
+            .collect())
+    }
+
+    /// Marks the calls of `run_id` still `started` as `in_doubt` (their process died while
+    /// they ran: whether they took effect is unknown) and returns how many. Only for a run
+    /// whose process is known to be gone. The default rewrites them one by one; a SQL store
+    /// uses one conditional update.
+    async fn mark_in_doubt(&self, run_id: &str) -> Result<u32, StoreError> {
+        let mut n = 0;
+        for mut e in self.calls(run_id).await? {
+            if e.state == CallState::Started {
+                e.state = CallState::InDoubt;
+                e.updated_ms = now_ms();
+                self.record_call(&e).await?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Records the state of MCP session `id` (what any replica needs to take the session
+    /// over: the client's `initialize` parameters), replacing an earlier one. The default
+    /// refuses: sessions then live in one process only.
+    async fn put_mcp_session(&self, id: &str, state: &serde_json::Value) -> Result<(), StoreError> {
+        let _ = state;
+        Err(StoreError::Backend(format!(
+            "this store keeps no MCP sessions (session `{id}`)"
+        )))
+    }
+
+    /// The recorded state of MCP session `id`.
+    async fn mcp_session(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Forgets MCP session `id` (the client ended it).
+    async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError> {
+        let _ = id;
+        Ok(())
+    }
+
     /// Waits until approval `id` is decided or `limit` passes, and returns where it stands.
     /// A backend that can be woken (PostgreSQL `LISTEN`) answers at once; one that cannot
     /// polls at most every 50 ms.

@@ -119,3 +119,115 @@ impl BlobStore for SpyStore {
         Ok(())
     }
 }
+
+/// The [`BlobStore`] contract every store must keep, checked on `store`: a value comes back
+/// byte for byte (small, empty, and larger than one multipart part, stored whole and
+/// streamed), with its size and media type; a scope reads its own and its ancestors' values
+/// and nothing else; unknown refs are `NotFound`; a stream past its limit is `TooLarge` and
+/// stores nothing readable; `open` streams the same bytes back.
+pub async fn conformance(store: &dyn BlobStore) {
+    use ravi_kernel::{byte_stream_once, next_chunk};
+    let run = BlobScope::root(format!("run_{}", rand_suffix()));
+    let a = run.child("a");
+    let b = run.child("b");
+    // Small, empty, and 9 MiB (more than one upload part on an object store).
+    let big: Bytes = (0..9 * 1024 * 1024u32)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    for data in [Bytes::from_static(b"hello"), Bytes::new(), big.clone()] {
+        let info = store.put(&a, data.clone(), "text/plain").await.unwrap();
+        assert_eq!(info.size, data.len() as u64);
+        assert_eq!(info.owner, a.id);
+        let back = store.resolve(&a, &info.artifact_ref).await.unwrap();
+        assert!(
+            back == data,
+            "a value of {} bytes came back changed",
+            data.len()
+        );
+        let stat = store.stat(&a, &info.artifact_ref).await.unwrap();
+        assert_eq!(
+            (stat.size, stat.media_type.as_str()),
+            (data.len() as u64, "text/plain")
+        );
+        // A child of the owner reads it; a sibling and the parent do not.
+        assert!(
+            store
+                .resolve(&a.child("a1"), &info.artifact_ref)
+                .await
+                .is_ok()
+        );
+        assert!(matches!(
+            store.resolve(&b, &info.artifact_ref).await,
+            Err(BlobError::Forbidden(_))
+        ));
+        assert!(matches!(
+            store.stat(&run, &info.artifact_ref).await,
+            Err(BlobError::Forbidden(_))
+        ));
+        // Streamed back, the same bytes.
+        let mut s = store.open(&a, &info.artifact_ref).await.unwrap();
+        let mut streamed = Vec::new();
+        while let Some(chunk) = next_chunk(&mut s).await {
+            streamed.extend_from_slice(&chunk.unwrap());
+        }
+        assert!(streamed == data, "open streamed {} bytes", streamed.len());
+    }
+    // Stored from a stream of many chunks, a large value arrives whole.
+    let chunks: Vec<Result<Bytes, BlobError>> = big
+        .chunks(1024 * 1024 + 7)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    let info = store
+        .put_stream(
+            &a,
+            Box::pin(futures::stream::iter(chunks)),
+            "application/octet-stream",
+            u64::MAX,
+        )
+        .await
+        .unwrap();
+    assert_eq!(info.size, big.len() as u64);
+    assert!(store.resolve(&a, &info.artifact_ref).await.unwrap() == big);
+    // Past the limit: refused.
+    let over = store
+        .put_stream(&a, byte_stream_once(big.clone()), "text/plain", 1024)
+        .await;
+    assert!(
+        matches!(over, Err(BlobError::TooLarge { limit: 1024 })),
+        "{over:?}"
+    );
+    let chunks: Vec<Result<Bytes, BlobError>> = big
+        .chunks(3 * 1024 * 1024)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    let over = store
+        .put_stream(
+            &a,
+            Box::pin(futures::stream::iter(chunks)),
+            "text/plain",
+            8 * 1024 * 1024 + 1,
+        )
+        .await;
+    assert!(matches!(over, Err(BlobError::TooLarge { .. })), "{over:?}");
+    // Unknown refs.
+    let unknown = ArtifactRef::parse("art_00000000000000000000000000000000").unwrap();
+    assert!(matches!(
+        store.resolve(&a, &unknown).await,
+        Err(BlobError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.stat(&a, &unknown).await,
+        Err(BlobError::NotFound(_))
+    ));
+}
+
+fn rand_suffix() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    )
+}

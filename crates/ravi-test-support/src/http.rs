@@ -69,3 +69,39 @@ fn read_request(reader: &mut std::io::BufReader<std::net::TcpStream>) -> Option<
     reader.read_exact(&mut body).ok()?;
     Some(Request { head, body })
 }
+
+/// A TCP load balancer on a free port of 127.0.0.1: each new connection goes to the next of
+/// `backends` (round robin), skipping backends that refuse the connection — what a load
+/// balancer in front of gateway replicas does, at the connection level. The list may change
+/// while it runs (a replica restarted on a new port).
+pub fn round_robin(backends: Arc<std::sync::Mutex<Vec<SocketAddr>>>) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let list = backends.lock().unwrap().clone();
+            let start = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let upstream = (0..list.len()).find_map(|i| {
+                let b = list[(start + i) % list.len()];
+                std::net::TcpStream::connect_timeout(&b, std::time::Duration::from_secs(1)).ok()
+            });
+            let Some(upstream) = upstream else {
+                continue; // nothing up: the client sees its connection closed
+            };
+            let _ = client.set_nodelay(true);
+            let _ = upstream.set_nodelay(true);
+            for (mut from, mut to) in [
+                (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+                (upstream, client),
+            ] {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                    let _ = from.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        }
+    });
+    addr
+}

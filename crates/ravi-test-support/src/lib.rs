@@ -23,6 +23,7 @@ pub mod http;
 pub mod mcp;
 pub mod memory;
 pub mod postgres;
+pub mod s3;
 
 #[cfg(feature = "fixtures")]
 pub mod blob;

@@ -53,6 +53,113 @@ pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     audit(&*a, &*b).await;
     separate(&*a, &*b).await;
     grants(&*a, &*b).await;
+    leases(&*a, &*b).await;
+    mcp_sessions(&*a, &*b).await;
+}
+
+/// MCP sessions: recorded by one handle, read by another, replaced, forgotten.
+async fn mcp_sessions(a: &dyn Store, b: &dyn Store) {
+    let id = unique("mcp");
+    assert_eq!(b.mcp_session(&id).await.unwrap(), None);
+    a.put_mcp_session(
+        &id,
+        &json!({"initialize_params": {"protocolVersion": "2025-11-25"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        b.mcp_session(&id).await.unwrap().unwrap()["initialize_params"]["protocolVersion"],
+        "2025-11-25"
+    );
+    b.put_mcp_session(&id, &json!({"v": 2})).await.unwrap();
+    assert_eq!(a.mcp_session(&id).await.unwrap(), Some(json!({"v": 2})));
+    a.delete_mcp_session(&id).await.unwrap();
+    assert_eq!(b.mcp_session(&id).await.unwrap(), None);
+    b.delete_mcp_session(&id).await.unwrap();
+}
+
+/// Leases: a running serve run not renewed since a time is expired; renewing moves it out;
+/// its calls left `started` become `in_doubt`, once, and nothing else changes.
+async fn leases(a: &dyn Store, b: &dyn Store) {
+    let id = unique("run");
+    let mut run = RunRecord::new(&id, RunKind::Serve, "ses_l", json!({}));
+    run.updated_ms = ravi_kernel::now_ms() - 60_000;
+    a.create_run(&run).await.unwrap();
+    for (seq, state) in [
+        (0u32, CallState::Started),
+        (1, CallState::Succeeded),
+        (2, CallState::Started),
+    ] {
+        let key = CallKey::new(&id, seq, "shell", format!("{seq:064}"));
+        a.record_call(&JournalEntry::new(
+            key,
+            format!("c{seq}"),
+            state,
+            ToolRisk::Critical,
+            false,
+        ))
+        .await
+        .unwrap();
+    }
+    let cutoff = ravi_kernel::now_ms() - 30_000;
+    let expired = b.expired_runs(RunKind::Serve, cutoff).await.unwrap();
+    assert!(
+        expired.iter().any(|r| r.id == id),
+        "an unrenewed run is expired"
+    );
+    assert!(
+        !b.expired_runs(RunKind::Script, cutoff)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == id),
+        "only runs of the kind asked for"
+    );
+    assert!(
+        !b.live_runs(RunKind::Serve, cutoff)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == id)
+    );
+    // Renewed: no longer expired, and live.
+    a.touch_run(&id).await.unwrap();
+    assert!(
+        !b.expired_runs(RunKind::Serve, cutoff)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == id)
+    );
+    assert!(
+        b.live_runs(RunKind::Serve, cutoff)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == id)
+    );
+    assert_eq!(b.mark_in_doubt(&id).await.unwrap(), 2);
+    let states: Vec<CallState> = a
+        .calls(&id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.state)
+        .collect();
+    assert_eq!(
+        states,
+        [CallState::InDoubt, CallState::Succeeded, CallState::InDoubt]
+    );
+    assert_eq!(a.mark_in_doubt(&id).await.unwrap(), 0, "once");
+    // A finished run is never expired.
+    b.update_run(&id, RunStatus::Failed, None).await.unwrap();
+    assert!(
+        !b.expired_runs(RunKind::Serve, i64::MAX)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == id)
+    );
 }
 
 /// Standing grants: written by one handle, read by another, per run and tool, replaced by a

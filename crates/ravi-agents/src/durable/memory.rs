@@ -30,6 +30,8 @@ struct State {
     keys: BTreeMap<String, ApiKey>,
     /// Standing grants by (run, tool).
     grants: BTreeMap<(String, String), StandingGrant>,
+    /// MCP sessions by id.
+    mcp_sessions: BTreeMap<String, serde_json::Value>,
 }
 
 impl MemoryStore {
@@ -183,6 +185,20 @@ impl Store for MemoryStore {
                 .cloned()
                 .collect()
         }))
+    }
+
+    async fn put_mcp_session(&self, id: &str, state: &serde_json::Value) -> Result<(), StoreError> {
+        self.with(|s| s.mcp_sessions.insert(id.to_owned(), state.clone()));
+        Ok(())
+    }
+
+    async fn mcp_session(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(self.with(|s| s.mcp_sessions.get(id).cloned()))
+    }
+
+    async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError> {
+        self.with(|s| s.mcp_sessions.remove(id));
+        Ok(())
     }
 
     async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError> {

@@ -1,6 +1,7 @@
 //! One module per scenario area.
 
 mod access;
+mod blob_stores;
 mod capability_search;
 mod durable;
 mod invoker_approvals;

@@ -97,6 +97,11 @@ pub struct AgentArgs {
     /// `sqlite:$XDG_STATE_HOME/ravi/ravi.db`).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
+    /// Where the run's artifacts live: `file:PATH` or `s3://BUCKET[/PREFIX]?endpoint=URL&…`
+    /// (default: `RAVI_BLOBS`, else ravi.toml's `[blobs] url`, else a directory of the run's
+    /// own under the state directory). Recorded with the run, so `--resume` finds them.
+    #[arg(long, value_name = "URL")]
+    pub blobs: Option<String>,
     /// Continue the run RUN_ID from its last checkpoint (after a crash, a kill or a stop):
     /// calls of the interrupted turn replay from its journal instead of running twice. Give
     /// the same model and tools; a prompt, if given, continues the conversation after it.
@@ -164,7 +169,11 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
                 store::new_run_id(),
                 RunKind::Agent,
                 ravi_agents::blob::new_scope_id(),
-                serde_json::json!({ "prompt": args.prompt, "model": args.model }),
+                serde_json::json!({
+                    "prompt": args.prompt,
+                    "model": args.model,
+                    "blobs": store::blobs_url(args.blobs.as_deref(), &setup.config),
+                }),
             );
             runtime
                 .block_on(store.create_run(&record))
@@ -247,10 +256,18 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
             return Err(e);
         }
     };
-    let blobs: Arc<dyn BlobStore> = match &run {
+    // A resumed run keeps the blob store it started with unless told otherwise.
+    let blobs_url = store::blobs_url(args.blobs.as_deref(), &setup.config).or_else(|| {
+        run.as_ref()
+            .and_then(|r| r.input.get("blobs"))
+            .and_then(|b| b.as_str())
+            .map(str::to_owned)
+    });
+    let blobs: Arc<dyn BlobStore> = match (&run, blobs_url.as_deref()) {
         // A durable run's artifacts outlive the process, so its refs resolve on resume.
-        Some(record) => store::blob_store(&record.scope)?,
-        None => Arc::new(MemoryBlobStore::new()),
+        (Some(record), url) => store::run_blob_store(url, &record.scope)?,
+        (None, Some(url)) => store::open_blobs(url)?.store,
+        (None, None) => Arc::new(MemoryBlobStore::new()),
     };
     let mut agent = ReActAgent::new("ravi", model, toolbox)
         .with_max_turns(args.max_turns)

@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// `sqlite:$XDG_STATE_HOME/ravi/ravi.db`).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
+    /// Where the run's artifacts live: `file:PATH` or `s3://BUCKET[/PREFIX]?endpoint=URL&…`
+    /// (default: `RAVI_BLOBS`, else ravi.toml's `[blobs] url`, else a directory of the run's
+    /// own under the state directory). Recorded with the run, so a resume finds them.
+    #[arg(long, value_name = "URL")]
+    blobs: Option<String>,
     /// MCP servers whose tools the script may call too (`--mcp`, `--mcp-url`).
     #[command(flatten)]
     mcp: McpArgs,
@@ -104,6 +109,7 @@ impl RunArgs {
         approve: Option<ApproveMode>,
         approval_timeout: Option<f64>,
         store: Option<String>,
+        blobs: Option<String>,
     ) -> Self {
         Self {
             script: String::new(),
@@ -116,6 +122,7 @@ impl RunArgs {
             approve,
             approval_timeout,
             store,
+            blobs,
             mcp: McpArgs::default(),
             config,
         }
@@ -233,6 +240,7 @@ pub fn execute(
     };
     let builtins = setup.builtins()?;
     let specs = setup.mcp_specs(&args.mcp)?;
+    let blobs_url = store::blobs_url(args.blobs.as_deref(), &setup.config);
     // The run's record: a new one, or the one resumed.
     let durable = match (&store, resume) {
         (Some(_), Some(r)) => Some(r.record),
@@ -240,6 +248,7 @@ pub fn execute(
             let input = serde_json::json!({
                 "source": source,
                 "filename": filename,
+                "blobs": blobs_url,
                 "workspace": std::path::absolute(&setup.workspace).ok(),
                 "config": setup.config_path.as_ref().and_then(|p| std::path::absolute(p).ok()),
             });
@@ -255,9 +264,10 @@ pub fn execute(
         }
         (None, _) => None,
     };
-    let blobs: Arc<dyn BlobStore> = match &durable {
-        Some(record) => store::blob_store(&record.scope)?,
-        None => Arc::new(MemoryBlobStore::new()),
+    let blobs: Arc<dyn BlobStore> = match (&durable, blobs_url.as_deref()) {
+        (Some(record), url) => store::run_blob_store(url, &record.scope)?,
+        (None, Some(url)) => store::open_blobs(url)?.store,
+        (None, None) => Arc::new(MemoryBlobStore::new()),
     };
     // Attached MCP servers run as child processes (or connections) for the whole run.
     let (toolbox, clients) = rt.block_on(setup.toolbox(builtins, specs))?;

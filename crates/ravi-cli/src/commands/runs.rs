@@ -55,6 +55,19 @@ pub enum RunsCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Mark the calls of gateway replicas that died (their lease in the store ran out) as
+    /// `in_doubt`, and their runs failed. Replicas do this for each other; this is for when
+    /// none is left running.
+    Recover {
+        /// How long a replica's lease lasts, in seconds (as `ravi serve --lease-secs`).
+        #[arg(long, value_name = "SECS", default_value_t = 30)]
+        lease_secs: u64,
+        /// Print JSON: `[{"run", "in_doubt"}]`.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Remove the artifacts of runs that ended more than DAYS ago (and of directories no run
     /// names any more); journals and approvals stay, as the record of what ran.
     Gc {
@@ -112,6 +125,29 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
                 );
             } else {
                 print!("{}", show(&run, &calls));
+            }
+            Ok(Exit::Ok)
+        }),
+        RunsCommand::Recover {
+            lease_secs,
+            json,
+            store,
+        } => runtime()?.block_on(async {
+            let store = store.open().await?;
+            let lease = std::time::Duration::from_secs(lease_secs);
+            let recovered = recover(&*store, lease).await?;
+            if json {
+                let list: Vec<_> = recovered
+                    .iter()
+                    .map(|(run, n)| json!({"run": run, "in_doubt": n}))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else if recovered.is_empty() {
+                println!("no replica's lease has run out");
+            } else {
+                for (run, n) in &recovered {
+                    println!("{run}: {n} call(s) marked in_doubt; the run is marked failed");
+                }
             }
             Ok(Exit::Ok)
         }),
@@ -174,6 +210,7 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
                 approve,
                 approval_timeout,
                 store.store.clone(),
+                text("blobs").map(Into::into),
             );
             let resume = Resume {
                 record,
@@ -296,4 +333,28 @@ fn dir_size(path: &std::path::Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// The gateway runs (`ravi serve`) whose lease ran out `lease` ago or more: their calls still
+/// `started` are marked `in_doubt` and the run failed. Returns each run and how many calls.
+pub async fn recover(
+    store: &dyn ravi_kernel::Store,
+    lease: std::time::Duration,
+) -> anyhow::Result<Vec<(String, u32)>> {
+    let before = ravi_kernel::now_ms() - i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    let mut out = Vec::new();
+    for run in store.expired_runs(RunKind::Serve, before).await? {
+        let n = store.mark_in_doubt(&run.id).await?;
+        let output = json!({
+            "error": format!(
+                "the server stopped renewing its lease (last at {}); {n} call(s) it was running are in_doubt",
+                run.updated_ms
+            ),
+        });
+        store
+            .update_run(&run.id, ravi_kernel::RunStatus::Failed, Some(&output))
+            .await?;
+        out.push((run.id, n));
+    }
+    Ok(out)
 }

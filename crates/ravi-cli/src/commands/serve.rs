@@ -12,7 +12,9 @@ use ravi_capabilities::chain::CodeMode;
 use ravi_integrations::mcp::{
     GatewayMetrics, HttpOptions, LiveToolbox, McpServer, ServerTools, serve_metrics,
 };
-use ravi_kernel::{ApprovalHandler, RunKind, RunRecord, RunStatus, Store, ToolRegistry as _};
+use ravi_kernel::{
+    ApprovalHandler, BlobStore, RunKind, RunRecord, RunStatus, Store, ToolRegistry as _,
+};
 
 use super::mcp_attach::{McpArgs, connect_specs};
 use super::serve_tools::toolbox_server_tools;
@@ -77,6 +79,20 @@ pub struct ServeArgs {
     /// `sqlite:$XDG_STATE_HOME/ravi/ravi.db`).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
+    /// Where the artifacts of served calls live: `file:PATH` or
+    /// `s3://BUCKET[/PREFIX]?endpoint=URL&region=R&allow_http=true`, shared by every replica on
+    /// the same store (default: `RAVI_BLOBS`, else ravi.toml's `[blobs] url`, else this
+    /// process's memory).
+    #[arg(long, value_name = "URL")]
+    pub blobs: Option<String>,
+    /// On SIGTERM or Ctrl-C, how long to let running calls finish (seconds) before stopping;
+    /// calls still running then are marked `in_doubt` in the journal.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub drain_secs: u64,
+    /// How long this server's lease in the store lasts (seconds): it renews it every third of
+    /// that, and marks the calls of a replica that stopped renewing `in_doubt`.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub lease_secs: u64,
     /// Code mode: `on` serves `tool_chain` (a Python script calling the served tools, run in
     /// the sandbox) beside the tools, `only` serves it (and `read_result`) alone, so a client
     /// reaches every tool from scripts, `off` does not serve it.
@@ -121,6 +137,7 @@ async fn authenticator(
     mode: AuthMode,
     setup: &Setup,
     store: Option<&Arc<dyn Store>>,
+    limits: &Arc<ravi_agents::access::RateLimits>,
 ) -> anyhow::Result<(
     Option<Arc<dyn ravi_agents::access::Authenticator>>,
     Option<ravi_integrations::mcp::ResourceMetadata>,
@@ -144,10 +161,10 @@ async fn authenticator(
                 );
             };
             Ok((
-                Some(Arc::new(ravi_agents::access::KeyAuthenticator::new(
-                    Arc::clone(store),
-                    policy,
-                ))),
+                Some(Arc::new(
+                    ravi_agents::access::KeyAuthenticator::new(Arc::clone(store), policy)
+                        .with_rate_limits(Arc::clone(limits)),
+                )),
                 None,
             ))
         }
@@ -160,7 +177,8 @@ async fn authenticator(
             let metadata = config.metadata();
             let jwt = ravi_integrations::auth::JwtAuthenticator::new(config, policy)
                 .await
-                .context("--auth jwt: the identity provider's keys could not be loaded")?;
+                .context("--auth jwt: the identity provider's keys could not be loaded")?
+                .with_rate_limits(Arc::clone(limits));
             Ok((Some(Arc::new(jwt)), Some(metadata)))
         }
     }
@@ -177,6 +195,104 @@ pub const BLOB_RETENTION: std::time::Duration = std::time::Duration::from_secs(1
 const UPSTREAM_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
 /// How often the collector runs.
 const BLOB_GC_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long an artifact in a shared blob store (`--blobs`) lives: pins are per process, so
+/// age decides; longer than any session.
+pub const SHARED_BLOB_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// SIGTERM (what an orchestrator sends) or Ctrl-C.
+async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+/// Renews this server's lease on `run_id` every third of `lease`, and marks the calls of
+/// serve runs whose lease ran out (their replica died) `in_doubt`, their run failed.
+async fn keep_lease(
+    store: Arc<dyn Store>,
+    run_id: String,
+    lease: std::time::Duration,
+    limits: Option<Arc<ravi_agents::access::RateLimits>>,
+) {
+    let mut tick = tokio::time::interval(lease / 3);
+    loop {
+        tick.tick().await;
+        if let Err(e) = store.touch_run(&run_id).await {
+            tracing::warn!(error = %e, "could not renew this server's lease in the store");
+        }
+        // Rates are shared among the live replicas: each enforces its share.
+        if let Some(limits) = &limits {
+            let since = ravi_kernel::now_ms() - i64::try_from(lease.as_millis()).unwrap_or(0);
+            if let Ok(live) = store.live_runs(RunKind::Serve, since).await {
+                let n = u32::try_from(live.len()).unwrap_or(u32::MAX).max(1);
+                if n != limits.replicas() {
+                    eprintln!("ravi serve: {n} live replica(s) share the rate limits");
+                    limits.set_replicas(n);
+                }
+            }
+        }
+        match super::runs::recover(&*store, lease).await {
+            Ok(recovered) => {
+                for (run, n) in recovered {
+                    eprintln!(
+                        "ravi serve: run {run} stopped renewing its lease; {n} call(s) it was \
+                         running are marked in_doubt"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not look for dead replicas"),
+        }
+    }
+}
+
+/// What `/readyz` checks: the store answers, the shared blob store answers, and the server
+/// is not draining.
+fn readiness(
+    store: Option<&Arc<dyn Store>>,
+    blobs: Option<&ravi_integrations::blobs::OpenedBlobs>,
+    draining: &Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<(String, ravi_integrations::mcp::ReadyCheck)> {
+    let mut checks: Vec<(String, ravi_integrations::mcp::ReadyCheck)> = Vec::new();
+    let d = Arc::clone(draining);
+    checks.push((
+        "serving".into(),
+        Arc::new(move || {
+            let draining = d.load(std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                if draining {
+                    Err("draining: this server is shutting down".to_owned())
+                } else {
+                    Ok(())
+                }
+            })
+        }),
+    ));
+    if let Some(store) = store {
+        let store = Arc::clone(store);
+        checks.push((
+            "store".into(),
+            Arc::new(move || {
+                let store = Arc::clone(&store);
+                Box::pin(async move { store.runs(1).await.map(|_| ()).map_err(|e| e.to_string()) })
+            }),
+        ));
+    }
+    if let Some(blobs) = blobs {
+        let blobs = blobs.clone();
+        checks.push((
+            "blobs".into(),
+            Arc::new(move || {
+                let blobs = blobs.clone();
+                Box::pin(async move { blobs.check().await.map_err(|e| e.to_string()) })
+            }),
+        ));
+    }
+    checks
+}
 
 /// Runs `ravi serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
@@ -246,6 +362,12 @@ async fn serve(
     approval: Arc<dyn ApprovalHandler>,
     store: Option<Arc<dyn Store>>,
 ) -> anyhow::Result<Exit> {
+    // A PostgreSQL store is shared by replicas; a SQLite file by one machine's processes.
+    let store_is_shared = store.is_some()
+        && store::url(args.store.as_deref(), &setup.config)
+            .ok()
+            .flatten()
+            .is_some_and(|u| u.starts_with("postgres"));
     if let Some(addr) = args.http
         && !addr.ip().is_loopback()
         && args.auth == AuthMode::None
@@ -287,7 +409,17 @@ async fn serve(
             }
         }
         let policy = with_approval_wait(setup.policy()?, args.approval_timeout, true)?;
-        let blobs = Arc::new(MemoryBlobStore::new());
+        // Artifacts: shared (an object store or a directory every replica reads), or this
+        // process's memory.
+        let shared_blobs = match store::blobs_url(args.blobs.as_deref(), config) {
+            Some(url) => Some(store::open_blobs(&url)?),
+            None => None,
+        };
+        let memory_blobs = Arc::new(MemoryBlobStore::new());
+        let blobs: Arc<dyn BlobStore> = match &shared_blobs {
+            Some(o) => Arc::clone(&o.store),
+            None => memory_blobs.clone(),
+        };
         let tools = toolbox_server_tools(
             base,
             clients.clone(),
@@ -301,6 +433,7 @@ async fn serve(
             blobs.clone(),
             args.code_mode,
         )?;
+        let lease = std::time::Duration::from_secs(args.lease_secs.max(3));
         // Every served call is journaled in a run of this process.
         let journal = match &store {
             Some(store) => {
@@ -322,20 +455,46 @@ async fn serve(
             }
             None => None,
         };
+        // Replicas sharing a blob store share the stateless requests' artifact scope.
+        let tools = match &shared_blobs {
+            Some(_) => tools.with_stateless_scope("gateway_stateless"),
+            None => tools,
+        };
         let tools: Arc<dyn ServerTools> = Arc::new(match &journal {
             Some(j) => tools.with_journal(Arc::clone(j)),
             None => tools,
         });
         // Bounded memory: a client session's artifacts are unpinned when it ends (or idles
-        // out); what is unpinned and older than the retention is collected here.
+        // out); what is unpinned and older than the retention is collected here. A shared
+        // store is collected by age (its pins are per process).
+        let shared_gc = shared_blobs.clone();
         let collector = tokio::spawn(async move {
             let mut tick = tokio::time::interval(BLOB_GC_EVERY);
             loop {
                 tick.tick().await;
-                blobs.gc(BLOB_RETENTION);
+                memory_blobs.gc(BLOB_RETENTION);
+                if let Some(shared) = &shared_gc
+                    && let Err(e) = shared.gc(SHARED_BLOB_RETENTION).await
+                {
+                    tracing::warn!(error = %e, "collecting old artifacts failed");
+                }
             }
         });
+        // The lease: renewed while this process serves; a replica that stops renewing has
+        // died, and its calls still running are marked in doubt by whichever replica notices.
+        let limits = Arc::new(ravi_agents::access::RateLimits::new());
+        let leases = match (&store, &journal) {
+            (Some(store), Some(j)) => Some(tokio::spawn(keep_lease(
+                Arc::clone(store),
+                j.run_id().to_owned(),
+                lease,
+                store_is_shared.then(|| Arc::clone(&limits)),
+            ))),
+            _ => None,
+        };
         let metrics = Arc::new(GatewayMetrics::new());
+        let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut doubted = 0u32;
         metrics.watch_upstreams(clients.iter().cloned());
         if let Some(store) = &store {
             metrics.watch_store(Arc::clone(store));
@@ -365,11 +524,17 @@ async fn serve(
         if let Some(addr) = args.http {
             let mut opts = HttpOptions::default();
             (opts.auth, opts.resource_metadata) =
-                authenticator(args.auth, &setup, store.as_ref()).await?;
+                authenticator(args.auth, &setup, store.as_ref(), &limits).await?;
             opts.upstreams.clone_from(&clients);
             opts.allowed_hosts.extend(args.allow_host.iter().cloned());
             opts.allowed_origins
                 .extend(args.allow_origin.iter().cloned());
+            opts.readiness = readiness(store.as_ref(), shared_blobs.as_ref(), &draining);
+            // Sessions any replica can take over: kept in the store when it is shared
+            // (PostgreSQL); a SQLite file belongs to one machine.
+            if let Some(store) = store.as_ref().filter(|_| store_is_shared) {
+                opts.sessions = Some(Arc::clone(store));
+            }
             if let (true, Some(auth), Some(store)) = (args.console, &opts.auth, &store) {
                 let mut console = ravi_integrations::console::ConsoleConfig::new(
                     Arc::clone(store),
@@ -391,14 +556,21 @@ async fn serve(
                 console.secure_cookie = !addr.ip().is_loopback();
                 // A script's or an agent's durable run keeps its artifacts in a directory of
                 // the state directory; this process's own sessions keep theirs in memory.
-                console.artifacts = Some(Arc::new(|run: &RunRecord| {
-                    (run.kind != RunKind::Serve)
-                        .then(|| store::blob_store(&run.scope).ok())
-                        .flatten()
-                }));
+                console.artifacts = Some(match &shared_blobs {
+                    Some(shared) => {
+                        let shared = Arc::clone(&shared.store);
+                        Arc::new(move |_: &RunRecord| Some(Arc::clone(&shared)))
+                    }
+                    None => Arc::new(|run: &RunRecord| {
+                        let url = run.input.get("blobs").and_then(|b| b.as_str());
+                        (run.kind != RunKind::Serve)
+                            .then(|| store::run_blob_store(url, &run.scope).ok())
+                            .flatten()
+                    }),
+                });
                 opts.routes = Some(ravi_integrations::console::router(console));
             }
-            let handle = server.bind_http(addr, opts).await?;
+            let mut handle = server.bind_http(addr, opts).await?;
             eprintln!("ravi serve: MCP over streamable HTTP at {}", handle.url());
             if args.console {
                 eprintln!(
@@ -407,23 +579,75 @@ async fn serve(
                 );
             }
             let url = handle.url();
-            tokio::select! {
-                r = handle.wait() => r.with_context(|| format!("serving {url}"))?,
-                r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+            let signalled = tokio::select! {
+                r = handle.stopped() => {
+                    r.with_context(|| format!("serving {url}"))?;
+                    false
+                }
+                r = shutdown_signal() => {
+                    r?;
+                    true
+                }
+            };
+            if signalled {
+                // Drain: /readyz says "not ready" (the load balancer stops sending), running
+                // calls get up to --drain-secs to finish, then the server stops.
+                draining.store(true, std::sync::atomic::Ordering::SeqCst);
+                let until =
+                    std::time::Instant::now() + std::time::Duration::from_secs(args.drain_secs);
+                let running = metrics.in_flight();
+                if running > 0 {
+                    eprintln!(
+                        "ravi serve: draining: {running} call(s) running, waiting up to {} s",
+                        args.drain_secs
+                    );
+                }
+                while metrics.in_flight() > 0 && std::time::Instant::now() < until {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                let left = metrics.in_flight();
+                match (&journal, &store) {
+                    // Calls still running at the deadline are left as they are — not cancelled,
+                    // which would record them failed — and marked in doubt: whether they took
+                    // effect is unknown. (One that finishes before the process exits records
+                    // its outcome over the mark.)
+                    (Some(j), Some(store)) if left > 0 => {
+                        j.flush().await;
+                        doubted = store.mark_in_doubt(j.run_id()).await.unwrap_or(0);
+                    }
+                    _ => {
+                        let _ = handle.shutdown().await;
+                    }
+                }
             }
         } else {
             server.serve_stdio().await?;
         }
         collector.abort();
+        if let Some(l) = &leases {
+            l.abort();
+        }
         keep_alive.iter().for_each(tokio::task::JoinHandle::abort);
         if let Some(m) = metrics_server {
             let _ = m.shutdown().await;
         }
         if let (Some(j), Some(store)) = (&journal, &store) {
             j.flush().await;
-            let _ = store
-                .update_run(j.run_id(), RunStatus::Succeeded, None)
-                .await;
+            // What was still running when the server stopped did not finish here: whether it
+            // took effect is unknown.
+            let left = doubted + store.mark_in_doubt(j.run_id()).await.unwrap_or(0);
+            let (status, output) = if left == 0 {
+                (RunStatus::Succeeded, None)
+            } else {
+                eprintln!("ravi serve: {left} call(s) still running were marked in_doubt");
+                (
+                    RunStatus::Failed,
+                    Some(serde_json::json!({
+                        "error": format!("the server stopped with {left} call(s) running; they are in_doubt"),
+                    })),
+                )
+            };
+            let _ = store.update_run(j.run_id(), status, output.as_ref()).await;
         }
         anyhow::Ok(())
     }

@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::chain::{CodeMode, TOOL_CHAIN_NAME, ToolChainTool};
 use ravi_integrations::mcp::{FinishTools, InvokerTools, LiveToolbox, McpClient};
@@ -34,7 +33,7 @@ pub fn toolbox_server_tools(
     approval: Arc<dyn ApprovalHandler>,
     policy: ChainPolicy,
     session_calls: u32,
-    blobs: Arc<MemoryBlobStore>,
+    blobs: Arc<dyn ravi_kernel::BlobStore>,
     mode: CodeMode,
 ) -> anyhow::Result<InvokerTools> {
     if mode != CodeMode::Off
@@ -93,6 +92,7 @@ pub fn toolbox_server_tools(
 mod tests {
     use super::*;
     use ravi_agents::approval::DenyAllApprovalHandler;
+    use ravi_agents::blob::MemoryBlobStore;
 
     /// A served tool named `tool_chain` would shadow code mode's: refused, naming it, unless
     /// code mode is off.

@@ -9,4 +9,5 @@ mod durable;
 mod gateway;
 mod mcp_serve;
 mod run;
+mod scale;
 mod tools_call;

@@ -81,6 +81,34 @@ impl std::fmt::Debug for InvokerTools {
 }
 
 impl InvokerTools {
+    /// An invoker session for one client session, its artifacts in `scope` (default: a
+    /// fresh one), with this server's source, offer, journal and budget.
+    fn session_with(&self, scope: Option<BlobScope>) -> ClientSession {
+        let session = match scope {
+            Some(scope) => self.invoker.open_session_in(scope),
+            None => self.invoker.open_session(),
+        };
+        let mut session = session
+            .with_source(CallSource::Mcp)
+            .with_offered(self.offered.clone());
+        if let Some(journal) = &self.journal {
+            session = session.with_journal(Arc::clone(journal));
+        }
+        Arc::new(match self.session_budget {
+            Some(calls) => session.with_budget(calls),
+            None => session,
+        })
+    }
+
+    /// The scope stateless requests (protocol 2026-07-28) share their artifacts in (default:
+    /// a fresh one per server). Replicas sharing a blob store give the same scope, so a ref
+    /// one of them hands out resolves on the others.
+    #[must_use]
+    pub fn with_stateless_scope(mut self, scope: &str) -> Self {
+        self.stateless_scope = BlobScope::root(scope);
+        self
+    }
+
     /// Serves the registry of the invoker `builder` builds, through that invoker.
     pub fn new(builder: ToolInvokerBuilder) -> Self {
         Self::from_invoker(builder.build())
@@ -151,20 +179,18 @@ impl ServerTools for InvokerTools {
     }
 
     fn open_session(&self, kind: SessionKind) -> ClientSession {
-        let session = match kind {
-            SessionKind::Stateless => self.invoker.open_session_in(self.stateless_scope.clone()),
-            _ => self.invoker.open_session(),
+        let scope = match kind {
+            SessionKind::Stateless => Some(self.stateless_scope.clone()),
+            _ => None,
         };
-        let mut session = session
-            .with_source(CallSource::Mcp)
-            .with_offered(self.offered.clone());
-        if let Some(journal) = &self.journal {
-            session = session.with_journal(Arc::clone(journal));
+        self.session_with(scope)
+    }
+
+    fn open_session_in(&self, kind: SessionKind, scope: &str) -> ClientSession {
+        match kind {
+            SessionKind::Stateless => self.open_session(kind),
+            _ => self.session_with(Some(BlobScope::root(scope))),
         }
-        Arc::new(match self.session_budget {
-            Some(calls) => session.with_budget(calls),
-            None => session,
-        })
     }
 
     async fn call(

@@ -181,6 +181,11 @@ impl GatewayMetrics {
             .inc();
     }
 
+    /// How many calls are running now (what a draining server waits on).
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.get()
+    }
+
     /// A call started; the guard counts it as in flight until dropped.
     pub fn call_started(self: &Arc<Self>) -> InFlight {
         self.in_flight.inc();

@@ -53,7 +53,7 @@ pub use registry::{FinishTools, LiveToolbox};
 pub use risk::{annotations_for, risk_for};
 pub use server::{
     ClientPeer, DirectTools, HttpOptions, HttpServerHandle, McpServer, PromptHandler,
-    ResourceHandler, ServedTool, ServerTools, serve_metrics,
+    READY_CHECK_TIMEOUT, ReadyCheck, ResourceHandler, ServedTool, ServerTools, serve_metrics,
 };
 pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec, SERVER_NAME_RULE};
 pub use sse::SseTransportError;

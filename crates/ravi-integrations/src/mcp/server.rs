@@ -133,6 +133,13 @@ pub trait ServerTools: Send + Sync + 'static {
         Arc::new(())
     }
 
+    /// Opens the state of a client session whose artifacts live in the scope `scope` (a
+    /// session several replicas serve in turn). The default ignores the scope.
+    fn open_session_in(&self, kind: SessionKind, scope: &str) -> ClientSession {
+        let _ = scope;
+        self.open_session(kind)
+    }
+
     /// Runs one call in `session`; `None` when no tool has that name. Failures the client
     /// should read (denials, bad arguments, tool errors) are outcomes that did not succeed.
     async fn call(
@@ -242,6 +249,8 @@ struct Handler {
     list_changes: Option<ListChanges>,
     /// Where finished calls are counted (see [`McpServer::with_metrics`]).
     metrics: Option<Arc<super::GatewayMetrics>>,
+    /// Sessions are kept in a store every replica shares ([`HttpOptions::sessions`]).
+    shared_sessions: bool,
 }
 
 /// Who to tell that the tool list changed: the clients connected with the `initialize`
@@ -293,14 +302,20 @@ impl Handler {
     /// The client session a call runs in: a stateless HTTP request (2026-07-28) gets one of
     /// its own; otherwise (a stdio connection, an HTTP session) this handler's, opened on first
     /// use.
-    fn session_for(&self, modern: bool) -> ClientSession {
+    fn session_for(&self, modern: bool, mcp_session: Option<&str>) -> ClientSession {
         if modern && !self.stream {
             return self.tools.open_session(SessionKind::Stateless);
         }
-        Arc::clone(
-            self.session
-                .get_or_init(|| self.tools.open_session(SessionKind::Connection)),
-        )
+        Arc::clone(self.session.get_or_init(|| {
+            // Sessions shared by replicas: the session's artifacts live in a scope named by
+            // the MCP session, so whichever replica serves its next call reads them.
+            match mcp_session.filter(|_| self.shared_sessions) {
+                Some(id) => self
+                    .tools
+                    .open_session_in(SessionKind::Connection, &format!("mcp_{id}")),
+                None => self.tools.open_session(SessionKind::Connection),
+            }
+        }))
     }
 
     /// Starts a call in its own task, so it can outlive this request when it asks the client
@@ -336,13 +351,13 @@ impl Handler {
         let tools = self.tools.clone();
         let tool = name.clone();
         let arguments = args.clone();
-        let session = self.session_for(modern);
         let metrics = self.metrics.clone();
         let session_id = context
             .extensions
             .get::<http::request::Parts>()
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|v| v.to_str().ok());
+        let session = self.session_for(modern, session_id);
         let span =
             super::trace::server_span(&tool, &context.id.to_string(), session_id, &context.meta);
         let task = tokio::spawn(tracing::Instrument::instrument(
@@ -665,7 +680,21 @@ pub struct HttpOptions {
     /// More routes served on the same port, outside the MCP endpoint's authentication (they
     /// bring their own), e.g. the operator console.
     pub routes: Option<axum::Router>,
+    /// Keep MCP sessions (protocol 2025-11-25 and earlier) in this store, so any replica
+    /// serving the same store takes a session over without the client re-initializing, and
+    /// the session's artifacts follow it (with a blob store the replicas share).
+    pub sessions: Option<Arc<dyn ravi_kernel::Store>>,
+    /// What `/readyz` checks, by name (the store, the blob store, "not draining"); each must
+    /// answer within [`READY_CHECK_TIMEOUT`]. None: ready whenever the process serves.
+    pub readiness: Vec<(String, ReadyCheck)>,
 }
+
+/// One readiness check: `Ok` when the dependency it names can be used now.
+pub type ReadyCheck =
+    Arc<dyn Fn() -> futures::future::BoxFuture<'static, Result<(), String>> + Send + Sync>;
+
+/// How long one `/readyz` check may take before it counts as failed.
+pub const READY_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -678,6 +707,11 @@ impl std::fmt::Debug for HttpOptions {
             .field("upstreams", &self.upstreams.len())
             .field("limits", &self.limits)
             .field("routes", &self.routes.is_some())
+            .field("sessions", &self.sessions.is_some())
+            .field(
+                "readiness",
+                &self.readiness.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -702,6 +736,8 @@ impl Default for HttpOptions {
             upstreams: Vec::new(),
             limits: super::HttpLimits::default(),
             routes: None,
+            sessions: None,
+            readiness: Vec::new(),
         }
     }
 }
@@ -723,6 +759,89 @@ fn healthz(upstreams: Vec<super::McpClient>) -> axum::Router {
                 };
                 let body = json!({"status": status, "upstreams": health}).to_string();
                 let mut response = axum::response::Response::new(axum::body::Body::from(body));
+                response.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                response
+            }
+        }),
+    )
+}
+
+/// MCP sessions in the durable store, for rmcp's session restore: the client's `initialize`
+/// parameters, replayed by whichever replica next sees the session.
+struct StoreSessions(Arc<dyn ravi_kernel::Store>);
+
+#[async_trait::async_trait]
+impl rmcp::transport::streamable_http_server::session::SessionStore for StoreSessions {
+    async fn load(
+        &self,
+        session_id: &str,
+    ) -> Result<
+        Option<rmcp::transport::streamable_http_server::session::SessionState>,
+        rmcp::transport::streamable_http_server::session::SessionStoreError,
+    > {
+        match self.0.mcp_session(session_id).await? {
+            Some(v) => Ok(Some(serde_json::from_value(v)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn store(
+        &self,
+        session_id: &str,
+        state: &rmcp::transport::streamable_http_server::session::SessionState,
+    ) -> Result<(), rmcp::transport::streamable_http_server::session::SessionStoreError> {
+        Ok(self
+            .0
+            .put_mcp_session(session_id, &serde_json::to_value(state)?)
+            .await?)
+    }
+
+    async fn delete(
+        &self,
+        session_id: &str,
+    ) -> Result<(), rmcp::transport::streamable_http_server::session::SessionStoreError> {
+        Ok(self.0.delete_mcp_session(session_id).await?)
+    }
+}
+
+/// `/readyz`: 200 when every check passes, else 503; the body names each check's outcome.
+/// A load balancer sends traffic only to ready replicas (a draining one says it is not).
+fn readyz(checks: Vec<(String, ReadyCheck)>) -> axum::Router {
+    axum::Router::new().route(
+        "/readyz",
+        axum::routing::get(move || {
+            let checks = checks.clone();
+            async move {
+                let results = futures::future::join_all(checks.iter().map(|(name, check)| {
+                    let run = check();
+                    async move {
+                        let r = match tokio::time::timeout(READY_CHECK_TIMEOUT, run).await {
+                            Ok(r) => r,
+                            Err(_) => Err(format!(
+                                "no answer within {} s",
+                                READY_CHECK_TIMEOUT.as_secs()
+                            )),
+                        };
+                        (name.clone(), r)
+                    }
+                }))
+                .await;
+                let ready = results.iter().all(|(_, r)| r.is_ok());
+                let body = json!({
+                    "status": if ready { "ready" } else { "not_ready" },
+                    "checks": results
+                        .into_iter()
+                        .map(|(n, r)| (n, json!(r.err().unwrap_or_else(|| "ok".to_owned()))))
+                        .collect::<serde_json::Map<String, Value>>(),
+                });
+                let mut response =
+                    axum::response::Response::new(axum::body::Body::from(body.to_string()));
+                if !ready {
+                    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                }
                 response.headers_mut().insert(
                     http::header::CONTENT_TYPE,
                     http::HeaderValue::from_static("application/json"),
@@ -796,6 +915,17 @@ impl HttpServerHandle {
         format!("http://{}{}", self.addr, self.path)
     }
 
+    /// Waits until the server stops by itself (an error, or its stop token); after it returns,
+    /// the handle is spent (do not call [`shutdown`](Self::shutdown) or
+    /// [`wait`](Self::wait)).
+    pub async fn stopped(&mut self) -> Result<(), McpError> {
+        match (&mut self.task).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(McpError::Serve(e.to_string())),
+            Err(e) => Err(McpError::Serve(e.to_string())),
+        }
+    }
+
     /// Stops accepting, closes sessions and waits for the server task.
     pub async fn shutdown(self) -> Result<(), McpError> {
         self.stop.cancel();
@@ -834,6 +964,7 @@ impl McpServer {
                 stream: false,
                 list_changes: None,
                 metrics: None,
+                shared_sessions: false,
             },
         }
     }
@@ -926,13 +1057,17 @@ impl McpServer {
             lc.start();
         }
         let stop = tokio_util::sync::CancellationToken::new();
-        let config = StreamableHttpServerConfig::default()
+        let mut config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(opts.allowed_hosts.clone())
             .with_allowed_origins(opts.allowed_origins.clone())
             .enforce_origin_validation()
             .with_max_request_body_bytes(opts.limits.max_body_bytes)
             .with_cancellation_token(stop.child_token());
-        let handler = self.handler.clone();
+        let mut handler = self.handler.clone();
+        if let Some(store) = &opts.sessions {
+            config.session_store = Some(Arc::new(StoreSessions(Arc::clone(store))));
+            handler.shared_sessions = true;
+        }
         // rmcp asks for a handler per session (and per stateless request): each gets its own
         // client session, dropped when rmcp drops the handler (client's DELETE, transport
         // closed, or the session manager's idle timeout).
@@ -965,6 +1100,7 @@ impl McpServer {
             router = router.merge(public.with_state(Arc::new(metadata.clone())));
         }
         router = router.merge(healthz(opts.upstreams.clone()));
+        router = router.merge(readyz(opts.readiness.clone()));
         if let Some(routes) = opts.routes.clone() {
             router = router.merge(routes);
         }

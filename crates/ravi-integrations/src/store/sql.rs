@@ -85,6 +85,13 @@ impl MigrationSource<'static> for Embedded {
                     include_str!("0005_grants.sql").into_sql_str(),
                     false,
                 ),
+                Migration::new(
+                    6,
+                    Cow::Borrowed("mcp sessions"),
+                    MigrationType::Simple,
+                    include_str!("0006_mcp_sessions.sql").into_sql_str(),
+                    false,
+                ),
             ])
         })
     }
@@ -815,6 +822,91 @@ impl Store for SqlStore {
         .await
         .map_err(|e| backend_err(&e))?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn expired_runs(
+        &self,
+        kind: RunKind,
+        before_ms: i64,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        sqlx::query(
+            "SELECT * FROM ravi_runs WHERE kind = $1 AND status = 'running' AND updated_ms < $2 \
+             ORDER BY created_ms",
+        )
+        .bind(kind.as_str())
+        .bind(before_ms)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?
+        .iter()
+        .map(run_from)
+        .collect()
+    }
+
+    async fn live_runs(&self, kind: RunKind, since_ms: i64) -> Result<Vec<RunRecord>, StoreError> {
+        sqlx::query(
+            "SELECT * FROM ravi_runs WHERE kind = $1 AND status = 'running' AND updated_ms >= $2 \
+             ORDER BY created_ms",
+        )
+        .bind(kind.as_str())
+        .bind(since_ms)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?
+        .iter()
+        .map(run_from)
+        .collect()
+    }
+
+    async fn mark_in_doubt(&self, run_id: &str) -> Result<u32, StoreError> {
+        let done = sqlx::query(
+            "UPDATE ravi_calls SET state = 'in_doubt', updated_ms = $1 WHERE run_id = $2 AND \
+             state = 'started'",
+        )
+        .bind(now_ms())
+        .bind(run_id.to_owned())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(u32::try_from(done.rows_affected()).unwrap_or(u32::MAX))
+    }
+
+    async fn put_mcp_session(&self, id: &str, state: &serde_json::Value) -> Result<(), StoreError> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO ravi_mcp_sessions (id, state, created_ms, updated_ms) VALUES ($1, $2, \
+             $3, $3) ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_ms = \
+             excluded.updated_ms",
+        )
+        .bind(id.to_owned())
+        .bind(to_json(state)?)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(())
+    }
+
+    async fn mcp_session(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let row = sqlx::query("SELECT state FROM ravi_mcp_sessions WHERE id = $1")
+            .bind(id.to_owned())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        row.map(|r| {
+            let text: String = r.try_get("state").map_err(|e| corrupt("mcp session", e))?;
+            serde_json::from_str(&text).map_err(|e| corrupt("mcp session", e))
+        })
+        .transpose()
+    }
+
+    async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM ravi_mcp_sessions WHERE id = $1")
+            .bind(id.to_owned())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        Ok(())
     }
 
     async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError> {

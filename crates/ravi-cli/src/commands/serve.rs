@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// process's memory).
     #[arg(long, value_name = "URL")]
     pub blobs: Option<String>,
+    /// Where MCP sessions (protocol 2025-11-25) live: `store` keeps them in a PostgreSQL
+    /// store so any replica takes a session over (the default with one), `memory` in this
+    /// process (a load balancer must then route each session to one replica).
+    #[arg(long, value_name = "store|memory")]
+    pub sessions: Option<SessionsMode>,
     /// On SIGTERM or Ctrl-C, how long to let running calls finish (seconds) before stopping;
     /// calls still running then are marked `in_doubt` in the journal.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
@@ -119,6 +124,15 @@ pub struct ServeArgs {
     /// built-in tools, upstream MCP servers, risk overrides, policy limits, workspace.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+}
+
+/// Where `ravi serve --http` keeps MCP sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SessionsMode {
+    /// In the store (PostgreSQL), shared by replicas.
+    Store,
+    /// In this process.
+    Memory,
 }
 
 /// How `ravi serve --http` authenticates its clients.
@@ -532,8 +546,15 @@ async fn serve(
             opts.readiness = readiness(store.as_ref(), shared_blobs.as_ref(), &draining);
             // Sessions any replica can take over: kept in the store when it is shared
             // (PostgreSQL); a SQLite file belongs to one machine.
-            if let Some(store) = store.as_ref().filter(|_| store_is_shared) {
-                opts.sessions = Some(Arc::clone(store));
+            match (args.sessions, store.as_ref()) {
+                (Some(SessionsMode::Memory), _) => {}
+                (Some(SessionsMode::Store), Some(store)) => opts.sessions = Some(Arc::clone(store)),
+                (Some(SessionsMode::Store), None) => anyhow::bail!(
+                    "--sessions store keeps MCP sessions in the durable store, and this server \
+                     has none (--store none)"
+                ),
+                (None, Some(store)) if store_is_shared => opts.sessions = Some(Arc::clone(store)),
+                (None, _) => {}
             }
             if let (true, Some(auth), Some(store)) = (args.console, &opts.auth, &store) {
                 let mut console = ravi_integrations::console::ConsoleConfig::new(

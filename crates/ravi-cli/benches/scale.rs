@@ -106,9 +106,11 @@ impl Bed {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // Owned by the guard from here on: killed and waited for on every path.
+        let replica = Replica { child, port };
         for _ in 0..300 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Replica { child, port };
+                return replica;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -118,12 +120,12 @@ impl Bed {
 
 async fn stateless_call(http: &reqwest::Client, port: u16, key: &str, id: u64) {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-        "name": "calculator", "arguments": {"expression": "2+3"},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }}});
+    "name": "calculator", "arguments": {"expression": "2+3"},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}});
     let text = http
         .post(format!("http://127.0.0.1:{port}/mcp"))
         .header("Accept", "application/json, text/event-stream")
@@ -210,7 +212,9 @@ fn session_setup(bed: &Bed, port: u16, n: usize) -> f64 {
                 format!("http://127.0.0.1:{port}/mcp"),
             )
             .with_bearer(&bed.key);
-            let client = ravi_integrations::mcp::McpClient::connect(spec).await.unwrap();
+            let client = ravi_integrations::mcp::McpClient::connect(spec)
+                .await
+                .unwrap();
             client
                 .call(
                     "calculator",
@@ -258,11 +262,20 @@ fn session_restore(bed: &Bed, a: u16, b: u16, n: usize) -> f64 {
             let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
             let _ = r.text().await;
             let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-            let _ = post(a, Some(session.clone()), note).await.unwrap().text().await;
+            let _ = post(a, Some(session.clone()), note)
+                .await
+                .unwrap()
+                .text()
+                .await;
             let call = json!({"jsonrpc": "2.0", "id": 2 + i, "method": "tools/call", "params": {
                 "name": "calculator", "arguments": {"expression": "1+1"}}});
             let t = Instant::now();
-            let text = post(b, Some(session), call).await.unwrap().text().await.unwrap();
+            let text = post(b, Some(session), call)
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
             times.push(t.elapsed());
             assert!(text.contains("\"2\""), "{text}");
         }
@@ -322,9 +335,14 @@ fn figures(quick: bool) {
         fig("p99", p99.round(), "µs/call", base.map(|b| b.1))
             .ratio_digits(2)
             .print();
-        fig("cpu_per_call", cpu_us.round(), "µs CPU/call", base.map(|b| b.2))
-            .ratio_digits(2)
-            .print();
+        fig(
+            "cpu_per_call",
+            cpu_us.round(),
+            "µs CPU/call",
+            base.map(|b| b.2),
+        )
+        .ratio_digits(2)
+        .print();
         if n == 1 {
             base = Some((rate, p99, cpu_us));
         }

@@ -210,7 +210,7 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
                 approve,
                 approval_timeout,
                 store.store.clone(),
-                text("blobs").map(Into::into),
+                text("blobs"),
             );
             let resume = Resume {
                 record,

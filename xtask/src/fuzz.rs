@@ -22,6 +22,7 @@ pub const TARGETS: &[&str] = &[
     "workspace_path",
     "artifact_refs",
     "jwt",
+    "provider_schemas",
 ];
 
 /// Entry point: `args` are the task's arguments.

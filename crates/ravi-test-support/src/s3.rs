@@ -54,7 +54,7 @@ pub fn endpoint() -> String {
 }
 
 /// A fresh bucket on this process's server; returns the `s3://` URL the CLI and
-/// `ravi_integrations::blobs::open` take (credentials: set [`env`] first).
+/// `ravi_integrations::blobs::open` take (credentials: set [`env()`] first).
 pub fn bucket() -> String {
     let port = SERVER.get_or_init(start).port;
     let name = format!(

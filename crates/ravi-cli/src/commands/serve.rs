@@ -484,10 +484,15 @@ async fn serve(
         let shared_gc = shared_blobs.clone();
         let collector = tokio::spawn(async move {
             let mut tick = tokio::time::interval(BLOB_GC_EVERY);
+            let mut ticks: u64 = 0;
             loop {
                 tick.tick().await;
                 memory_blobs.gc(BLOB_RETENTION);
-                if let Some(shared) = &shared_gc
+                // A shared store is listed whole to be collected: once an hour is enough for
+                // a 24-hour retention.
+                ticks += 1;
+                if ticks % 60 == 1
+                    && let Some(shared) = &shared_gc
                     && let Err(e) = shared.gc(SHARED_BLOB_RETENTION).await
                 {
                     tracing::warn!(error = %e, "collecting old artifacts failed");

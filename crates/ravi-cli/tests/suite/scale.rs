@@ -375,6 +375,26 @@ fn replicas_share_everything_and_survive_a_kill() {
     );
     assert!(t.ok > total * 8 / 10, "most calls succeed");
 
+    // The dead replica: its run is failed and its running calls in doubt within the lease.
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let runs = bed_json(&bed, &["runs", "list", "--json", "--limit", "20"]);
+        let failed = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "serve" && r["status"] == "failed")
+            .count();
+        if failed >= 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the dead replica's run was not recovered: {runs}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
     // No command ran twice, and each one that ran is journaled as done or in doubt.
     let effects = std::fs::read_to_string(bed.ws().join("effects.log")).unwrap_or_default();
     let mut seen = HashSet::new();
@@ -456,26 +476,6 @@ fn replicas_share_everything_and_survive_a_kill() {
     let big = std::fs::read(bed.ws().join("big.txt")).unwrap();
     for entry in std::fs::read_dir(bed.ws().join("check")).unwrap() {
         assert!(std::fs::read(entry.unwrap().path()).unwrap() == big);
-    }
-
-    // The dead replica: its run is failed and its running calls in doubt within the lease.
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let runs = bed_json(&bed, &["runs", "list", "--json", "--limit", "20"]);
-        let failed = runs
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["kind"] == "serve" && r["status"] == "failed")
-            .count();
-        if failed >= 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < until,
-            "the dead replica's run was not recovered: {runs}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
     }
 
     // Throughput came back: the last fifth of the run is at least half as fast as the first

@@ -47,18 +47,7 @@ impl Drop for Replica {
 
 impl Replica {
     fn cpu(&self) -> Duration {
-        let mut ns = 0u64;
-        let tasks = format!("/proc/{}/task", self.child.id());
-        for t in std::fs::read_dir(tasks).into_iter().flatten().flatten() {
-            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
-                ns += s
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-            }
-        }
-        Duration::from_nanos(ns)
+        ravi_test_support::bench::process_cpu(self.child.id())
     }
 }
 

@@ -93,3 +93,20 @@ impl Figure {
         println!("{}", self.to_json());
     }
 }
+
+/// CPU time process `pid` has spent so far, summed over its threads (nanoseconds on a CPU from
+/// `/proc/PID/task/*/schedstat`; zero where that is not readable).
+pub fn process_cpu(pid: u32) -> std::time::Duration {
+    let mut ns = 0u64;
+    let tasks = format!("/proc/{pid}/task");
+    for t in std::fs::read_dir(tasks).into_iter().flatten().flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+            ns += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    std::time::Duration::from_nanos(ns)
+}

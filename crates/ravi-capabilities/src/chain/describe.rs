@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use ravi_kernel::FunctionSpec;
 use serde_json::Value;
 
-use super::sandbox::{SandboxLimits, ToolBinding};
+use super::sandbox::{PythonEngine, SandboxLimits, ToolBinding};
 
 /// Python keywords and the prelude's names, which a tool may not shadow.
 const RESERVED: &[&str] = &[
@@ -201,6 +201,17 @@ fn first_sentence(text: &str) -> &str {
 /// with its signature, how results and failures look, the limits, and what is unsupported.
 /// Generated from the toolbox, kept short.
 pub fn chain_description(specs: &[FunctionSpec], limits: &SandboxLimits, max_calls: u32) -> String {
+    chain_description_for(specs, limits, max_calls, PythonEngine::RustPython)
+}
+
+/// [`chain_description`] for scripts run on `engine`: what the interpreter offers differs (the
+/// CPython engine has numpy, pandas and the scientific stack).
+pub fn chain_description_for(
+    specs: &[FunctionSpec],
+    limits: &SandboxLimits,
+    max_calls: u32,
+    engine: PythonEngine,
+) -> String {
     let mut out = String::from(
         "Run a short Python 3 script that calls tools as functions; only what it print()s \
          comes back. Prefer it to separate calls for several dependent calls, loops over \
@@ -225,13 +236,24 @@ pub fn chain_description(specs: &[FunctionSpec], limits: &SandboxLimits, max_cal
          ToolError) or BudgetExhausted (no calls left; not a ToolError). \
          parallel(f.defer(x=1), g.defer(y=2)) runs calls concurrently; budget() shows what is \
          left.\nLimits: {max_calls} tool calls, {:.0} s, {} MiB memory, {} KiB of output.\n\
-         Not available: files, network, subprocesses, environment variables, threads, \
-         third-party packages. The standard library (json, re, math, datetime, collections, \
-         itertools, statistics, ...) is.",
+         ",
         limits.timeout.as_secs_f64(),
         limits.memory_bytes >> 20,
         limits.output_bytes >> 10,
     ));
+    out.push_str(match engine {
+        PythonEngine::CPython => {
+            "Python 3.15 with numpy, pandas (both already imported: import them freely), scipy, \
+             scikit-learn, statsmodels and matplotlib (render to a BytesIO) and the standard \
+             library. Not available: files, network, subprocesses, environment variables, \
+             threads (n_jobs=1)."
+        }
+        _ => {
+            "Not available: files, network, subprocesses, environment variables, threads, \
+             third-party packages. The standard library (json, re, math, datetime, \
+             collections, itertools, statistics, ...) is."
+        }
+    });
     out
 }
 

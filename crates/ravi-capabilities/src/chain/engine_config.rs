@@ -26,6 +26,12 @@ pub fn engine_config(pool_slots: Option<u32>) -> wasmtime::Config {
     // The builder's wasmtime is built with more crate features than the host's; pin every
     // setting whose default follows those features. The guest needs no GC proposals.
     config.gc_support(false);
+    // Also pinned off: exceptions and GC types default on when wasmtime is built with `gc`
+    // (the builder always is, for the CPython engine; the host is with `code-mode-cpython`).
+    config.wasm_features(
+        wasmtime::WasmFeatures::EXCEPTIONS | wasmtime::WasmFeatures::GC_TYPES,
+        false,
+    );
     config.memory_init_cow(true);
     config.max_wasm_stack(MAX_WASM_STACK_BYTES);
     config.async_stack_size(MAX_WASM_STACK_BYTES + (1 << 20));

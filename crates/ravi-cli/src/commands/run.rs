@@ -24,7 +24,8 @@ use ravi_kernel::{
 use super::mcp_attach::McpArgs;
 use crate::Exit;
 use crate::setup::{
-    ApproveMode, Asker, Setup, announce_queued, approval_handler, runtime, with_approval_wait,
+    ApproveMode, Asker, EngineArg, Setup, announce_queued, approval_handler, runtime,
+    with_approval_wait,
 };
 use crate::store;
 
@@ -51,9 +52,15 @@ pub struct RunArgs {
     /// policy's 50).
     #[arg(long, value_name = "N")]
     max_tool_calls: Option<u32>,
-    /// Memory cap of the sandbox, in MiB.
+    /// Memory cap of the sandbox, in MiB (on the CPython engine: beyond what the interpreter
+    /// starts with, numpy and pandas loaded).
     #[arg(long, value_name = "N", default_value_t = 256)]
     memory_mb: usize,
+    /// The Python the script runs on: `rustpython` (the default) or `cpython` (CPython 3.15 with
+    /// numpy, pandas, scipy, scikit-learn and matplotlib; in builds with the `cpython` feature).
+    /// Recorded with the run, so a resume uses the same.
+    #[arg(long, value_enum, default_value_t = EngineArg::Rustpython)]
+    engine: EngineArg,
     /// Who approves calls above the policy's risk threshold: `ask` (at the terminal; the
     /// default on one), `all`, `none` (the default without a terminal), or `queue` (recorded in
     /// the store and decided from any terminal with `ravi approvals approve ID`).
@@ -110,6 +117,7 @@ impl RunArgs {
         approval_timeout: Option<f64>,
         store: Option<String>,
         blobs: Option<String>,
+        engine: EngineArg,
     ) -> Self {
         Self {
             script: String::new(),
@@ -119,6 +127,7 @@ impl RunArgs {
             call_timeout: None,
             max_tool_calls: None,
             memory_mb: 256,
+            engine,
             approve,
             approval_timeout,
             store,
@@ -249,6 +258,7 @@ pub fn execute(
                 "source": source,
                 "filename": filename,
                 "blobs": blobs_url,
+                "engine": ravi_capabilities::chain::PythonEngine::from(args.engine).as_str(),
                 "workspace": std::path::absolute(&setup.workspace).ok(),
                 "config": setup.config_path.as_ref().and_then(|p| std::path::absolute(p).ok()),
             });
@@ -277,6 +287,7 @@ pub fn execute(
         .blob_store(blobs)
         .build();
     let chain = ToolChainTool::new(invoker)
+        .and_then(|c| c.engine(args.engine.into()))
         .context("loading the code-mode sandbox")?
         .limits(limits_from(timeout, args.memory_mb, 1 << 20));
 

@@ -103,6 +103,10 @@ pub struct ServeArgs {
     /// reaches every tool from scripts, `off` does not serve it.
     #[arg(long, value_name = "on|off|only", default_value_t = CodeMode::On)]
     pub code_mode: CodeMode,
+    /// The Python `tool_chain` scripts run on: `rustpython` (the default) or `cpython` (CPython
+    /// 3.15 with numpy and pandas; in builds with the `cpython` feature).
+    #[arg(long, value_enum, default_value_t = crate::setup::EngineArg::Rustpython)]
+    pub engine: crate::setup::EngineArg,
     /// Serve Prometheus metrics at `http://ADDR/metrics` (default `127.0.0.1:9464`), on a
     /// listener of its own: calls by tool, status and principal, latency, rate-limited calls,
     /// refused requests, pending approvals, upstream health.
@@ -445,7 +449,7 @@ async fn serve(
                 .max_tool_calls
                 .unwrap_or(super::serve_tools::SESSION_CALLS),
             blobs.clone(),
-            args.code_mode,
+            (args.code_mode, args.engine.into()),
         )?;
         let lease = std::time::Duration::from_secs(args.lease_secs.max(3));
         // Every served call is journaled in a run of this process.

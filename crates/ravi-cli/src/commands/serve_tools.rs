@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use ravi_agents::invoker::ToolInvoker;
-use ravi_capabilities::chain::{CodeMode, TOOL_CHAIN_NAME, ToolChainTool};
+use ravi_capabilities::chain::{CodeMode, PythonEngine, Sandbox, TOOL_CHAIN_NAME, ToolChainTool};
 use ravi_integrations::mcp::{FinishTools, InvokerTools, LiveToolbox, McpClient};
 use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy};
 
@@ -23,7 +23,7 @@ pub const SESSION_CALLS: u32 = 10_000;
 /// whenever it is rebuilt (the `[risk]` and `[hitl]` overrides of `ravi.toml`); `tool_chain` is
 /// rebuilt with it, so a script can call a tool an attached server added later. A client
 /// session's budget is `session_calls`; a script keeps the policy's. With `code_mode` off
-/// there is no `tool_chain`; with `only`, clients list and call `tool_chain` (and
+/// there is no `tool_chain`; scripts run on `engine`; with `only`, clients list and call `tool_chain` (and
 /// `read_result`) alone, while scripts call every tool.
 #[allow(clippy::too_many_arguments)]
 pub fn toolbox_server_tools(
@@ -34,7 +34,7 @@ pub fn toolbox_server_tools(
     policy: ChainPolicy,
     session_calls: u32,
     blobs: Arc<dyn ravi_kernel::BlobStore>,
-    mode: CodeMode,
+    (mode, engine): (CodeMode, PythonEngine),
 ) -> anyhow::Result<InvokerTools> {
     if mode != CodeMode::Off
         && let Some(t) = base.iter().find(|t| t.name() == TOOL_CHAIN_NAME)
@@ -45,7 +45,7 @@ pub fn toolbox_server_tools(
             t.kind().as_str()
         );
     }
-    let code_mode = match (mode, ravi_capabilities::chain::Sandbox::shared()) {
+    let code_mode = match (mode, Sandbox::shared_for(engine)) {
         (CodeMode::Off, _) => false,
         (_, Ok(_)) => true,
         (CodeMode::Only, Err(e)) => {
@@ -66,7 +66,8 @@ pub fn toolbox_server_tools(
             eprintln!("ravi serve: a served tool is named `tool_chain`; code mode is not offered");
             return tools;
         }
-        match ToolChainTool::for_tools(&tools, chain_policy.clone()) {
+        match ToolChainTool::for_tools(&tools, chain_policy.clone()).and_then(|c| c.engine(engine))
+        {
             Ok(chain) => tools.push(AnyTool::Function(Arc::new(chain))),
             Err(e) => eprintln!("ravi serve: tool_chain is not offered: {e}"),
         }
@@ -113,7 +114,7 @@ mod tests {
                 ChainPolicy::default(),
                 SESSION_CALLS,
                 Arc::new(MemoryBlobStore::new()),
-                mode,
+                (mode, PythonEngine::RustPython),
             )
         };
         let err = build(CodeMode::On).err().unwrap().to_string();

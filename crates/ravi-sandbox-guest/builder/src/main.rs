@@ -3,7 +3,8 @@
 //! precompiles the snapshot with the host's exact engine settings (so no run pays for
 //! Cranelift).
 //!
-//! Usage: `ravi-sandbox-builder GUEST.wasm OUT.cwasm`
+//! Usage: `ravi-sandbox-builder GUEST.wasm OUT.cwasm`, or
+//! `ravi-sandbox-builder cpython WHEEL PRELUDE OUT_DIR` for the CPython engine ([`cpython`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,13 +16,24 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, ValType};
 
 include!("../../../ravi-capabilities/src/chain/engine_config.rs");
 
+mod cpython;
+
 fn main() -> ExitCode {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
-    let [input, output] = args.as_slice() else {
-        eprintln!("usage: ravi-sandbox-builder GUEST.wasm OUT.cwasm");
-        return ExitCode::from(2);
+    let built = match args.as_slice() {
+        [input, output] => build(input, output),
+        [mode, wheel, prelude, out] if mode.as_os_str() == "cpython" => {
+            cpython::build(wheel, prelude, out)
+        }
+        _ => {
+            eprintln!(
+                "usage: ravi-sandbox-builder GUEST.wasm OUT.cwasm\n       \
+                 ravi-sandbox-builder cpython WHEEL PRELUDE.py OUT_DIR"
+            );
+            return ExitCode::from(2);
+        }
     };
-    match build(input, output) {
+    match built {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ravi-sandbox-builder: {e:?}");
@@ -115,9 +127,9 @@ async fn snapshot(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
 const INIT_FUNC: &str = "wizer.initialize";
 
 /// What wizer reads from the initialised instance: its exported globals and memories.
-struct Snapshot<'a, T: 'static> {
-    store: &'a mut Store<T>,
-    instance: Instance,
+pub(crate) struct Snapshot<'a, T: 'static> {
+    pub(crate) store: &'a mut Store<T>,
+    pub(crate) instance: Instance,
 }
 
 impl<T: Send> InstanceState for Snapshot<'_, T> {

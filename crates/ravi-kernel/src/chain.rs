@@ -711,6 +711,42 @@ pub struct ChainRunResult {
     pub call_trace: Vec<CallRecord>,
     /// Wall time of the run.
     pub duration_ms: u64,
+    /// The files the script left under `/tmp` (the CPython engine), stored by reference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ChainOutputFile>,
+}
+
+/// A file a code-mode script left under `/tmp`, returned with its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ChainOutputFile {
+    /// Where the script wrote it, e.g. `/tmp/chart.png`.
+    pub path: String,
+    /// Its media type, guessed from the name.
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The stored bytes (`art_...`), when the caller has an artifact store; pass it to a tool
+    /// as `{"$artifact": ref}`, or read it with `read_result`.
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub artifact_ref: Option<String>,
+}
+
+impl ChainOutputFile {
+    /// A file at `path` of `size` bytes, stored under `artifact_ref` when it was.
+    pub fn new(
+        path: impl Into<String>,
+        media_type: impl Into<String>,
+        size: u64,
+        artifact_ref: Option<String>,
+    ) -> Self {
+        Self {
+            path: path.into(),
+            media_type: media_type.into(),
+            size,
+            artifact_ref,
+        }
+    }
 }
 
 impl ChainRunResult {
@@ -727,6 +763,7 @@ impl ChainRunResult {
             error: None,
             call_trace,
             duration_ms,
+            files: Vec::new(),
         }
     }
 

@@ -65,8 +65,8 @@ pub use blob::{
     byte_stream_once, next_chunk,
 };
 pub use chain::{
-    CallRecord, CallStatus, ChainError, ChainPolicy, ChainPolicyBuilder, ChainRunResult,
-    ChainStatus, FailureReason, InvocationResult, InvocationStatus, MediaFile,
+    CallRecord, CallStatus, ChainError, ChainOutputFile, ChainPolicy, ChainPolicyBuilder,
+    ChainRunResult, ChainStatus, FailureReason, InvocationResult, InvocationStatus, MediaFile,
 };
 pub use content::{ContentBlock, MediaSource};
 pub use context::{

@@ -18,6 +18,7 @@ _OP_CALL = 1
 _OP_BUDGET = 3
 _OP_FINISH = 4
 _OP_REQUEST = 5
+_OP_FILE = 6
 _MAX_DEPTH = 64
 _ARTIFACT_KEY = "$artifact"
 
@@ -294,6 +295,272 @@ def budget():
     return {k: b[k] for k in ("calls_used", "calls_remaining", "seconds_remaining") if k in b}
 
 
+# --- /tmp, in memory --------------------------------------------------------------------------
+# A writable /tmp that lives in the interpreter's own memory (so the run's memory cap bounds
+# it): `open()`, `io.open()`, pathlib and the `os` calls libraries make on paths (stat, access,
+# listdir, scandir, mkdir, makedirs, remove, rename) see it. Every file a script leaves there is sent to
+# the host when the run ends and comes back as a `ChainFile`. Files opened by C code directly
+# (sqlite3, for one) do not see it.
+
+_TMP = "/tmp"
+_MAX_FILES = 32
+
+
+def _norm(p, root):
+    """`p` as a normalized absolute path when it names something under `root`, else None."""
+    if isinstance(p, int):
+        return None
+    try:
+        import os
+
+        p = os.fspath(p)
+    except TypeError:
+        return None
+    if isinstance(p, bytes):
+        p = p.decode("utf-8", "surrogateescape")
+    if not isinstance(p, str) or not p.startswith(root):
+        return None
+    import posixpath
+
+    p = posixpath.normpath(p)
+    if p == root or p.startswith(root + "/"):
+        return p
+    return None
+
+
+class _Tmp:
+    def __init__(self):
+        self.files = {}
+        self.dirs = {_TMP}
+        self.dirty = set()
+
+    @staticmethod
+    def path(p):
+        return _norm(p, _TMP)
+
+
+_tmp = _Tmp()
+
+
+def _tmp_error(cls, errno_name, path):
+    import errno
+    import os
+
+    code = getattr(errno, errno_name)
+    return cls(code, os.strerror(code), path)
+
+
+def _tmp_open(path, mode, buffering, encoding, errors, newline):
+    import io
+    import posixpath
+
+    kinds = set(mode)
+    binary = "b" in kinds
+    if posixpath.dirname(path) not in _tmp.dirs:
+        raise _tmp_error(FileNotFoundError, "ENOENT", path)
+    if path in _tmp.dirs:
+        raise _tmp_error(IsADirectoryError, "EISDIR", path)
+    exists = path in _tmp.files
+    if "x" in kinds and exists:
+        raise _tmp_error(FileExistsError, "EEXIST", path)
+    if "r" in kinds and not exists:
+        raise _tmp_error(FileNotFoundError, "ENOENT", path)
+    writing = bool(kinds & set("wax+"))
+    start = b"" if ("w" in kinds or "x" in kinds) else bytes(_tmp.files.get(path, b""))
+
+    class Buffer(io.BytesIO):
+        def _keep(self):
+            if writing and not self.closed:
+                _tmp.files[path] = self.getvalue()
+                _tmp.dirty.add(path)
+
+        def flush(self):
+            self._keep()
+            return super().flush()
+
+        def close(self):
+            self._keep()
+            super().close()
+
+        def writable(self):
+            return writing
+
+        def readable(self):
+            return "r" in kinds or "+" in kinds
+
+        def write(self, b):
+            if not writing:
+                raise io.UnsupportedOperation("not writable")
+            return super().write(b)
+
+    buf = Buffer(start)
+    buf.name = path
+    if "a" in kinds:
+        buf.seek(0, 2)
+    if writing:
+        _tmp.files[path] = start
+        _tmp.dirty.add(path)
+    if binary:
+        return buf
+    text = io.TextIOWrapper(buf, encoding=encoding or "utf-8", errors=errors, newline=newline)
+    text.mode = mode
+    return text
+
+
+def _install_tmp():
+    import builtins
+    import io
+    import os
+    import stat as _stat
+
+    def opener_over(real_open):
+        def open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None, closefd=True, opener=None):
+            path = _tmp.path(file)
+            if path is not None:
+                return _tmp_open(path, mode, buffering, encoding, errors, newline)
+            return real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+
+        open.__doc__ = real_open.__doc__
+        return open
+
+    builtins.open = opener_over(builtins.open)
+    io.open = opener_over(io.open)
+
+    def wrap(name, fake):
+        real = getattr(os, name)
+
+        def call(p, *args, **kwargs):
+            path = _tmp.path(p)
+            if path is not None:
+                return fake(path, *args, **kwargs)
+            return real(p, *args, **kwargs)
+
+        call.__name__ = name
+        call.__doc__ = real.__doc__
+        setattr(os, name, call)
+
+    def fake_stat(path, *args, **kwargs):
+        if path in _tmp.dirs:
+            return os.stat_result((_stat.S_IFDIR | 0o755, 0, 0, 2, 0, 0, 0, 0, 0, 0))
+        if path in _tmp.files:
+            size = len(_tmp.files[path])
+            return os.stat_result((_stat.S_IFREG | 0o644, 0, 0, 1, 0, 0, size, 0, 0, 0))
+        raise _tmp_error(FileNotFoundError, "ENOENT", path)
+
+    def children(path):
+        if path not in _tmp.dirs:
+            raise _tmp_error(FileNotFoundError, "ENOENT", path)
+        prefix = path + "/"
+        names = {p[len(prefix):] for p in list(_tmp.files) + list(_tmp.dirs) if p.startswith(prefix)}
+        return sorted(n for n in names if n and "/" not in n)
+
+    def fake_listdir(path="."):
+        return children(path)
+
+    class DirEntry:
+        def __init__(self, parent, name, stat):
+            self.name = name
+            self.path = parent + "/" + name
+            self._stat = stat
+
+        def is_dir(self, follow_symlinks=True):
+            return _stat.S_ISDIR(self._stat(self.path).st_mode)
+
+        def is_file(self, follow_symlinks=True):
+            return _stat.S_ISREG(self._stat(self.path).st_mode)
+
+        def is_symlink(self):
+            return False
+
+        def stat(self, follow_symlinks=True):
+            return self._stat(self.path)
+
+        def __fspath__(self):
+            return self.path
+
+    class Scan:
+        def __init__(self, path, names, stat):
+            self.entries = iter([DirEntry(path, n, stat) for n in names])
+
+        def __iter__(self):
+            return self.entries
+
+        def __next__(self):
+            return next(self.entries)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.close()
+
+        def close(self):
+            pass
+
+    def fake_mkdir(path, mode=0o777, *args, **kwargs):
+        import posixpath
+
+        if path in _tmp.dirs or path in _tmp.files:
+            raise _tmp_error(FileExistsError, "EEXIST", path)
+        if posixpath.dirname(path) not in _tmp.dirs:
+            raise _tmp_error(FileNotFoundError, "ENOENT", path)
+        _tmp.dirs.add(path)
+
+    def fake_remove(path, *args, **kwargs):
+        if path not in _tmp.files:
+            raise _tmp_error(FileNotFoundError, "ENOENT", path)
+        del _tmp.files[path]
+        _tmp.dirty.discard(path)
+
+    def fake_rmdir(path, *args, **kwargs):
+        if path not in _tmp.dirs or path == _TMP:
+            raise _tmp_error(FileNotFoundError, "ENOENT", path)
+        if children(path):
+            raise _tmp_error(OSError, "ENOTEMPTY", path)
+        _tmp.dirs.discard(path)
+
+    def fake_rename(src, dst, *args, **kwargs):
+        target = _tmp.path(dst)
+        if target is None or src not in _tmp.files:
+            raise _tmp_error(OSError, "EXDEV" if target is None else "ENOENT", src)
+        _tmp.files[target] = _tmp.files.pop(src)
+        _tmp.dirty.discard(src)
+        _tmp.dirty.add(target)
+
+    def fake_access(path, mode, *args, **kwargs):
+        return path in _tmp.dirs or path in _tmp.files
+
+    for name, fake in (
+        ("access", fake_access),
+        ("stat", fake_stat),
+        ("lstat", fake_stat),
+        ("listdir", fake_listdir),
+        ("scandir", lambda path: Scan(path, children(path), fake_stat)),
+        ("mkdir", fake_mkdir),
+        ("remove", fake_remove),
+        ("unlink", fake_remove),
+        ("rmdir", fake_rmdir),
+        ("rename", fake_rename),
+        ("replace", fake_rename),
+    ):
+        wrap(name, fake)
+
+
+def _send_files():
+    """Sends the files written under /tmp in this run to the host (at most _MAX_FILES, the
+    host caps their total size)."""
+    import mimetypes
+
+    for path in sorted(_tmp.dirty)[:_MAX_FILES]:
+        data = _tmp.files.get(path)
+        if data is None:
+            continue
+        media = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        header = _json.dumps({"path": path, "media_type": media}).encode()
+        _door(_OP_FILE, len(header).to_bytes(4, "little") + header + bytes(data))
+    _tmp.dirty.clear()
+
+
 # --- numpy on wasm32 ------------------------------------------------------------------------
 # numpy's default integer is the platform's `intp`, 32 bits on wasm32: `np.arange(100_000).sum()`
 # would wrap around silently. Integer arrays made from Python ints, and integer reductions,
@@ -309,7 +576,7 @@ def _widen_numpy():
     unarrow = (np.uint8, np.uint16, np.uint32)
 
     def _is_py_int(x):
-        return isinstance(x, int) and not isinstance(x, bool)
+        return isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63
 
     def _holds_py_ints(obj, depth=0):
         if _is_py_int(obj):
@@ -320,10 +587,11 @@ def _widen_numpy():
             return True
         return False
 
-    def wrap_creation(f, test):
+    def wrap_creation(f, test, dtype_at):
+        # `dtype_at`: where dtype sits among the positional arguments.
         @functools.wraps(f)
         def made(*args, **kwargs):
-            if kwargs.get("dtype") is None and test(args, kwargs):
+            if len(args) <= dtype_at and kwargs.get("dtype") is None and test(args, kwargs):
                 kwargs["dtype"] = np.int64
             return f(*args, **kwargs)
 
@@ -333,12 +601,13 @@ def _widen_numpy():
         np.arange,
         lambda a, k: all(_is_py_int(x) for x in a[:3] if x is not None)
         and all(_is_py_int(k[n]) for n in ("start", "stop", "step") if k.get(n) is not None),
+        3,
     )
     for name in ("array", "asarray", "asanyarray"):
         setattr(
             np,
             name,
-            wrap_creation(getattr(np, name), lambda a, k: bool(a) and _holds_py_ints(a[0])),
+            wrap_creation(getattr(np, name), lambda a, k: bool(a) and _holds_py_ints(a[0]), 1),
         )
 
     def wrap_reduction(f):
@@ -379,11 +648,20 @@ def _finish(record):
 
 
 def _describe(exc):
+    try:
+        message = str(exc)
+    except BaseException:
+        message = ""
+    try:
+        traceback = _format_exception(exc)
+    except BaseException:
+        # Out of memory, say: the type and message still say what happened.
+        traceback = ""
     record = {
         "status": "error",
         "type": type(exc).__name__,
-        "message": str(exc),
-        "traceback": _format_exception(exc),
+        "message": message,
+        "traceback": traceback,
     }
     if isinstance(exc, MemoryError):
         record["exhausted"] = "memory"
@@ -429,9 +707,17 @@ def _main():
     except SystemExit as exc:
         if exc.code not in (None, 0):
             record = _describe(exc)
+    except MemoryError as exc:
+        # Free what the script holds before describing it.
+        scope.clear()
+        record = _describe(exc)
     except BaseException as exc:
         record = _describe(exc)
     _flush()
+    try:
+        _send_files()
+    except Exception as exc:
+        print("the files under /tmp could not be returned: %s" % exc, file=_sys.stderr)
     _finish(record)
 
 
@@ -472,8 +758,20 @@ def _boot(preimports):
     _sys.stderr.reconfigure(line_buffering=True)
     for name in _EXPORTS:
         setattr(_builtins, name, globals()[name])
+    _install_tmp()
+    import os
+
+    # matplotlib draws to files (Agg) and keeps its font cache in the in-memory /tmp; imported
+    # here, its font list is built once, into the snapshot.
+    os.environ["MPLBACKEND"] = "Agg"
+    os.environ["MPLCONFIGDIR"] = "/tmp/.matplotlib"
+    os.mkdir("/tmp/.matplotlib")
     for name in preimports:
         __import__(name)
     if "numpy" in _sys.modules:
         _widen_numpy()
+    if "matplotlib.pyplot" in _sys.modules:
+        _sys.modules["matplotlib.pyplot"].rcParams["figure.max_open_warning"] = 0
     _seal()
+    # What booting wrote under /tmp is the interpreter's, not a script's: never returned.
+    _tmp.dirty.clear()

@@ -17,17 +17,27 @@ use wasmtime::{Caller, Extern, InstancePre, Store};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::abi::Op;
-use super::sandbox::{RunState, guest_memory, serve};
+use super::sandbox::{
+    MAX_SCRIPT_FILES_BYTES, RunState, ScriptFile, guest_bytes, guest_memory, serve,
+};
 
 /// The frame operation by which the CPython guest asks for its [`RunRequest`]
 /// (`super::abi::RunRequest`; the RustPython guest gets it as `ravi_run`'s argument).
 pub(super) const DOOR_REQUEST: u8 = 5;
+
+/// The frame operation by which the CPython guest returns a file it left under `/tmp`: a
+/// little-endian `u32` header length, the JSON header `{"path", "media_type"}`, the bytes.
+pub(super) const DOOR_FILE: u8 = 6;
 
 /// The source of every run's turn.
 pub(super) const CPYTHON_TURN: &str = "import _ravi; _ravi._main()";
 
 /// Where the guest finds its stdlib zip.
 const GUEST_LIB: &str = "/usr/local/lib";
+
+/// Where matplotlib finds its data (matplotlibrc, fonts), beside its package in the zip's path;
+/// the artefacts' `mpl-data/` folder, read-only.
+const GUEST_MPL_DATA: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
 
 /// The guest's argv[0] and environment: the same as when the snapshot was taken.
 const ARGV0: &str = "/usr/local/bin/python.wasm";
@@ -97,6 +107,14 @@ pub(super) fn cpython_wasi(wasi: &mut WasiCtxBuilder, lib: &Path) -> Result<(), 
                 lib.display()
             )
         })?;
+    let data = lib.with_file_name("mpl-data");
+    wasi.preopened_dir(&data, GUEST_MPL_DATA, FsPerms::ReadOnly)
+        .map_err(|e| {
+            format!(
+                "matplotlib's data at {} cannot be opened: {e:#}",
+                data.display()
+            )
+        })?;
     Ok(())
 }
 
@@ -148,6 +166,15 @@ async fn door(
             Some(r) => r,
             None => return Ok(DOOR_FAULT),
         }
+    } else if op == DOOR_FILE {
+        let frame = guest_bytes(&memory, &caller, ptr, len)?
+            .get(1..)
+            .unwrap_or_default();
+        match script_file(frame) {
+            Some(file) => keep_file(caller.data_mut(), file),
+            None => return Ok(DOOR_FAULT),
+        }
+        Vec::new()
     } else {
         let op = Op::try_from(i32::from(op))?;
         serve(&mut caller, op, ptr + 1, len - 1).await?
@@ -167,6 +194,39 @@ async fn door(
     memory.write(&mut caller, usize::try_from(out_ptr_ptr)?, &p.to_le_bytes())?;
     memory.write(&mut caller, usize::try_from(out_len_ptr)?, &n.to_le_bytes())?;
     Ok(0)
+}
+
+/// A [`DOOR_FILE`] frame's file, or `None` when the frame is malformed.
+fn script_file(frame: &[u8]) -> Option<ScriptFile> {
+    #[derive(serde::Deserialize)]
+    struct Header {
+        path: String,
+        media_type: String,
+    }
+    let (len, rest) = frame.split_first_chunk::<4>()?;
+    let len = usize::try_from(u32::from_le_bytes(*len)).ok()?;
+    let header = rest.get(..len)?;
+    let data = rest.get(len..)?;
+    let header: Header = serde_json::from_slice(header).ok()?;
+    if !header.path.starts_with("/tmp/") || header.media_type.len() > 255 {
+        return None;
+    }
+    Some(ScriptFile {
+        path: header.path,
+        media_type: header.media_type,
+        data: bytes::Bytes::copy_from_slice(data),
+    })
+}
+
+/// Keeps `file` unless the run's files would exceed [`MAX_SCRIPT_FILES_BYTES`]; one left out
+/// is named in the run's stderr.
+fn keep_file(state: &mut RunState, file: ScriptFile) {
+    let used: usize = state.files.iter().map(|f| f.data.len()).sum();
+    if used + file.data.len() > MAX_SCRIPT_FILES_BYTES {
+        state.files_left_out.push(file.path);
+        return;
+    }
+    state.files.push(file);
 }
 
 #[cfg(feature = "code-mode-cpython")]

@@ -32,12 +32,14 @@ pub fn cpython_engine_config(pool_slots: Option<u32>) -> wasmtime::Config {
         // The instance's own record (VM context, function references) is about 1.5 MB for this
         // module, over the default 1 MiB.
         pool.max_core_instance_size(4 << 20);
-        pool.total_memories(slots);
         // Exception objects live in a GC heap, which the pooling allocator carves from the same
-        // kind of reservation as a linear memory.
+        // pool as linear memories: two memory slots per instance.
+        pool.total_memories(slots * 2);
         pool.total_gc_heaps(slots);
         pool.total_tables(slots * 4);
-        pool.total_stacks(slots);
+        // The door answers through the guest's `host_alloc`, an async call on a fiber of its
+        // own while the run's is suspended: two stacks per instance.
+        pool.total_stacks(slots * 2);
         pool.max_memory_size(CPYTHON_MAX_MEMORY_BYTES);
         pool.table_elements(200_000);
         pool.pagemap_scan(wasmtime::Enabled::Auto);

@@ -35,8 +35,8 @@ pub use bridge::{ArtifactHandle, BridgeOutcome, FailureKind, FileHandle, ToolBri
 pub use cpython::{CpythonConfig, default_cpython_dir};
 pub use describe::{bindings, chain_description, chain_description_for, python_name, signature};
 pub use sandbox::{
-    PythonEngine, Sandbox, SandboxConfig, SandboxLimits, SandboxRun, ToolBinding,
-    default_cwasm_path,
+    MAX_SCRIPT_FILES_BYTES, PythonEngine, Sandbox, SandboxConfig, SandboxLimits, SandboxRun,
+    ScriptFile, ToolBinding, default_cwasm_path,
 };
 pub use tool::{TOOL_CHAIN_NAME, ToolChainTool, limits_from, summary_text};
 

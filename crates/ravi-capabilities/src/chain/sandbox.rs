@@ -80,7 +80,26 @@ pub struct SandboxRun {
     pub error: Option<ChainError>,
     /// Wall time.
     pub duration: Duration,
+    /// The files the script left under `/tmp` (the CPython engine; at most
+    /// [`MAX_SCRIPT_FILES_BYTES`] in all, in path order).
+    pub files: Vec<ScriptFile>,
 }
+
+/// A file a script left under `/tmp`, sent to the host when the run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScriptFile {
+    /// Where the script wrote it, e.g. `/tmp/chart.png`.
+    pub path: String,
+    /// Its media type, guessed from the name (`application/octet-stream` when unknown).
+    pub media_type: String,
+    /// The bytes.
+    pub data: bytes::Bytes,
+}
+
+/// The most bytes of `/tmp` files one run returns; files past it are left out (and named on
+/// stderr).
+pub const MAX_SCRIPT_FILES_BYTES: usize = 32 << 20;
 
 /// Which Python runs the scripts.
 ///
@@ -356,6 +375,8 @@ impl Sandbox {
             cancel: cancel.clone(),
             memory: None,
             request: None,
+            files: Vec::new(),
+            files_left_out: Vec::new(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -392,12 +413,25 @@ impl Sandbox {
                     }
                 }
             };
+        let files = std::mem::take(&mut store.data_mut().files);
+        let left_out = std::mem::take(&mut store.data_mut().files_left_out);
+        if !left_out.is_empty() {
+            if !stderr.is_empty() && !stderr.ends_with('\n') {
+                stderr.push('\n');
+            }
+            stderr.push_str(&format!(
+                "ravi: left out of the result (the files under /tmp may total {} MiB): {}\n",
+                MAX_SCRIPT_FILES_BYTES >> 20,
+                left_out.join(", ")
+            ));
+        }
         SandboxRun {
             status,
             stdout,
             stderr,
             error,
             duration: started.elapsed(),
+            files,
         }
     }
 }
@@ -592,6 +626,10 @@ pub(super) struct RunState {
     memory: Option<wasmtime::Memory>,
     /// The run request, until the CPython guest asks for it (`cpython::DOOR_REQUEST`).
     pub(super) request: Option<Vec<u8>>,
+    /// The files the CPython guest returned (`cpython::DOOR_FILE`).
+    pub(super) files: Vec<ScriptFile>,
+    /// The paths of files left out for size.
+    pub(super) files_left_out: Vec<String>,
 }
 
 impl RunState {
@@ -623,7 +661,7 @@ pub(super) fn guest_memory(
 }
 
 /// The guest's request bytes, borrowed from its memory.
-fn guest_bytes<'a>(
+pub(super) fn guest_bytes<'a>(
     memory: &wasmtime::Memory,
     caller: &'a Caller<'_, RunState>,
     ptr: i32,
@@ -740,6 +778,7 @@ fn failed_run(started: Instant, ty: &str, message: &str) -> SandboxRun {
         stderr: String::new(),
         error: Some(chain_error(ty, message, "")),
         duration: started.elapsed(),
+        files: Vec::new(),
     }
 }
 

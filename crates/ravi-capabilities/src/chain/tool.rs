@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use ravi_agents::durable::RunJournal;
 use ravi_agents::invoker::{InvokerSession, ToolInvoker};
 use ravi_kernel::{
-    AnyTool, BlobScope, CallSource, ChainPolicy, ChainRunResult, ChainStatus, FailureReason,
-    FunctionSpec, Tool, ToolCall, ToolContext, ToolError, ToolExecutionResult, ToolRegistry,
+    AnyTool, BlobScope, CallSource, ChainOutputFile, ChainPolicy, ChainRunResult, ChainStatus,
+    ContentBlock, FailureReason, FunctionSpec, MediaSource, Tool, ToolCall, ToolContext, ToolError,
+    ToolExecutionResult, ToolRegistry,
 };
 use serde_json::{Value, json};
 
@@ -18,7 +19,7 @@ use super::SandboxError;
 use super::abi::Budget;
 use super::bridge::{BridgeOutcome, ToolBridge};
 use super::describe::{bindings, chain_description_for};
-use super::sandbox::{PythonEngine, Sandbox, SandboxLimits, ToolBinding};
+use super::sandbox::{PythonEngine, Sandbox, SandboxLimits, ScriptFile, ToolBinding};
 
 /// How long past a run's wall clock the invoker waits for the sandbox to end it and report.
 const RUN_GRACE: Duration = Duration::from_secs(2);
@@ -181,7 +182,7 @@ impl ToolChainTool {
         filename: &str,
         ctx: &ToolContext,
     ) -> ChainRunResult {
-        self.run_in(script, filename, ctx, None).await
+        self.run_in(script, filename, ctx, None).await.0
     }
 
     /// Runs `script` as a durable run: its calls are written to `journal` — and, when the
@@ -199,6 +200,27 @@ impl ToolChainTool {
     ) -> ChainRunResult {
         self.run_in(script, filename, ctx, Some((journal, scope)))
             .await
+            .0
+    }
+
+    /// [`run`](Self::run), with the images the script left under `/tmp` (at most
+    /// [`MAX_IMAGES`], each up to [`MAX_IMAGE_BYTES`]) as content blocks for the model.
+    async fn run_with_images(
+        &self,
+        script: &str,
+        ctx: &ToolContext,
+    ) -> (ChainRunResult, Vec<ContentBlock>) {
+        let (result, files) = self.run_in(script, "<tool_chain>", ctx, None).await;
+        let images = files
+            .iter()
+            .filter(|f| f.media_type.starts_with("image/") && f.data.len() <= MAX_IMAGE_BYTES)
+            .take(MAX_IMAGES)
+            .map(|f| ContentBlock::Image {
+                media_type: f.media_type.clone(),
+                source: MediaSource::from_bytes(&f.data),
+            })
+            .collect();
+        (result, images)
     }
 
     async fn run_in(
@@ -207,11 +229,11 @@ impl ToolChainTool {
         filename: &str,
         ctx: &ToolContext,
         durable: Option<(Arc<RunJournal>, BlobScope)>,
-    ) -> ChainRunResult {
+    ) -> (ChainRunResult, Vec<ScriptFile>) {
         let started = Instant::now();
         // The invoker running this call, else the one the tool was built with.
         let Some(invoker) = ToolInvoker::from_context(ctx).or_else(|| self.invoker.clone()) else {
-            return ChainRunResult::new(ChainStatus::Error, "", Vec::new(), 0).with_error(
+            let result = ChainRunResult::new(ChainStatus::Error, "", Vec::new(), 0).with_error(
                 ravi_kernel::ChainError::new(
                     "RuntimeError",
                     "tool_chain was called outside an invoker and has none of its own; build \
@@ -219,6 +241,7 @@ impl ToolChainTool {
                     "",
                 ),
             );
+            return (result, Vec::new());
         };
         // Called through an invoker (a model's turn, an MCP client), the run's artifacts live
         // in the caller's scope, so the refs its results name resolve in the caller's later
@@ -231,7 +254,7 @@ impl ToolChainTool {
                 let nested = match RunJournal::open_nested(ctx).await {
                     Some(Ok(j)) => Some(j),
                     Some(Err(e)) => {
-                        return ChainRunResult::new(ChainStatus::Error, "", Vec::new(), 0)
+                        let result = ChainRunResult::new(ChainStatus::Error, "", Vec::new(), 0)
                             .with_error(ravi_kernel::ChainError::new(
                                 "RuntimeError",
                                 format!(
@@ -239,6 +262,7 @@ impl ToolChainTool {
                                 ),
                                 "",
                             ));
+                        return (result, Vec::new());
                     }
                     None => None,
                 };
@@ -304,6 +328,7 @@ impl ToolChainTool {
                 }
             }
         }
+        let files = store_files(ctx, &run.files).await;
         guard.close().await;
         let mut output_text = run.stdout;
         if !run.stderr.is_empty() {
@@ -319,8 +344,39 @@ impl ToolChainTool {
             u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         );
         result.error = run.error;
-        result
+        result.files = files;
+        (result, run.files)
     }
+}
+
+/// The most images from `/tmp` a `tool_chain` result shows the model.
+pub const MAX_IMAGES: usize = 4;
+
+/// The largest image from `/tmp` shown to the model (bigger ones are listed by reference only).
+pub const MAX_IMAGE_BYTES: usize = 1 << 20;
+
+/// Stores each file a script left under `/tmp` in the caller's artifacts (the caller's session
+/// holds the pins), or lists it without a ref when the caller has no store.
+async fn store_files(ctx: &ToolContext, files: &[ScriptFile]) -> Vec<ChainOutputFile> {
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        let size = f.data.len() as u64;
+        let stored = match &ctx.artifacts {
+            Some(access) if access.can_store() => {
+                let data = ravi_kernel::byte_stream_once(f.data.clone());
+                match access.put_stream(data, &f.media_type).await {
+                    Ok(info) => Some(info.artifact_ref.to_string()),
+                    Err(e) => {
+                        tracing::warn!(path = %f.path, error = %e, "a script's file could not be stored");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        out.push(ChainOutputFile::new(&f.path, &f.media_type, size, stored));
+    }
+    out
 }
 
 #[async_trait]
@@ -381,9 +437,11 @@ impl Tool for ToolChainTool {
                 "tool_chain needs `script`: the Python source to run, as a string",
             ));
         };
-        let result = self.run(script, ctx).await;
+        let (result, images) = self.run_with_images(script, ctx).await;
         let text = summary_text(&result);
         let mut out = ToolExecutionResult::text(text).with_calls(result.call_trace.clone());
+        // Charts and other images the script saved under /tmp, shown to the model as images.
+        out.content.extend(images);
         out.is_error = result.status != ChainStatus::Ok;
         out.structured_content = serde_json::to_value(&result).ok();
         Ok(out)
@@ -411,6 +469,16 @@ pub fn summary_text(r: &ChainRunResult) -> String {
             s.push_str(line);
             s.push('\n');
         }
+    }
+    for f in &r.files {
+        s.push_str(&format!(
+            "[file] {} ({}, {} bytes",
+            f.path, f.media_type, f.size
+        ));
+        if let Some(r) = &f.artifact_ref {
+            s.push_str(&format!(", {r}"));
+        }
+        s.push_str(")\n");
     }
     if r.call_trace.is_empty() {
         s.push_str("[calls] none\n");

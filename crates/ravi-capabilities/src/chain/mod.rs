@@ -38,7 +38,10 @@ pub use sandbox::{
     MAX_SCRIPT_FILES_BYTES, PythonEngine, Sandbox, SandboxConfig, SandboxLimits, SandboxRun,
     ScriptFile, ToolBinding, default_cwasm_path,
 };
-pub use tool::{TOOL_CHAIN_NAME, ToolChainTool, limits_from, summary_text};
+pub use tool::{
+    MAX_IMAGE_BYTES, MAX_IMAGES, TOOL_CHAIN_NAME, ToolChainTool, WHOLE_RESULT_BYTES, limits_from,
+    summary_text,
+};
 
 use std::path::PathBuf;
 

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::SandboxError;
 use super::abi::Budget;
-use super::bridge::{BridgeOutcome, ToolBridge};
+use super::bridge::{ArtifactHandle, BridgeOutcome, ToolBridge};
 use super::describe::{bindings, chain_description_for};
 use super::sandbox::{PythonEngine, Sandbox, SandboxLimits, ScriptFile, ToolBinding};
 
@@ -294,6 +294,10 @@ impl ToolChainTool {
             ctx: ctx.clone().with_cancellation(cancel.clone()),
             deadline: started + self.limits.timeout,
             next_id: AtomicU64::new(0),
+            whole_up_to: match self.sandbox.engine() {
+                PythonEngine::CPython => WHOLE_RESULT_BYTES,
+                _ => 0,
+            },
         });
         // A durable run draws its randomness from a seed of its own, so a replay makes the
         // same calls in the same order.
@@ -509,9 +513,43 @@ struct InvokerBridge {
     ctx: ToolContext,
     deadline: Instant,
     next_id: AtomicU64,
+    /// Results stored as artifacts up to this size reach the script whole (see
+    /// [`WHOLE_RESULT_BYTES`]); 0 keeps every artifact a handle.
+    whole_up_to: u64,
 }
 
+/// On the CPython engine, a tool result the invoker stored as an artifact reaches the script
+/// whole when it is at most this large: the bytes stay in the sandbox (never in the model's
+/// context), and data scripts need the whole table (`pd.read_csv(io.StringIO(read_file(...)))`).
+/// Larger results stay `Artifact` handles. The RustPython engine keeps every artifact a handle.
+pub const WHOLE_RESULT_BYTES: u64 = 16 << 20;
+
 impl InvokerBridge {
+    /// The stored result behind `handle`, whole: JSON as its value, text as a string; the handle
+    /// itself when the bytes cannot be read back.
+    async fn whole(&self, handle: ArtifactHandle) -> BridgeOutcome {
+        let Some(store) = self.invoker.blob_store() else {
+            return BridgeOutcome::Artifact(handle);
+        };
+        let Ok(artifact) = ravi_kernel::ArtifactRef::parse(&handle.artifact_ref) else {
+            return BridgeOutcome::Artifact(handle);
+        };
+        let Ok(bytes) = store.resolve(self.session.scope(), &artifact).await else {
+            return BridgeOutcome::Artifact(handle);
+        };
+        let json = handle
+            .media_type
+            .as_deref()
+            .is_some_and(|m| m == "application/json" || m.ends_with("+json"));
+        if json && let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
+            return BridgeOutcome::Value(value);
+        }
+        match String::from_utf8(bytes.to_vec()) {
+            Ok(text) => BridgeOutcome::Value(Value::String(text)),
+            Err(_) => BridgeOutcome::Artifact(handle),
+        }
+    }
+
     fn prefix(&self) -> String {
         if self.ctx.call_id.is_empty() {
             String::new()
@@ -551,7 +589,12 @@ impl ToolBridge for InvokerBridge {
             // rather than going on without the call (it runs again on resume).
             self.ctx.cancellation.cancel();
         }
-        BridgeOutcome::from_invocation(result)
+        match BridgeOutcome::from_invocation(result) {
+            BridgeOutcome::Artifact(handle) if handle.size <= self.whole_up_to => {
+                self.whole(handle).await
+            }
+            outcome => outcome,
+        }
     }
 
     fn budget(&self) -> Budget {

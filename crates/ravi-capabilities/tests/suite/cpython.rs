@@ -269,3 +269,78 @@ print(size_of(data=open("/tmp/units.csv").read()))
     assert_eq!(measured.status, InvocationStatus::Ok, "{}", measured.text());
     assert!(measured.text().contains("38"), "{}", measured.text());
 }
+
+/// The data corpus (`tests/corpus/data`): scripts as models write them for tables (a CSV from
+/// `read_file` → DataFrame → groupby, pivot, merge, describe, dates, numpy, a chart and a
+/// written summary), run through `tool_chain` over the real file tools, print byte for byte
+/// what host CPython with pandas 3.0.6 prints (`NN_name.expected`, written by
+/// `tests/corpus/data/expected.py`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_corpus_prints_what_host_cpython_prints() {
+    use ravi_agents::Typed;
+    use ravi_agents::approval::AutoApprovalHandler;
+    use ravi_agents::blob::MemoryBlobStore;
+    use ravi_agents::invoker::ToolInvoker;
+    use ravi_agents::toolbox::Toolbox;
+    use ravi_capabilities::backend::{Backend, LocalBackend};
+    use ravi_capabilities::chain::{TOOL_CHAIN_NAME, ToolChainTool};
+    use ravi_capabilities::tools::{ReadFile, WriteFile};
+    use ravi_kernel::{AnyTool, ChainPolicy, ChainRunResult, ToolCall, ToolContext};
+
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/data");
+    let ws = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(corpus.join("fixtures")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, ws.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(ws.path()).unwrap());
+    let tools: Vec<AnyTool> = vec![
+        AnyTool::Function(Arc::new(Typed::new(ReadFile::new(backend.clone())))),
+        AnyTool::Function(Arc::new(Typed::new(WriteFile::new(backend)))),
+    ];
+    let chain = ToolChainTool::for_tools(&tools, ChainPolicy::default())
+        .unwrap()
+        .engine(PythonEngine::CPython)
+        .unwrap();
+    let mut toolbox = Toolbox::try_from_tools(tools).unwrap();
+    toolbox.add(AnyTool::Function(Arc::new(chain))).unwrap();
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .blob_store(Arc::new(MemoryBlobStore::new()))
+        .approval_handler(Arc::new(AutoApprovalHandler::approving()))
+        .build();
+    let scripts = ravi_test_support::files_with_extension(&corpus, "py")
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(char::is_numeric))
+        })
+        .collect::<Vec<_>>();
+    assert!(scripts.len() >= 6, "{scripts:?}");
+    let mut failures = Vec::new();
+    for script in &scripts {
+        let session = invoker.open_session();
+        let source = std::fs::read_to_string(script).unwrap();
+        let expected = std::fs::read_to_string(script.with_extension("expected")).unwrap();
+        let r = invoker
+            .invoke(
+                &session,
+                ToolCall::new("c", TOOL_CHAIN_NAME, json!({ "script": source })),
+                &ToolContext::default(),
+            )
+            .await;
+        let run: ChainRunResult = serde_json::from_value(r.structured.clone().unwrap()).unwrap();
+        if run.status != ChainStatus::Ok || run.output_text != expected {
+            failures.push(format!(
+                "{}: {:?} {:?}\n--- expected\n{expected}--- got\n{}",
+                script.display(),
+                run.status,
+                run.error,
+                run.output_text
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The summary the last script wrote through the tool is on the host.
+    let summary = std::fs::read_to_string(ws.path().join("summary.md")).unwrap();
+    assert!(summary.starts_with("Units by product\n- "), "{summary}");
+}

@@ -5,6 +5,8 @@ mod agent_code_mode;
 mod cli;
 mod console;
 mod crash;
+#[cfg(feature = "cpython")]
+mod data_mode;
 mod durable;
 mod gateway;
 mod mcp_serve;

@@ -465,3 +465,30 @@ fn fire_and_continue_is_denied_under_approve_none_in_ravi_run() {
     );
     assert!(!ws.path().join("x.txt").exists());
 }
+
+/// Without the `cpython` feature, asking for the CPython engine is a clear error, not a
+/// silent fallback.
+#[cfg(not(feature = "cpython"))]
+#[test]
+fn engine_cpython_without_the_feature_says_how_to_get_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = ravi(
+        &[
+            "run",
+            "-",
+            "--engine",
+            "cpython",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--store",
+            "none",
+        ],
+        Some("print(1)\n"),
+    );
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("CPython engine is not in this build") && stderr.contains("cpython"),
+        "{stderr}"
+    );
+}

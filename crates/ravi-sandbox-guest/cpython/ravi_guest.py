@@ -685,30 +685,58 @@ def _reseed():
         np.random.seed(int.from_bytes(os.urandom(4), "little"))
 
 
-def _main():
-    """One run: asks the host for the request, runs the script in fresh globals with the
-    tools bound, and reports how it ended."""
+def _compile(source, filename, echo):
+    """The script's code objects: (body, last), where `last` is its final expression, compiled
+    to be evaluated and echoed, when `echo` asks for that (a session's turn, like a notebook
+    cell)."""
+    if not echo:
+        return compile(source, filename, "exec"), None
+    import ast
+
+    tree = ast.parse(source, filename, "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+        last = compile(last, filename, "eval")
+    return compile(tree, filename, "exec"), last
+
+
+def _main(session=False):
+    """One run, or one turn of an interpreter session: asks the host for the request, runs the
+    script with the tools bound (in fresh globals, or the session's), and reports how it ended.
+    A session's turn echoes its final expression, as a notebook cell does."""
     try:
         request = _json.loads(_door(_OP_REQUEST))
         _state["filename"] = request.get("filename") or "<tool_chain>"
-        scope = {"__name__": "__main__", "__builtins__": _builtins}
+        if session:
+            scope = _state.setdefault(
+                "session", {"__name__": "__main__", "__builtins__": _builtins}
+            )
+        else:
+            scope = {"__name__": "__main__", "__builtins__": _builtins}
         for t in request.get("tools", ()):
             if t.get("py"):
                 scope[t["py"]] = Tool(t["py"], t["name"], t.get("doc", ""))
-        _reseed()
-        code = compile(request["script"], _state["filename"], "exec")
+        if not session or "turns" not in _state:
+            _reseed()
+        _state["turns"] = _state.get("turns", 0) + 1
+        body, last = _compile(request["script"], _state["filename"], session)
     except BaseException as exc:  # a syntax error, or the bridge broke
         _flush()
         _finish(_describe(exc))
         return
     record = {"status": "ok"}
     try:
-        exec(code, scope)
+        exec(body, scope)
+        if last is not None:
+            value = eval(last, scope)
+            if value is not None:
+                print(repr(value))
     except SystemExit as exc:
         if exc.code not in (None, 0):
             record = _describe(exc)
     except MemoryError as exc:
-        # Free what the script holds before describing it.
+        # Free what the script holds before describing it (a session's state goes with it).
         scope.clear()
         record = _describe(exc)
     except BaseException as exc:

@@ -26,7 +26,9 @@ mod describe;
 // Shared verbatim with the guest builder, which precompiles for exactly this engine.
 #[allow(missing_docs)]
 mod engine_config;
+mod output;
 mod sandbox;
+mod session;
 mod tool;
 
 pub use abi::{Budget, Content};
@@ -38,6 +40,7 @@ pub use sandbox::{
     MAX_SCRIPT_FILES_BYTES, PythonEngine, Sandbox, SandboxConfig, SandboxLimits, SandboxRun,
     ScriptFile, ToolBinding, default_cwasm_path,
 };
+pub use session::SessionLimits;
 pub use tool::{
     MAX_IMAGE_BYTES, MAX_IMAGES, TOOL_CHAIN_NAME, ToolChainTool, WHOLE_RESULT_BYTES, limits_from,
     summary_text,

@@ -21,7 +21,7 @@ use wasmtime::{
 };
 use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 
 use super::abi::{
     self, CallRequest, Envelope, Exhausted, Failure, FailureKind, Finish, MAX_BATCH, Op,
@@ -30,6 +30,8 @@ use super::abi::{
 use super::bridge::ToolBridge;
 use super::cpython;
 use super::engine_config::{MAX_GUEST_MEMORY_BYTES, engine_config};
+use super::output::TurnPipe;
+use super::session::Sessions;
 use super::{SandboxError, cpython::CpythonConfig};
 
 pub use super::abi::ToolBinding;
@@ -185,6 +187,8 @@ pub struct Sandbox {
     pre: InstancePre<RunState>,
     slots: Arc<Semaphore>,
     ticker_stop: Arc<AtomicBool>,
+    /// The live interpreter sessions (CPython engine).
+    sessions: Sessions,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -245,6 +249,7 @@ impl Sandbox {
             pre,
             slots: Arc::new(Semaphore::new(slots as usize)),
             ticker_stop,
+            sessions: Sessions::new(),
         })
     }
 
@@ -265,6 +270,7 @@ impl Sandbox {
                 pre,
                 slots: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1) as usize)),
                 ticker_stop,
+                sessions: Sessions::new(),
             })
         }
         #[cfg(not(feature = "code-mode-cpython"))]
@@ -324,18 +330,40 @@ impl Sandbox {
         let Ok(_permit) = self.slots.acquire().await else {
             return failed_run(started, "RaviSandboxError", "the sandbox is shutting down");
         };
-        let stdout = MemoryOutputPipe::new(limits.output_bytes);
-        let stderr = MemoryOutputPipe::new(limits.output_bytes);
+        let request = match encode_request(script, filename, tools) {
+            Ok(r) => r,
+            Err(e) => return failed_run(started, "RaviSandboxError", &e),
+        };
+        let pipes = Pipes::new(limits.output_bytes);
+        let mut store = match self.new_store(limits, bridge, &cancel, deadline, seed, &pipes) {
+            Ok(s) => s,
+            Err(e) => return failed_run(started, "RaviSandboxError", &e),
+        };
+        let exec = execute(self.kind, &self.pre, &mut store, request);
+        let outcome = drive(exec, deadline, &cancel).await;
+        conclude(&mut store, outcome, &pipes, limits, started)
+    }
+
+    /// A store for one run (or one interpreter session): WASI with no preopens but the CPython
+    /// engine's read-only stdlib, no env, stdout and stderr into `pipes`; the memory limiter;
+    /// the epoch deadline.
+    pub(super) fn new_store(
+        &self,
+        limits: &SandboxLimits,
+        bridge: Arc<dyn ToolBridge>,
+        cancel: &CancellationToken,
+        deadline: Instant,
+        seed: Option<u64>,
+        pipes: &Pipes,
+    ) -> Result<Store<RunState>, String> {
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdin(MemoryInputPipe::new(Vec::<u8>::new()))
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
+            .stdout(pipes.stdout.clone())
+            .stderr(pipes.stderr.clone())
             .wall_clock(CoarseWallClock)
-            .monotonic_clock(CoarseMonotonicClock(started));
-        if let Some(lib) = &self.lib_dir
-            && let Err(e) = cpython::cpython_wasi(&mut wasi, lib)
-        {
-            return failed_run(started, "RaviSandboxError", &e);
+            .monotonic_clock(CoarseMonotonicClock(Instant::now()));
+        if let Some(lib) = &self.lib_dir {
+            cpython::cpython_wasi(&mut wasi, lib)?;
         }
         if let Some(seed) = seed {
             use rand_wasi::SeedableRng as _;
@@ -343,24 +371,8 @@ impl Sandbox {
                 .insecure_random(rand_wasi::rngs::StdRng::seed_from_u64(!seed))
                 .insecure_random_seed(u128::from(seed));
         }
-        let wasi = wasi.build_p1();
-        let request = RunRequest {
-            script: script.into(),
-            filename: filename.into(),
-            tools: tools.into(),
-        };
-        let request = match serde_json::to_vec(&request) {
-            Ok(r) => r,
-            Err(e) => {
-                return failed_run(
-                    started,
-                    "RaviSandboxError",
-                    &format!("the run request could not be encoded: {e}"),
-                );
-            }
-        };
         let state = RunState {
-            wasi,
+            wasi: wasi.build_p1(),
             limiter: Limiter {
                 memory_cap: limits.memory_bytes,
                 memory_max: self.memory_max,
@@ -385,54 +397,116 @@ impl Sandbox {
             Some(why) => Err(wasmtime::Error::new(why)),
             None => Ok(UpdateDeadline::Yield(1)),
         });
+        Ok(store)
+    }
 
-        let exec = execute(self.kind, &self.pre, &mut store, request);
-        // Epoch interruption stops a busy guest; this stops one waiting on a slow tool.
-        let grace = deadline + EPOCH_TICK * 5;
-        let outcome = tokio::select! {
-            r = exec => r,
-            () = tokio::time::sleep_until(grace.into()) => Err(wasmtime::Error::new(Interrupt::Timeout)),
-            () = cancel.cancelled() => Err(wasmtime::Error::new(Interrupt::Cancelled)),
-        };
-        let stdout = String::from_utf8_lossy(&stdout.contents()).into_owned();
-        let mut stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
-        let state = store.data();
-        let (status, error) =
-            if stdout.len() >= limits.output_bytes || stderr.len() >= limits.output_bytes {
-                // The pipe fills to exactly its capacity and then refuses writes (the script
-                // sees an OSError it might even catch); either way the run hit the output cap.
-                output_exhausted(limits)
-            } else {
-                match outcome {
-                    Ok(()) => finish_outcome(state.finish.as_ref()),
-                    Err(e) => {
-                        if state.limiter.memory_refused {
-                            stderr = without_oom_report(stderr);
-                        }
-                        classify_trap(&e, state, limits)
+    /// The live interpreter sessions.
+    pub(super) fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// The loaded module, ready to instantiate.
+    pub(super) fn instance_pre(&self) -> &InstancePre<RunState> {
+        &self.pre
+    }
+
+    /// A pool slot for a run or a session, held until dropped.
+    pub(super) async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.slots.clone().acquire_owned().await.ok()
+    }
+}
+
+/// A run's stdout and stderr.
+pub(super) struct Pipes {
+    pub(super) stdout: TurnPipe,
+    pub(super) stderr: TurnPipe,
+}
+
+impl Pipes {
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            stdout: TurnPipe::new(capacity),
+            stderr: TurnPipe::new(capacity),
+        }
+    }
+}
+
+/// The run request as the guest reads it.
+pub(super) fn encode_request(
+    script: &str,
+    filename: &str,
+    tools: &[ToolBinding],
+) -> Result<Vec<u8>, String> {
+    let request = RunRequest {
+        script: script.into(),
+        filename: filename.into(),
+        tools: tools.into(),
+    };
+    serde_json::to_vec(&request).map_err(|e| format!("the run request could not be encoded: {e}"))
+}
+
+/// Runs `exec` until it ends, its deadline passes or `cancel` fires. Epoch interruption stops
+/// a busy guest; this stops one waiting on a slow tool.
+pub(super) async fn drive(
+    exec: impl std::future::Future<Output = wasmtime::Result<()>>,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> wasmtime::Result<()> {
+    let grace = deadline + EPOCH_TICK * 5;
+    tokio::select! {
+        r = exec => r,
+        () = tokio::time::sleep_until(grace.into()) => Err(wasmtime::Error::new(Interrupt::Timeout)),
+        () = cancel.cancelled() => Err(wasmtime::Error::new(Interrupt::Cancelled)),
+    }
+}
+
+/// What a run (or a session's turn) produced: its output taken from `pipes` (emptied, for a
+/// session's next turn), its status from the finish record or the trap, its files.
+pub(super) fn conclude(
+    store: &mut Store<RunState>,
+    outcome: wasmtime::Result<()>,
+    pipes: &Pipes,
+    limits: &SandboxLimits,
+    started: Instant,
+) -> SandboxRun {
+    let stdout = String::from_utf8_lossy(&pipes.stdout.take(limits.output_bytes)).into_owned();
+    let mut stderr = String::from_utf8_lossy(&pipes.stderr.take(limits.output_bytes)).into_owned();
+    let state = store.data();
+    let (status, error) =
+        if stdout.len() >= limits.output_bytes || stderr.len() >= limits.output_bytes {
+            // The pipe fills to exactly its capacity and then refuses writes (the script
+            // sees an OSError it might even catch); either way the run hit the output cap.
+            output_exhausted(limits)
+        } else {
+            match outcome {
+                Ok(()) => finish_outcome(state.finish.as_ref()),
+                Err(e) => {
+                    if state.limiter.memory_refused {
+                        stderr = without_oom_report(stderr);
                     }
+                    classify_trap(&e, state, limits)
                 }
-            };
-        let files = std::mem::take(&mut store.data_mut().files);
-        let left_out = std::mem::take(&mut store.data_mut().files_left_out);
-        if !left_out.is_empty() {
-            if !stderr.is_empty() && !stderr.ends_with('\n') {
-                stderr.push('\n');
             }
-            stderr.push_str(&format!(
-                "ravi: left out of the result (the files under /tmp may total {} MiB): {}\n",
-                MAX_SCRIPT_FILES_BYTES >> 20,
-                left_out.join(", ")
-            ));
+        };
+    let files = std::mem::take(&mut store.data_mut().files);
+    let left_out = std::mem::take(&mut store.data_mut().files_left_out);
+    if !left_out.is_empty() {
+        if !stderr.is_empty() && !stderr.ends_with('\n') {
+            stderr.push('\n');
         }
-        SandboxRun {
-            status,
-            stdout,
-            stderr,
-            error,
-            duration: started.elapsed(),
-            files,
-        }
+        stderr.push_str(&format!(
+            "ravi: left out of the result (the files under /tmp may total {} MiB): {}\n",
+            MAX_SCRIPT_FILES_BYTES >> 20,
+            left_out.join(", ")
+        ));
+    }
+    SandboxRun {
+        status,
+        stdout,
+        stderr,
+        error,
+        duration: started.elapsed(),
+        files,
     }
 }
 
@@ -633,6 +707,28 @@ pub(super) struct RunState {
 }
 
 impl RunState {
+    /// Readies a session's store for its next turn: that turn's bridge, wall clock,
+    /// cancellation and request, nothing left of the last one's outcome.
+    pub(super) fn next_turn(
+        &mut self,
+        bridge: Arc<dyn ToolBridge>,
+        deadline: Instant,
+        cancel: CancellationToken,
+        request: Vec<u8>,
+    ) {
+        self.bridge = bridge;
+        self.deadline = deadline;
+        self.cancel = cancel;
+        self.finish = None;
+        self.request = Some(request);
+        self.pending.clear();
+    }
+
+    /// Whether the guest reported how the run ended (it did not trap or get stopped).
+    pub(super) fn reported(&self) -> bool {
+        self.finish.is_some()
+    }
+
     /// Whether the run must stop now: cancelled, or past its wall-clock deadline. Checked on
     /// every epoch tick and whenever a bridge request returns.
     fn interrupted(&self) -> Option<Interrupt> {
@@ -891,6 +987,7 @@ fn classify_trap(
     // capacity only as an ad-hoc `format_err!` trap ("write beyond capacity of
     // MemoryOutputPipe"), with no error type to downcast to.
     if text.contains("write beyond capacity") {
+        // (ours: `super::output::BEYOND_CAPACITY`)
         return output_exhausted(limits);
     }
     if state.limiter.memory_refused {

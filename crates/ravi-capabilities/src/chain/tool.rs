@@ -59,6 +59,8 @@ pub struct ToolChainTool {
     specs: Vec<FunctionSpec>,
     bindings: Vec<ToolBinding>,
     description: String,
+    /// Whether a call without `session` keeps its interpreter (CPython engine).
+    sessions_by_default: bool,
 }
 
 impl std::fmt::Debug for ToolChainTool {
@@ -120,6 +122,7 @@ impl ToolChainTool {
             sandbox,
             limits: SandboxLimits::default(),
             description: String::new(),
+            sessions_by_default: false,
         };
         let limits = SandboxLimits {
             timeout: tool.policy.total_timeout(),
@@ -138,6 +141,38 @@ impl ToolChainTool {
         let limits = self.limits.clone();
         self.set_limits(limits);
         Ok(self)
+    }
+
+    /// Makes interpreter sessions the default (CPython engine): a call that does not say
+    /// `session: false` runs in its conversation's session.
+    #[must_use]
+    pub fn sessions_by_default(mut self, on: bool) -> Self {
+        self.sessions_by_default = on;
+        self
+    }
+
+    /// Runs `script` as the next turn of the interpreter session `key` (CPython engine): what
+    /// earlier turns of that session defined is still there; `reset` starts it afresh.
+    pub async fn run_in_session(
+        &self,
+        script: &str,
+        key: &str,
+        reset: bool,
+        ctx: &ToolContext,
+    ) -> ChainRunResult {
+        self.run_in(script, "<tool_chain>", ctx, None, Some((key, reset)))
+            .await
+            .0
+    }
+
+    /// Runs scripts in `sandbox` (one loaded on its own, e.g. with session limits of its own)
+    /// instead of the process-wide one.
+    #[must_use]
+    pub fn in_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        let limits = self.limits.clone();
+        self.set_limits(limits);
+        self
     }
 
     /// The Python this tool's scripts run on.
@@ -182,7 +217,7 @@ impl ToolChainTool {
         filename: &str,
         ctx: &ToolContext,
     ) -> ChainRunResult {
-        self.run_in(script, filename, ctx, None).await.0
+        self.run_in(script, filename, ctx, None, None).await.0
     }
 
     /// Runs `script` as a durable run: its calls are written to `journal` — and, when the
@@ -198,7 +233,7 @@ impl ToolChainTool {
         journal: Arc<RunJournal>,
         scope: BlobScope,
     ) -> ChainRunResult {
-        self.run_in(script, filename, ctx, Some((journal, scope)))
+        self.run_in(script, filename, ctx, Some((journal, scope)), None)
             .await
             .0
     }
@@ -209,8 +244,11 @@ impl ToolChainTool {
         &self,
         script: &str,
         ctx: &ToolContext,
+        session: Option<(&str, bool)>,
     ) -> (ChainRunResult, Vec<ContentBlock>) {
-        let (result, files) = self.run_in(script, "<tool_chain>", ctx, None).await;
+        let (result, files) = self
+            .run_in(script, "<tool_chain>", ctx, None, session)
+            .await;
         let images = files
             .iter()
             .filter(|f| f.media_type.starts_with("image/") && f.data.len() <= MAX_IMAGE_BYTES)
@@ -229,6 +267,7 @@ impl ToolChainTool {
         filename: &str,
         ctx: &ToolContext,
         durable: Option<(Arc<RunJournal>, BlobScope)>,
+        interpreter: Option<(&str, bool)>,
     ) -> (ChainRunResult, Vec<ScriptFile>) {
         let started = Instant::now();
         // The invoker running this call, else the one the tool was built with.
@@ -302,18 +341,35 @@ impl ToolChainTool {
         // A durable run draws its randomness from a seed of its own, so a replay makes the
         // same calls in the same order.
         let seed = session.journal().map(|j| run_seed(j.run_id()));
-        let run = self
-            .sandbox
-            .run_seeded(
-                script,
-                filename,
-                &self.bindings,
-                bridge.clone(),
-                &self.limits,
-                Some(cancel.clone()),
-                seed,
-            )
-            .await;
+        let run = match interpreter {
+            Some((key, reset)) => {
+                self.sandbox
+                    .run_in_session(
+                        key,
+                        reset,
+                        script,
+                        filename,
+                        &self.bindings,
+                        bridge.clone(),
+                        &self.limits,
+                        Some(cancel.clone()),
+                    )
+                    .await
+            }
+            None => {
+                self.sandbox
+                    .run_seeded(
+                        script,
+                        filename,
+                        &self.bindings,
+                        bridge.clone(),
+                        &self.limits,
+                        Some(cancel.clone()),
+                        seed,
+                    )
+                    .await
+            }
+        };
         // Stop anything the script left running before reading the trace. A call the run was
         // stopped in the middle of is already in it: dropping the call recorded it.
         cancel.cancel();
@@ -351,6 +407,15 @@ impl ToolChainTool {
         result.files = files;
         (result, run.files)
     }
+}
+
+/// The interpreter session of the conversation `ctx` belongs to: its caller's artifact scope
+/// (one per ReAct run, per MCP session), and who is calling, so two principals never share
+/// one.
+fn session_key(ctx: &ToolContext) -> Option<String> {
+    let scope = &ctx.artifacts.as_ref()?.scope().id;
+    let who = ctx.principal.as_ref().map_or("", |p| p.id.as_str());
+    Some(format!("{who}\u{1f}{scope}"))
 }
 
 /// The most images from `/tmp` a `tool_chain` result shows the model.
@@ -394,7 +459,7 @@ impl Tool for ToolChainTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
+        let mut schema = json!({
             "type": "object",
             "properties": {
                 "script": {
@@ -406,7 +471,20 @@ impl Tool for ToolChainTool {
             },
             "required": ["script"],
             "additionalProperties": false
-        })
+        });
+        if self.sandbox.engine() == PythonEngine::CPython {
+            schema["properties"]["session"] = json!({
+                "type": "boolean",
+                "description": "Keep this interpreter for your next tool_chain calls in this \
+                                conversation: variables, imports and DataFrames persist, and \
+                                the final expression is echoed. Default: false."
+            });
+            schema["properties"]["reset"] = json!({
+                "type": "boolean",
+                "description": "With session: start the session afresh."
+            });
+        }
+        schema
     }
 
     // Safe on its own: every call the script makes is approved (or not) by the invoker
@@ -441,7 +519,30 @@ impl Tool for ToolChainTool {
                 "tool_chain needs `script`: the Python source to run, as a string",
             ));
         };
-        let (result, images) = self.run_with_images(script, ctx).await;
+        let flag = |name: &str| -> Result<Option<bool>, ToolError> {
+            match args.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Bool(b)) => Ok(Some(*b)),
+                Some(other) => Err(ToolError::invalid_arguments(format!(
+                    "tool_chain's `{name}` must be true or false, got {other}"
+                ))),
+            }
+        };
+        let session = flag("session")?.unwrap_or(self.sessions_by_default);
+        let reset = flag("reset")?.unwrap_or(false);
+        let key = if session {
+            Some(session_key(ctx).ok_or_else(|| {
+                ToolError::invalid_arguments(
+                    "tool_chain's `session` needs a conversation to keep the interpreter in \
+                     (a call through an invoker with a blob store); call it without `session`",
+                )
+            })?)
+        } else {
+            None
+        };
+        let (result, images) = self
+            .run_with_images(script, ctx, key.as_deref().map(|k| (k, reset)))
+            .await;
         let text = summary_text(&result);
         let mut out = ToolExecutionResult::text(text).with_calls(result.call_trace.clone());
         // Charts and other images the script saved under /tmp, shown to the model as images.

@@ -344,3 +344,160 @@ async fn the_data_corpus_prints_what_host_cpython_prints() {
     let summary = std::fs::read_to_string(ws.path().join("summary.md")).unwrap();
     assert!(summary.starts_with("Units by product\n- "), "{summary}");
 }
+
+/// A toolbox with `tool_chain` on its own CPython sandbox (so its session limits are its own)
+/// and an invoker with a blob store, as a model's loop or `ravi serve` has.
+fn session_invoker(
+    limits: ravi_capabilities::chain::SessionLimits,
+    memory_mb: usize,
+) -> (ravi_agents::invoker::ToolInvoker, Arc<Sandbox>) {
+    use ravi_agents::blob::MemoryBlobStore;
+    use ravi_agents::invoker::ToolInvoker;
+    use ravi_agents::toolbox::Toolbox;
+    use ravi_capabilities::chain::{CpythonConfig, ToolChainTool, default_cpython_dir};
+    use ravi_kernel::{AnyTool, ChainPolicy};
+
+    let sandbox = Arc::new(
+        Sandbox::load_cpython(&CpythonConfig::new(default_cpython_dir().unwrap())).unwrap(),
+    );
+    sandbox.set_session_limits(limits);
+    let tools: Vec<AnyTool> = Vec::new();
+    let chain = ToolChainTool::for_tools(&tools, ChainPolicy::default())
+        .unwrap()
+        .in_sandbox(sandbox.clone())
+        .limits(SandboxLimits {
+            memory_bytes: memory_mb << 20,
+            ..SandboxLimits::default()
+        });
+    let mut toolbox = Toolbox::new();
+    toolbox.add(AnyTool::Function(Arc::new(chain))).unwrap();
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .blob_store(Arc::new(MemoryBlobStore::new()))
+        .build();
+    (invoker, sandbox)
+}
+
+/// One `tool_chain` call in `session`: its output text and status.
+async fn cell(
+    invoker: &ravi_agents::invoker::ToolInvoker,
+    session: &ravi_agents::invoker::InvokerSession,
+    args: Value,
+) -> (ChainStatus, String, String) {
+    use ravi_kernel::{ChainRunResult, ToolCall, ToolContext};
+    let r = invoker
+        .invoke(
+            session,
+            ToolCall::new("c", "tool_chain", args),
+            &ToolContext::default(),
+        )
+        .await;
+    let Some(structured) = r.structured.clone() else {
+        return (ChainStatus::Error, String::new(), r.text());
+    };
+    let run: ChainRunResult = serde_json::from_value(structured).unwrap();
+    let err = run
+        .error
+        .map(|e| format!("{}: {}", e.exc_type, e.message))
+        .unwrap_or_default();
+    (run.status, run.output_text, err)
+}
+
+/// Sessions: state kept across calls of one conversation (the final expression echoed), not
+/// across conversations or calls without `session`; `reset` starts afresh; the limit on live
+/// sessions is a clear error; an idle session ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_keep_state_per_conversation_and_are_bounded() {
+    use ravi_capabilities::chain::SessionLimits;
+    let mut limits = SessionLimits::default();
+    limits.max_live = 2;
+    limits.idle = std::time::Duration::from_millis(1500);
+    let (invoker, sandbox) = session_invoker(limits, 256);
+    let a = invoker.open_session();
+    let b = invoker.open_session();
+    let (s, out, _) = cell(&invoker, &a, json!({"script": "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\nx = 41\nprint('loaded')", "session": true})).await;
+    assert_eq!((s, out.as_str()), (ChainStatus::Ok, "loaded\n"));
+    let (s, out, _) = cell(
+        &invoker,
+        &a,
+        json!({"script": "x += 1\nx", "session": true}),
+    )
+    .await;
+    assert_eq!((s, out.as_str()), (ChainStatus::Ok, "42\n"));
+    let (_, out, _) = cell(
+        &invoker,
+        &a,
+        json!({"script": "int(df.a.sum()) + x", "session": true}),
+    )
+    .await;
+    assert_eq!(out, "48\n");
+    // Another conversation, and a call without `session`, see none of it.
+    let (_, out, _) = cell(
+        &invoker,
+        &b,
+        json!({"script": "'x' in globals()", "session": true}),
+    )
+    .await;
+    assert_eq!(out, "False\n");
+    let (_, out, _) = cell(&invoker, &a, json!({"script": "print('x' in globals())"})).await;
+    assert_eq!(out, "False\n");
+    assert_eq!(sandbox.live_sessions(), 2);
+    // A third conversation is over the limit of two.
+    let c = invoker.open_session();
+    let (s, _, err) = cell(&invoker, &c, json!({"script": "1", "session": true})).await;
+    assert_eq!(s, ChainStatus::Error);
+    assert!(
+        err.contains("SessionError") && err.contains("2 interpreter sessions are live"),
+        "{err}"
+    );
+    // reset starts afresh.
+    let (_, out, _) = cell(
+        &invoker,
+        &a,
+        json!({"script": "'x' in globals()", "session": true, "reset": true}),
+    )
+    .await;
+    assert_eq!(out, "False\n");
+    // Idle past the limit, a session ends.
+    tokio::time::sleep(std::time::Duration::from_millis(1700)).await;
+    assert_eq!(sandbox.live_sessions(), 0);
+    let (_, out, _) = cell(
+        &invoker,
+        &b,
+        json!({"script": "'x' in globals()", "session": true}),
+    )
+    .await;
+    assert_eq!(out, "False\n");
+    // A non-boolean flag is refused, naming it.
+    let (_, _, err) = cell(&invoker, &a, json!({"script": "1", "session": "yes"})).await;
+    assert!(err.contains("session"), "{err}");
+}
+
+/// A session's memory is capped as a whole: what earlier turns hold counts, a turn past the
+/// cap ends the session (its state cannot be trusted), and the next call starts afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_over_its_memory_cap_ends_and_the_next_starts_fresh() {
+    let (invoker, _sandbox) = session_invoker(Default::default(), 96);
+    let a = invoker.open_session();
+    let (s, _, _) = cell(
+        &invoker,
+        &a,
+        json!({"script": "keep = bytearray(60 << 20)\nlen(keep)", "session": true}),
+    )
+    .await;
+    assert_eq!(s, ChainStatus::Ok);
+    let (s, _, err) = cell(
+        &invoker,
+        &a,
+        json!({"script": "more = [bytearray(1 << 20) for _ in range(60)]", "session": true}),
+    )
+    .await;
+    assert_eq!(s, ChainStatus::ResourceExhausted, "{err}");
+    assert!(err.contains("MemoryError"), "{err}");
+    let (s, out, _) = cell(
+        &invoker,
+        &a,
+        json!({"script": "'keep' in globals()", "session": true}),
+    )
+    .await;
+    assert_eq!((s, out.as_str()), (ChainStatus::Ok, "False\n"));
+}

@@ -1,0 +1,273 @@
+//! Interpreter sessions (CPython engine): successive `tool_chain` calls of one conversation run
+//! as turns of one live interpreter, so variables, imports and DataFrames persist.
+//!
+//! A session is one instance kept in its pool slot between turns. Each turn gets its own
+//! bridge (its own call budget and trace), wall clock, output and output cap; memory is capped
+//! for the session as a whole (what it holds across turns counts). Bounded: an idle session
+//! ends after [`SessionLimits::idle`], at most [`SessionLimits::max_live`] live at once per
+//! process (a new one past that is refused with a message saying so), and a turn that ends in
+//! a trap (a timeout, the memory cap, a cancellation) ends its session: its state cannot be
+//! trusted after an interrupted turn.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use ravi_kernel::{CancellationToken, ChainStatus};
+use tokio::sync::OwnedSemaphorePermit;
+use wasmtime::{Store, TypedFunc};
+
+use super::bridge::ToolBridge;
+use super::sandbox::{
+    Pipes, PythonEngine, RunState, Sandbox, SandboxLimits, SandboxRun, ToolBinding, conclude,
+    drive, encode_request,
+};
+
+/// The bounds of a process's interpreter sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionLimits {
+    /// How long a session may sit unused before it ends.
+    pub idle: Duration,
+    /// How many sessions may be live at once.
+    pub max_live: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            idle: Duration::from_secs(600),
+            max_live: 16,
+        }
+    }
+}
+
+/// The source of a session's turns.
+const SESSION_TURN: &str = "import _ravi; _ravi._main(session=True)";
+
+type Entry = Arc<tokio::sync::Mutex<Option<Live>>>;
+
+/// The live sessions of one sandbox, by conversation key.
+pub(super) struct Sessions {
+    live: Mutex<HashMap<String, (Entry, Instant)>>,
+    limits: Mutex<SessionLimits>,
+}
+
+struct Live {
+    store: Store<RunState>,
+    alloc: TypedFunc<i32, i32>,
+    turn: TypedFunc<(i32, i32), i32>,
+    memory: wasmtime::Memory,
+    pipes: Pipes,
+    /// The pool slot the instance lives in.
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Sessions {
+    pub(super) fn new() -> Self {
+        Self {
+            live: Mutex::new(HashMap::new()),
+            limits: Mutex::new(SessionLimits::default()),
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Entry, Instant)>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn limits(&self) -> SessionLimits {
+        self.limits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The entry for `key` (a new, empty one unless it exists and `reset` is false), after
+    /// ending sessions idle past their limit; `Err` when a new one would exceed `max_live`.
+    fn entry(&self, key: &str, reset: bool) -> Result<Entry, String> {
+        let limits = self.limits();
+        let now = Instant::now();
+        let mut map = self.map();
+        map.retain(|_, (_, used)| now.duration_since(*used) < limits.idle);
+        if reset {
+            map.remove(key);
+        }
+        if let Some((entry, used)) = map.get_mut(key) {
+            *used = now;
+            return Ok(entry.clone());
+        }
+        if map.len() >= limits.max_live {
+            return Err(format!(
+                "{} interpreter sessions are live, this process's limit; call tool_chain \
+                 without `session` (a fresh interpreter), or wait for an idle session to end \
+                 ({} s unused)",
+                map.len(),
+                limits.idle.as_secs()
+            ));
+        }
+        let entry: Entry = Arc::new(tokio::sync::Mutex::new(None));
+        map.insert(key.to_owned(), (entry.clone(), now));
+        Ok(entry)
+    }
+
+    fn end(&self, key: &str) {
+        self.map().remove(key);
+    }
+
+    /// How many sessions are live.
+    fn count(&self) -> usize {
+        let idle = self.limits().idle;
+        let now = Instant::now();
+        self.map()
+            .values()
+            .filter(|(_, used)| now.duration_since(*used) < idle)
+            .count()
+    }
+}
+
+impl Sandbox {
+    /// Sets the bounds of this sandbox's interpreter sessions.
+    pub fn set_session_limits(&self, limits: SessionLimits) {
+        *self
+            .sessions()
+            .limits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = limits;
+    }
+
+    /// How many interpreter sessions are live.
+    pub fn live_sessions(&self) -> usize {
+        self.sessions().count()
+    }
+
+    /// Ends the session of `key`, if there is one.
+    pub fn end_session(&self, key: &str) {
+        self.sessions().end(key);
+    }
+
+    /// Runs `script` as the next turn of the interpreter session `key` (a new session when
+    /// there is none, or when `reset`): what earlier turns defined is still there. Only the
+    /// CPython engine has sessions. Never fails: a refusal is the run's status and error.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_in_session(
+        &self,
+        key: &str,
+        reset: bool,
+        script: &str,
+        filename: &str,
+        tools: &[ToolBinding],
+        bridge: Arc<dyn ToolBridge>,
+        limits: &SandboxLimits,
+        cancel: Option<CancellationToken>,
+    ) -> SandboxRun {
+        let started = Instant::now();
+        if self.engine() != PythonEngine::CPython {
+            return refused(
+                started,
+                "interpreter sessions need the cpython engine; this tool runs rustpython",
+            );
+        }
+        let entry = match self.sessions().entry(key, reset) {
+            Ok(e) => e,
+            Err(why) => return refused(started, &why),
+        };
+        let deadline = started + limits.timeout;
+        let cancel = cancel.unwrap_or_default();
+        let request = match encode_request(script, filename, tools) {
+            Ok(r) => r,
+            Err(e) => return refused(started, &e),
+        };
+        let mut guard = entry.lock().await;
+        let fresh = guard.is_none();
+        if fresh {
+            match self
+                .open_live(limits, bridge.clone(), &cancel, deadline)
+                .await
+            {
+                Ok(live) => *guard = Some(live),
+                Err(e) => {
+                    self.sessions().end(key);
+                    return refused(started, &e);
+                }
+            }
+        }
+        let Some(live) = guard.as_mut() else {
+            return refused(started, "the interpreter session could not be opened");
+        };
+        live.store
+            .data_mut()
+            .next_turn(bridge, deadline, cancel.clone(), request);
+        let exec = turn(live, SESSION_TURN);
+        let outcome = drive(exec, deadline, &cancel).await;
+        let mut run = conclude(&mut live.store, outcome, &live.pipes, limits, started);
+        // Anything but a reported outcome (a trap, the wall clock, the memory cap, a
+        // cancellation) leaves the interpreter mid-statement: the session ends with it.
+        let broken = !live.store.data().reported();
+        if broken {
+            *guard = None;
+            self.sessions().end(key);
+            run.stderr.push_str(
+                "ravi: the interpreter session ended with this call; the next call with \
+                 `session` starts a fresh interpreter\n",
+            );
+        }
+        run
+    }
+
+    async fn open_live(
+        &self,
+        limits: &SandboxLimits,
+        bridge: Arc<dyn ToolBridge>,
+        cancel: &CancellationToken,
+        deadline: Instant,
+    ) -> Result<Live, String> {
+        let slot = self.slot().await.ok_or("the sandbox is shutting down")?;
+        let pipes = Pipes::new(limits.output_bytes);
+        let mut store = self.new_store(limits, bridge, cancel, deadline, None, &pipes)?;
+        let instance = self
+            .instance_pre()
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| format!("the interpreter could not start: {e:#}"))?;
+        let alloc = instance
+            .get_typed_func::<i32, i32>(&mut store, "host_alloc")
+            .map_err(|e| format!("{e:#}"))?;
+        let turn = instance
+            .get_typed_func::<(i32, i32), i32>(&mut store, "turn")
+            .map_err(|e| format!("{e:#}"))?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or("the guest exports no memory")?;
+        Ok(Live {
+            store,
+            alloc,
+            turn,
+            memory,
+            pipes,
+            _slot: slot,
+        })
+    }
+}
+
+async fn turn(live: &mut Live, source: &str) -> wasmtime::Result<()> {
+    let len = i32::try_from(source.len())?;
+    let ptr = live.alloc.call_async(&mut live.store, len).await?;
+    if ptr == 0 {
+        wasmtime::bail!("the guest could not allocate its turn");
+    }
+    live.memory
+        .write(&mut live.store, usize::try_from(ptr)?, source.as_bytes())?;
+    live.turn.call_async(&mut live.store, (ptr, len)).await?;
+    Ok(())
+}
+
+fn refused(started: Instant, why: &str) -> SandboxRun {
+    SandboxRun {
+        status: ChainStatus::Error,
+        stdout: String::new(),
+        stderr: String::new(),
+        error: Some(ravi_kernel::ChainError::new("SessionError", why, "")),
+        duration: started.elapsed(),
+        files: Vec::new(),
+    }
+}

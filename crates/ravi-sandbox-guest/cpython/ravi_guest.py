@@ -769,14 +769,28 @@ def _capped_setrecursionlimit(limit, _set=_sys.setrecursionlimit):
 
 
 def _seal():
-    """What scripts must not reach, closed once everything is imported: the environment the
-    interpreter booted with, and ctypes (no native libraries to load in a sandbox)."""
+    """Closed once everything is imported: the environment the interpreter booted with is
+    emptied, recursion is capped, and starting a thread says why it cannot. (ctypes stays: scipy
+    and scikit-learn need it, and in a wasm sandbox it loads no native library and reaches
+    nothing outside the sandbox's own memory.)"""
     import os
+    import threading
 
     os.environ.clear()
-    for name in ("ctypes", "_ctypes"):
-        _sys.modules[name] = None
     _sys.setrecursionlimit = _capped_setrecursionlimit
+    start = threading.Thread.start
+
+    def no_threads(self, *args, **kwargs):
+        try:
+            return start(self, *args, **kwargs)
+        except RuntimeError as exc:
+            raise RuntimeError(
+                "threads are not available in the sandbox: do the work in this thread "
+                "(scikit-learn and joblib: n_jobs=1)"
+            ) from exc
+
+    no_threads.__doc__ = start.__doc__
+    threading.Thread.start = no_threads
 
 
 def _boot(preimports):

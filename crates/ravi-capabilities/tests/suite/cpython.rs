@@ -501,3 +501,33 @@ async fn a_session_over_its_memory_cap_ends_and_the_next_starts_fresh() {
     .await;
     assert_eq!((s, out.as_str()), (ChainStatus::Ok, "False\n"));
 }
+
+/// Threads cannot start in the sandbox, and say so (with what to do instead); scikit-learn
+/// with any `n_jobs` still runs, in the script's own thread; ctypes loads no native library.
+#[tokio::test]
+async fn threads_say_why_and_n_jobs_paths_still_work() {
+    let r = run(r#"
+import threading
+try:
+    threading.Thread(target=print).start()
+except RuntimeError as e:
+    print(e)
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
+X, y = make_classification(n_samples=200, random_state=0)
+scores = {n: round(RandomForestClassifier(n_estimators=10, n_jobs=n, random_state=0).fit(X, y).score(X, y), 3) for n in (1, 2, -1)}
+print(len(set(scores.values())), scores[1] > 0.9)
+import ctypes
+try:
+    ctypes.CDLL("libc.so.6")
+except OSError:
+    print("no native libraries")
+"#)
+    .await;
+    assert_eq!(r.status, ChainStatus::Ok, "{r:#?}");
+    assert_eq!(
+        r.stdout,
+        "threads are not available in the sandbox: do the work in this thread (scikit-learn and \
+         joblib: n_jobs=1)\n1 True\nno native libraries\n"
+    );
+}

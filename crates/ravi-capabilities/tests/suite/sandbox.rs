@@ -604,7 +604,7 @@ attempt("subprocess", lambda: __import__("subprocess").run(["ls"]))
 attempt("system", lambda: os.system("ls"))
 attempt("socket", lambda: __import__("socket").create_connection(("127.0.0.1", 80)))
 attempt("urllib", lambda: __import__("urllib.request").request.urlopen("http://127.0.0.1/"))
-attempt("ctypes", lambda: __import__("ctypes"))
+attempt("ctypes", lambda: __import__("ctypes").CDLL("libc.so.6"))
 print("env", dict(os.environ))
 "#)
     .await;

@@ -211,27 +211,47 @@ fn figures(quick: bool) {
         None,
     );
 
-    // Memory per live instance: 100 runs parked inside a tool call at once, each after touching
-    // pandas (a small DataFrame).
+    // Memory per live instance: 100 runs parked inside a tool call at once; then 100 that each
+    // built a small DataFrame first.
     let live = if quick { 50 } else { 100 };
+    let idle = live_rss(&rt, &sb, live, "park()\n");
+    figure(
+        "chain_cpython/rss_per_live_instance",
+        idle,
+        "MiB",
+        None,
+        None,
+    );
+    let with_frame = live_rss(
+        &rt,
+        &sb,
+        live,
+        "import pandas as pd\ndf = pd.DataFrame({'a': range(100)})\npark()\n",
+    );
+    figure(
+        "chain_cpython/rss_per_live_instance_with_dataframe",
+        with_frame,
+        "MiB",
+        None,
+        None,
+    );
+}
+
+/// The growth of the process's resident set per instance while `live` runs of `script` are
+/// parked in a tool call at once, in MiB.
+fn live_rss(rt: &tokio::runtime::Runtime, sb: &Arc<Sandbox>, live: usize, script: &str) -> f64 {
     let (parked, park_bindings, release) = support::parking_runner(live);
     let before = rss_bytes();
-    let per_instance_mib = rt.block_on(async {
+    rt.block_on(async {
         let mut handles = Vec::new();
         for _ in 0..live {
             let sb = sb.clone();
             let parked = parked.clone();
             let b = park_bindings.clone();
+            let script = script.to_owned();
             handles.push(tokio::spawn(async move {
-                sb.run(
-                    "import pandas as pd\ndf = pd.DataFrame({'a': range(100)})\npark()\n",
-                    "bench.py",
-                    &b,
-                    parked,
-                    &limits(),
-                    None,
-                )
-                .await
+                sb.run(&script, "bench.py", &b, parked, &limits(), None)
+                    .await
             }));
         }
         support::wait_parked(&release, live).await;
@@ -241,14 +261,7 @@ fn figures(quick: bool) {
             assert_eq!(h.await.unwrap().status, ChainStatus::Ok);
         }
         during.saturating_sub(before) as f64 / live as f64 / (1 << 20) as f64
-    });
-    figure(
-        "chain_cpython/rss_per_live_instance",
-        per_instance_mib,
-        "MiB",
-        None,
-        None,
-    );
+    })
 }
 
 fn main() {

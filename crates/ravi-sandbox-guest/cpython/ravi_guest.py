@@ -549,6 +549,8 @@ def _install_tmp():
 def _send_files():
     """Sends the files written under /tmp in this run to the host (at most _MAX_FILES, the
     host caps their total size)."""
+    if not _tmp.dirty:
+        return
     import mimetypes
 
     for path in sorted(_tmp.dirty)[:_MAX_FILES]:
@@ -810,6 +812,12 @@ def _boot(preimports):
     os.mkdir("/tmp/.matplotlib")
     for name in preimports:
         __import__(name)
+    # Loaded now rather than by the first run that needs them: a run that imports anything
+    # pays for reading and unmarshalling it, and touches pages of its own.
+    import ast
+    import mimetypes
+
+    mimetypes.guess_type("x.png")
     if "numpy" in _sys.modules:
         _widen_numpy()
     if "matplotlib.pyplot" in _sys.modules:
@@ -817,3 +825,9 @@ def _boot(preimports):
     _seal()
     # What booting wrote under /tmp is the interpreter's, not a script's: never returned.
     _tmp.dirty.clear()
+    # Every object made while booting moves to the permanent generation: the cyclic collector
+    # never walks them again, so a run does not write to (and copy) the snapshot's pages.
+    import gc
+
+    gc.collect()
+    gc.freeze()

@@ -78,11 +78,11 @@ pub struct CpythonConfig {
 }
 
 impl CpythonConfig {
-    /// The artefacts in `dir`, 64 runs at once.
+    /// The artefacts in `dir`, 128 runs (or live sessions) at once.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
-            max_concurrent_runs: 64,
+            max_concurrent_runs: 128,
         }
     }
 

@@ -332,7 +332,7 @@ impl InvokerSession {
     ///
     /// `close` marks the session closed before it takes the pins under the same lock this
     /// checks under, so a pin is either adopted and then released by `close`, or refused.
-    pub(crate) fn adopt_pin(&self, r: ArtifactRef) -> bool {
+    pub fn adopt_pin(&self, r: ArtifactRef) -> bool {
         let mut state = match self.inner.state.lock() {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),

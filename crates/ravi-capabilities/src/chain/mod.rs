@@ -3,10 +3,14 @@
 //!
 //! The guest is RustPython compiled to `wasm32-wasip1`, booted once at build time (wizer)
 //! and precompiled; a run instantiates a fresh copy-on-write instance from that snapshot,
-//! so nothing leaks between runs and start-up costs well under a millisecond. See
+//! so nothing leaks between runs and start-up costs well under a millisecond. With the
+//! `code-mode-cpython` feature a second engine, CPython 3.15 with numpy, pandas and matplotlib
+//! ([`PythonEngine::CPython`]), runs behind the same bridge, with interpreter sessions. See
 //! `docs/code-mode.md` for what scripts may do.
 //!
-//! - [`Sandbox`]: the engine and the loaded guest; [`Sandbox::run`] runs one script.
+//! - [`Sandbox`]: the engine and the loaded guest; [`Sandbox::run`] runs one script;
+//!   [`Sandbox::shared_for`] picks the engine; [`Sandbox::run_in_session`] runs a turn of an
+//!   interpreter session ([`SessionLimits`]).
 //! - [`abi`]: the messages between host and guest (op codes, call batches, answer envelopes,
 //!   handles, the budget, the finish record), as serde types the guest compiles too.
 //! - [`ToolBridge`]: where the script's calls go ([`BridgeOutcome`] is what comes back).

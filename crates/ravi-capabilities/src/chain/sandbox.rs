@@ -479,7 +479,19 @@ pub(super) fn conclude(
             output_exhausted(limits)
         } else {
             match outcome {
-                Ok(()) => finish_outcome(state.finish.as_ref()),
+                Ok(()) => {
+                    let (status, mut error) = finish_outcome(state.finish.as_ref());
+                    // A MemoryError the script raised without a message (a huge allocation
+                    // refused at the cap): say which limit.
+                    if let Some(e) = error.as_mut()
+                        && status == ChainStatus::ResourceExhausted
+                        && e.exc_type == "MemoryError"
+                        && e.message.is_empty()
+                    {
+                        e.message = memory_message(limits, state.limiter.base);
+                    }
+                    (status, error)
+                }
                 Err(e) => {
                     if state.limiter.memory_refused {
                         stderr = without_oom_report(stderr);
@@ -943,6 +955,23 @@ fn without_oom_report(mut stderr: String) -> String {
     stderr
 }
 
+/// What a run that hit its memory cap is told.
+fn memory_message(limits: &SandboxLimits, base: usize) -> String {
+    if base > 0 {
+        format!(
+            "the script exceeded its memory limit of {} MiB (beyond the {} MiB the interpreter \
+             starts with)",
+            limits.memory_bytes >> 20,
+            base >> 20
+        )
+    } else {
+        format!(
+            "the script exceeded its memory limit of {} MiB",
+            limits.memory_bytes >> 20
+        )
+    }
+}
+
 fn output_exhausted(limits: &SandboxLimits) -> (ChainStatus, Option<ChainError>) {
     (
         ChainStatus::ResourceExhausted,
@@ -995,19 +1024,7 @@ fn classify_trap(
             ChainStatus::ResourceExhausted,
             Some(chain_error(
                 "MemoryError",
-                &if state.limiter.base > 0 {
-                    format!(
-                        "the script exceeded its memory limit of {} MiB (beyond the {} MiB the \
-                         interpreter starts with)",
-                        limits.memory_bytes >> 20,
-                        state.limiter.base >> 20
-                    )
-                } else {
-                    format!(
-                        "the script exceeded its memory limit of {} MiB",
-                        limits.memory_bytes >> 20
-                    )
-                },
+                &memory_message(limits, state.limiter.base),
                 "",
             )),
         );

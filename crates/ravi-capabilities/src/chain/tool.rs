@@ -388,7 +388,7 @@ impl ToolChainTool {
                 }
             }
         }
-        let files = store_files(ctx, &run.files).await;
+        let files = store_files(ctx, &invoker, &session, &run.files).await;
         guard.close().await;
         let mut output_text = run.stdout;
         if !run.stderr.is_empty() {
@@ -425,23 +425,48 @@ pub const MAX_IMAGES: usize = 4;
 pub const MAX_IMAGE_BYTES: usize = 1 << 20;
 
 /// Stores each file a script left under `/tmp` in the caller's artifacts (the caller's session
-/// holds the pins), or lists it without a ref when the caller has no store.
-async fn store_files(ctx: &ToolContext, files: &[ScriptFile]) -> Vec<ChainOutputFile> {
+/// holds the pins); called without one (a direct run), in the invoker's blob store under the
+/// script's own session, which holds them until it closes. Listed without a ref when there is
+/// no store at all.
+async fn store_files(
+    ctx: &ToolContext,
+    invoker: &ToolInvoker,
+    session: &InvokerSession,
+    files: &[ScriptFile],
+) -> Vec<ChainOutputFile> {
     let mut out = Vec::with_capacity(files.len());
     for f in files {
         let size = f.data.len() as u64;
-        let stored = match &ctx.artifacts {
-            Some(access) if access.can_store() => {
+        let stored = match (&ctx.artifacts, invoker.blob_store()) {
+            (Some(access), _) if access.can_store() => {
                 let data = ravi_kernel::byte_stream_once(f.data.clone());
-                match access.put_stream(data, &f.media_type).await {
-                    Ok(info) => Some(info.artifact_ref.to_string()),
-                    Err(e) => {
-                        tracing::warn!(path = %f.path, error = %e, "a script's file could not be stored");
-                        None
+                access
+                    .put_stream(data, &f.media_type)
+                    .await
+                    .map(|info| info.artifact_ref)
+            }
+            (_, Some(store)) => {
+                match store
+                    .put(session.scope(), f.data.clone(), &f.media_type)
+                    .await
+                {
+                    Ok(info) => {
+                        if !session.adopt_pin(info.artifact_ref.clone()) {
+                            let _ = store.unpin(&info.artifact_ref).await;
+                        }
+                        Ok(info.artifact_ref)
                     }
+                    Err(e) => Err(e),
                 }
             }
-            _ => None,
+            _ => Err(ravi_kernel::BlobError::Io("no blob store".into())),
+        };
+        let stored = match stored {
+            Ok(r) => Some(r.to_string()),
+            Err(e) => {
+                tracing::warn!(path = %f.path, error = %e, "a script's file could not be stored");
+                None
+            }
         };
         out.push(ChainOutputFile::new(&f.path, &f.media_type, size, stored));
     }

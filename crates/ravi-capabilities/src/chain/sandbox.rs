@@ -327,6 +327,7 @@ impl Sandbox {
         let started = Instant::now();
         let deadline = started + limits.timeout;
         let cancel = cancel.unwrap_or_default();
+        self.sessions.sweep();
         let Ok(_permit) = self.slots.acquire().await else {
             return failed_run(started, "RaviSandboxError", "the sandbox is shutting down");
         };

@@ -114,14 +114,29 @@ impl Sessions {
         self.map().remove(key);
     }
 
-    /// How many sessions are live.
-    fn count(&self) -> usize {
+    /// Marks `key` used now (a turn just ended).
+    fn touch(&self, key: &str) {
+        if let Some((_, used)) = self.map().get_mut(key) {
+            *used = Instant::now();
+        }
+    }
+
+    /// Ends the sessions idle past their limit (their instances and pool slots are freed once
+    /// no turn holds them). Every run of the sandbox sweeps, so idle sessions do not outlive
+    /// their limit by more than the time to the next run or session call.
+    pub(super) fn sweep(&self) {
         let idle = self.limits().idle;
         let now = Instant::now();
-        self.map()
-            .values()
-            .filter(|(_, used)| now.duration_since(*used) < idle)
-            .count()
+        let mut map = self.map();
+        if !map.is_empty() {
+            map.retain(|_, (_, used)| now.duration_since(*used) < idle);
+        }
+    }
+
+    /// How many sessions are live.
+    fn count(&self) -> usize {
+        self.sweep();
+        self.map().len()
     }
 }
 
@@ -210,6 +225,8 @@ impl Sandbox {
                 "ravi: the interpreter session ended with this call; the next call with \
                  `session` starts a fresh interpreter\n",
             );
+        } else {
+            self.sessions().touch(key);
         }
         run
     }

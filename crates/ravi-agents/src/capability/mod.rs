@@ -28,8 +28,11 @@
 
 mod search;
 mod semantic;
+mod tool_list;
 
-use std::collections::{BTreeMap, HashMap};
+pub use tool_list::{ListedTool, ToolListError, parse_tool_list};
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ravi_kernel::{AnyTool, ToolKind, ToolRisk};
 
@@ -147,8 +150,13 @@ pub struct CapabilityRegistry {
     names: HashMap<String, usize>,
     aliases: HashMap<String, usize>,
     index: search::Index,
-    /// Per entry: tokenized name, tags and category words, for the boosts.
+    /// Per entry: tokenized tags and the name's length in words, for the boosts.
     tokens: Vec<EntryTokens>,
+    /// Name word → the entries whose name has it, with how many times: name coverage is
+    /// counted from here, once per query word, not once per entry.
+    name_words: HashMap<String, Vec<(usize, u32)>>,
+    /// Category word → the entries filed under a category with it.
+    category_words: HashMap<String, Vec<usize>>,
     /// The static-embedding vectors of every entry's name, description and tags, row after
     /// row in one buffer so a query scores them in one pass (an entry without a vector has a
     /// zero row and is marked in `has_vector`).
@@ -157,9 +165,8 @@ pub struct CapabilityRegistry {
 
 #[derive(Debug, Clone, Default)]
 struct EntryTokens {
-    name: Vec<String>,
+    name_len: usize,
     tags: Vec<Vec<String>>,
-    category: Vec<String>,
 }
 
 /// The weight of the semantic signal against the lexical one in [`CapabilityRegistry::search`].
@@ -192,6 +199,33 @@ fn valid_category(path: &str) -> bool {
         })
 }
 
+/// The names and descriptions of a function tool's parameters (top level and one level of
+/// nesting), as searchable text: a query often names what it passes ("the drink id", "by
+/// genre") rather than what the tool does.
+fn parameter_text(tool: &AnyTool) -> String {
+    fn walk(schema: &serde_json::Value, depth: usize, out: &mut String) {
+        let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else {
+            return;
+        };
+        for (name, prop) in props {
+            out.push_str(name);
+            out.push(' ');
+            if let Some(d) = prop.get("description").and_then(|d| d.as_str()) {
+                out.push_str(d);
+                out.push(' ');
+            }
+            if depth > 0 {
+                walk(prop, depth - 1, out);
+            }
+        }
+    }
+    let mut out = String::new();
+    if let Some(t) = tool.as_function() {
+        walk(&t.input_schema(), 1, &mut out);
+    }
+    out
+}
+
 impl CapabilityRegistry {
     /// An empty registry with the built-in category tree.
     pub fn new() -> Self {
@@ -202,6 +236,8 @@ impl CapabilityRegistry {
             aliases: HashMap::new(),
             index: search::Index::default(),
             tokens: Vec::new(),
+            name_words: HashMap::new(),
+            category_words: HashMap::new(),
             vectors: semantic::Matrix::default(),
         };
         for (path, description) in BUILTIN_CATEGORIES {
@@ -301,6 +337,7 @@ impl CapabilityRegistry {
             tool,
         };
         let tags_text = entry.tags.join(" ");
+        let parameters_text = parameter_text(&entry.tool);
         let alias_text = entry.aliases.join(" ");
         self.index.add(
             id,
@@ -310,27 +347,41 @@ impl CapabilityRegistry {
                 (search::W_TAG, &tags_text),
                 (search::W_CATEGORY, &entry.category),
                 (search::W_DESCRIPTION, &entry.description),
+                (search::W_PARAMETER, &parameters_text),
             ],
         );
+        let name_tokens = search::tokenize(&entry.name);
+        let mut counts: HashMap<String, u32> = HashMap::new();
+        for w in &name_tokens {
+            *counts.entry(w.clone()).or_default() += 1;
+        }
+        for (w, n) in counts {
+            self.name_words.entry(w).or_default().push((id, n));
+        }
+        let mut category: Vec<String> = entry
+            .category
+            .split('/')
+            .flat_map(search::tokenize)
+            .collect();
+        category.sort();
+        category.dedup();
+        for w in category {
+            self.category_words.entry(w).or_default().push(id);
+        }
         self.tokens.push(EntryTokens {
-            name: search::tokenize(&entry.name),
+            name_len: name_tokens.len(),
             tags: entry
                 .tags
                 .iter()
                 .map(|t| search::tokenize(t))
                 .filter(|t| !t.is_empty())
                 .collect(),
-            category: entry
-                .category
-                .split('/')
-                .flat_map(search::tokenize)
-                .collect(),
         });
         self.vectors
             .push_row(semantic::TokenTable::get().and_then(|t| {
                 let mut text = format!(
                     "{}: {} tags: {}",
-                    entry.name.replace(['_', '-'], " "),
+                    search::split_identifiers(&entry.name).replace(['_', '-'], " "),
                     entry.description,
                     entry.tags.join(", ")
                 );
@@ -412,12 +463,12 @@ impl CapabilityRegistry {
     /// `0..=1` (a fixed scale, so a registry of two tools ranks like one of three hundred);
     /// the two are averaged. An entry qualifies when a query word matched it or its cosine
     /// reaches [`MIN_COSINE`]; below that, texts share no meaning.
-    fn fuse(&self, lexical: &HashMap<usize, f64>, query: &[f32]) -> Vec<(usize, f64)> {
+    fn fuse(&self, lexical: &[f64], query: &[f32]) -> Vec<(usize, f64)> {
         let cosines = self.vectors.cosines(query);
-        let best_lexical = lexical.values().copied().fold(0.0, f64::max);
+        let best_lexical = lexical.iter().copied().fold(0.0, f64::max);
         (0..self.entries.len())
             .filter_map(|i| {
-                let lex = lexical.get(&i).copied().filter(|s| *s > 0.0);
+                let lex = lexical.get(i).copied().filter(|s| *s > 0.0);
                 let cos = cosines.get(i).copied().flatten();
                 if lex.is_none() && cos.is_none_or(|c| c < MIN_COSINE) {
                     return None;
@@ -439,7 +490,7 @@ impl CapabilityRegistry {
     /// query that shares no word with a tool's description can still find it.
     pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit<'_>> {
         let terms = search::tokenize(query);
-        let mut scores = self.index.scores(&terms);
+        let (mut scores, matched) = self.index.scores(&terms);
         let normalized: String = query
             .trim()
             .to_lowercase()
@@ -448,47 +499,89 @@ impl CapabilityRegistry {
             .collect::<Vec<_>>()
             .join("_");
         // Exact name or alias: the user named the tool.
+        let mut named = Vec::new();
         for (map, boost) in [(&self.names, 10.0), (&self.aliases, 8.0)] {
-            if let Some(&i) = map.get(query.trim()).or_else(|| map.get(&normalized)) {
-                *scores.entry(i).or_default() += boost;
+            if let Some(&i) = map.get(query.trim()).or_else(|| map.get(&normalized))
+                && let Some(s) = scores.get_mut(i)
+            {
+                *s += boost;
+                named.push(i);
             }
         }
-        // Query words plus their synonyms, for name coverage.
-        let mut expanded: Vec<&str> = terms.iter().map(String::as_str).collect();
+        // Query words, and the same plus their synonyms for name coverage, as sets: a long
+        // query against thousands of tools asks these for every matched tool.
+        let words: HashSet<&str> = terms.iter().map(String::as_str).collect();
+        let mut expanded = words.clone();
         for t in &terms {
             expanded.extend(search::synonyms(t).iter().map(String::as_str));
         }
-        for (i, score) in scores.iter_mut() {
-            let Some(tok) = self.tokens.get(*i) else {
+        // Only tools some query word already matched (or that the query named) get boosts.
+        let n = scores.len();
+        let mut eligible = vec![false; n];
+        for &i in matched.iter().chain(&named) {
+            if let Some(e) = eligible.get_mut(i) {
+                *e = true;
+            }
+        }
+        let mut boost = |i: usize, by: f64| {
+            if eligible.get(i).copied().unwrap_or(false)
+                && let Some(s) = scores.get_mut(i)
+            {
+                *s += by;
+            }
+        };
+        // Coverage of the name's words: `create issue` should beat a tool that merely
+        // mentions issues.
+        for w in &expanded {
+            for &(i, n) in self.name_words.get(*w).map_or(&[][..], Vec::as_slice) {
+                let len = self.tokens.get(i).map_or(1, |t| t.name_len.max(1));
+                boost(i, 1.5 * f64::from(n) / len as f64);
+            }
+        }
+        // Category words the query names outright.
+        let mut in_category = vec![false; n];
+        for w in &words {
+            for &i in self.category_words.get(*w).map_or(&[][..], Vec::as_slice) {
+                if let Some(c) = in_category.get_mut(i)
+                    && !*c
+                {
+                    *c = true;
+                    boost(i, 0.5);
+                }
+            }
+        }
+        // Tags the query names outright (every word of the tag).
+        for &i in matched.iter().chain(&named) {
+            let Some(tok) = self.tokens.get(i) else {
                 continue;
             };
-            // Tag and category words the query names outright.
+            if tok.tags.is_empty() {
+                continue;
+            }
             let tag_hits = tok
                 .tags
                 .iter()
-                .filter(|tt| tt.iter().all(|w| terms.contains(w)))
+                .filter(|tt| tt.iter().all(|w| words.contains(w.as_str())))
                 .count();
-            *score += 0.75 * tag_hits as f64;
-            if tok.category.iter().any(|w| terms.contains(w)) {
-                *score += 0.5;
-            }
-            // Coverage of the name's words: `create issue` should beat a tool that merely
-            // mentions issues.
-            if !tok.name.is_empty() {
-                let covered = tok
-                    .name
-                    .iter()
-                    .filter(|w| expanded.contains(&w.as_str()))
-                    .count();
-                *score += 1.5 * covered as f64 / tok.name.len() as f64;
-            }
+            boost(i, 0.75 * tag_hits as f64);
         }
         let mut ranked: Vec<(usize, f64)> =
             match semantic::TokenTable::get().and_then(|t| t.embed(query)) {
                 Some(q) => self.fuse(&scores, &q),
-                None => scores.into_iter().filter(|(_, s)| *s > 0.0).collect(),
+                None => scores
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| **s > 0.0)
+                    .map(|(i, s)| (i, *s))
+                    .collect(),
             };
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let order = |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // Only the first `limit` need sorting.
+        if limit > 0 && ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_by(order);
         ranked
             .into_iter()
             .take(limit)

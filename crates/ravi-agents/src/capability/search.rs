@@ -18,6 +18,7 @@ pub(crate) const W_ALIAS: f64 = 2.5;
 pub(crate) const W_TAG: f64 = 2.0;
 pub(crate) const W_CATEGORY: f64 = 1.0;
 pub(crate) const W_DESCRIPTION: f64 = 1.0;
+pub(crate) const W_PARAMETER: f64 = 0.5;
 
 const STOP: [&str; 44] = [
     "a", "an", "the", "to", "of", "for", "in", "on", "and", "or", "with", "my", "me", "i", "from",
@@ -96,9 +97,32 @@ const PHRASES: [(&str, &str); 8] = [
     ("clean up", "clean"),
 ];
 
+/// `text` with identifier boundaries made spaces: `FindRestaurants` → `Find Restaurants`,
+/// `getHTTPStatus` → `get HTTP Status`, `Events_3` → `Events 3`, so camelCase names are
+/// words like snake_case ones.
+pub(crate) fn split_identifiers(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    for (i, &c) in chars.iter().enumerate() {
+        if i > 0 {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let boundary = (prev.is_lowercase() && c.is_uppercase())
+                || (prev.is_uppercase() && c.is_uppercase() && next_lower)
+                || (prev.is_alphabetic() && c.is_ascii_digit())
+                || (prev.is_ascii_digit() && c.is_alphabetic());
+            if boundary {
+                out.push(' ');
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Lower-case words of `text`, stop words removed, stemmed.
 pub(crate) fn tokenize(text: &str) -> Vec<String> {
-    let mut text = text.to_lowercase();
+    let mut text = split_identifiers(text).to_lowercase();
     for (phrase, word) in PHRASES {
         if text.contains(phrase) {
             text = text.replace(phrase, word);
@@ -205,36 +229,66 @@ impl Index {
         self.total_length += len;
     }
 
-    /// BM25 scores of every document matching any query term; each synonym counts at half
-    /// weight, and a term counts once per query however many synonyms hit it.
-    pub(crate) fn scores(&self, query_terms: &[String]) -> HashMap<usize, f64> {
-        let n = self.lengths.len() as f64;
-        let avg = if n > 0.0 { self.total_length / n } else { 1.0 };
-        let mut scores: HashMap<usize, f64> = HashMap::new();
+    /// How many documents the index holds.
+    pub(crate) fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// BM25 scores of every document, dense (0 where no query term matched), and the
+    /// documents that matched, in first-match order. Each synonym counts at half weight, and
+    /// a term counts once per document however many of its synonyms hit it. Dense arrays
+    /// rather than maps: a long query against thousands of tools touches most postings.
+    pub(crate) fn scores(&self, query_terms: &[String]) -> (Vec<f64>, Vec<usize>) {
+        let n = self.lengths.len();
+        let avg = if n > 0 {
+            self.total_length / n as f64
+        } else {
+            1.0
+        };
+        let mut scores = vec![0.0f64; n];
+        let mut matched = Vec::new();
+        let mut best = vec![0.0f64; n];
+        let mut touched: Vec<usize> = Vec::new();
+        let mut seen_terms: Vec<&str> = Vec::new();
         for term in query_terms {
-            let mut best: HashMap<usize, f64> = HashMap::new();
-            let mut variants = vec![(term.clone(), 1.0)];
-            variants.extend(synonyms(term).iter().map(|s| (s.clone(), 0.5)));
+            // A repeated query word adds nothing new.
+            if seen_terms.contains(&term.as_str()) {
+                continue;
+            }
+            seen_terms.push(term);
+            let variants = std::iter::once((term.as_str(), 1.0))
+                .chain(synonyms(term).iter().map(|s| (s.as_str(), 0.5)));
             for (t, w) in variants {
-                let Some(posting) = self.postings.get(&t) else {
+                let Some(posting) = self.postings.get(t) else {
                     continue;
                 };
                 let df = posting.len() as f64;
-                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                let idf = (1.0 + (n as f64 - df + 0.5) / (df + 0.5)).ln();
                 for &(doc, tf) in posting {
                     let dl = self.lengths.get(doc).copied().unwrap_or(avg);
                     let s = w * idf * (tf * (K1 + 1.0)) / (tf + K1 * (1.0 - B + B * dl / avg));
-                    let e = best.entry(doc).or_default();
-                    if s > *e {
-                        *e = s;
+                    let Some(b) = best.get_mut(doc) else {
+                        continue;
+                    };
+                    if *b == 0.0 {
+                        touched.push(doc);
+                    }
+                    if s > *b {
+                        *b = s;
                     }
                 }
             }
-            for (doc, s) in best {
-                *scores.entry(doc).or_default() += s;
+            for doc in touched.drain(..) {
+                if let (Some(b), Some(total)) = (best.get_mut(doc), scores.get_mut(doc)) {
+                    if *total == 0.0 {
+                        matched.push(doc);
+                    }
+                    *total += *b;
+                    *b = 0.0;
+                }
             }
         }
-        scores
+        (scores, matched)
     }
 }
 
@@ -253,6 +307,18 @@ mod tests {
         assert_eq!(stem("running"), "run");
         assert_eq!(stem("status"), "status");
         assert_eq!(stem("boxes"), "box");
+        assert_eq!(
+            tokenize("Restaurants_2_FindRestaurants getHTTPStatus"),
+            vec![
+                "restaurant",
+                "2",
+                "find",
+                "restaurant",
+                "get",
+                "http",
+                "status"
+            ]
+        );
     }
 
     #[test]
@@ -261,12 +327,12 @@ mod tests {
         idx.add(0, &[(1.0, "read a file from disk")]);
         idx.add(1, &[(1.0, "delete a file from disk")]);
         idx.add(2, &[(3.0, "delete_file"), (1.0, "remove a file")]);
-        let s = idx.scores(&tokenize("delete file"));
-        assert!(s[&2] > s[&1] && s[&1] > s[&0]);
-        let s = idx.scores(&tokenize("erase"));
-        assert!(
-            s.contains_key(&1) && s.contains_key(&2),
-            "synonyms reach `delete`"
-        );
+        let (s, matched) = idx.scores(&tokenize("delete file"));
+        assert!(s[2] > s[1] && s[1] > s[0]);
+        assert_eq!(matched.len(), 3);
+        let (s, matched) = idx.scores(&tokenize("erase"));
+        assert!(s[1] > 0.0 && s[2] > 0.0, "synonyms reach `delete`");
+        assert_eq!(s[0], 0.0);
+        assert_eq!(matched, [1, 2]);
     }
 }

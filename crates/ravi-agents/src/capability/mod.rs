@@ -226,6 +226,22 @@ fn parameter_text(tool: &AnyTool) -> String {
     out
 }
 
+/// A function tool's top-level parameter names as words (`drink_id` → `drink id`).
+fn parameter_names(tool: &AnyTool) -> String {
+    let Some(t) = tool.as_function() else {
+        return String::new();
+    };
+    let schema = t.input_schema();
+    let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else {
+        return String::new();
+    };
+    props
+        .keys()
+        .map(|k| search::split_identifiers(k).replace(['_', '-'], " "))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl CapabilityRegistry {
     /// An empty registry with the built-in category tree.
     pub fn new() -> Self {
@@ -338,6 +354,7 @@ impl CapabilityRegistry {
         };
         let tags_text = entry.tags.join(" ");
         let parameters_text = parameter_text(&entry.tool);
+        let parameter_names = parameter_names(&entry.tool);
         let alias_text = entry.aliases.join(" ");
         self.index.add(
             id,
@@ -388,6 +405,10 @@ impl CapabilityRegistry {
                 if !entry.aliases.is_empty() {
                     text.push_str(" aliases: ");
                     text.push_str(&entry.aliases.join(", "));
+                }
+                if !parameter_names.is_empty() {
+                    text.push_str(" parameters: ");
+                    text.push_str(&parameter_names);
                 }
                 t.embed(&text)
             }));

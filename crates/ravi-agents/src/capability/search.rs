@@ -18,7 +18,7 @@ pub(crate) const W_ALIAS: f64 = 2.5;
 pub(crate) const W_TAG: f64 = 2.0;
 pub(crate) const W_CATEGORY: f64 = 1.0;
 pub(crate) const W_DESCRIPTION: f64 = 1.0;
-pub(crate) const W_PARAMETER: f64 = 0.5;
+pub(crate) const W_PARAMETER: f64 = 1.0;
 
 const STOP: [&str; 44] = [
     "a", "an", "the", "to", "of", "for", "in", "on", "and", "or", "with", "my", "me", "i", "from",
@@ -227,11 +227,6 @@ impl Index {
         }
         self.lengths[doc] = len;
         self.total_length += len;
-    }
-
-    /// How many documents the index holds.
-    pub(crate) fn len(&self) -> usize {
-        self.lengths.len()
     }
 
     /// BM25 scores of every document, dense (0 where no query term matched), and the

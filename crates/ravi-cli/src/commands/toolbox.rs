@@ -3,7 +3,7 @@
 use std::io::Write as _;
 
 use anyhow::Context as _;
-use ravi_agents::{CapabilityRegistry, Toolbox};
+use ravi_agents::Toolbox;
 use ravi_capabilities::Catalog;
 
 /// Every tool this binary knows: the discovered catalog (built-ins and anything registered
@@ -34,23 +34,6 @@ pub fn toolbox_with_mcp(mcp: &super::mcp_attach::McpArgs) -> anyhow::Result<Tool
         }
         Ok(toolbox)
     })
-}
-
-/// The same tools as a capability registry, with the catalog's categories, tags and aliases.
-pub fn default_registry() -> anyhow::Result<CapabilityRegistry> {
-    let mut reg = CapabilityRegistry::new();
-    for e in Catalog::discover().entries() {
-        let tags: Vec<&str> = e.tags.iter().map(String::as_str).collect();
-        let aliases: Vec<&str> = e.aliases.iter().map(String::as_str).collect();
-        let category = if e.category.is_empty() {
-            "general"
-        } else {
-            e.category.as_str()
-        };
-        reg.register_tool(e.tool.clone(), category, &tags, &aliases)
-            .with_context(|| format!("cannot index tool `{}`", e.name()))?;
-    }
-    Ok(reg)
 }
 
 /// Writes `text` and a newline to stdout; a closed pipe (`ravi … | head`) ends the output

@@ -20,7 +20,8 @@ use crate::table::Table;
 pub enum ToolsCommand {
     /// Print the tool declarations for a provider (JSON on stdout, findings on stderr).
     Schema(super::tools_schema::SchemaArgs),
-    /// Find tools by what they do (BM25 over names, tags, categories and descriptions).
+    /// Find tools by what they do, among the built-ins, attached MCP servers' tools or a tool
+    /// list from a file (BM25 and static word vectors over names, descriptions and parameters).
     Search(super::tools_search::SearchArgs),
     /// Report what a provider would reject or silently lose, per tool (exit 1 on rejections).
     Lint(super::tools_schema::LintArgs),

@@ -13,3 +13,4 @@ mod mcp_serve;
 mod run;
 mod scale;
 mod tools_call;
+mod tools_search;

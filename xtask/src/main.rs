@@ -15,6 +15,7 @@
 
 mod bench;
 mod conformance;
+mod eval;
 mod fuzz;
 mod layers;
 mod services;
@@ -58,6 +59,7 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
         "conformance" => conformance::run(rest),
         "fuzz" => fuzz::run(rest),
         "crash" => crash(rest),
+        "eval" => eval::run(rest),
         "help" | "--help" | "-h" => {
             print_usage();
             Ok(())
@@ -81,7 +83,8 @@ fn print_usage() {
          mcp-setup                      install the MCP conformance suite and test peers\n  \
          conformance                    run the MCP conformance suite (server and client)\n  \
          fuzz [TARGET] [--secs N]       run the fuzz targets (nightly, cargo-fuzz), 60 s each by default\n  \
-         crash [--runs N]               the crash suite's long form: N scenarios per crash point (200)"
+         crash [--runs N]               the crash suite's long form: N scenarios per crash point (200)\n  \
+         eval search [--json] [--limit N] capability search on BFCL data, next to BM25 and MiniLM"
     );
 }
 

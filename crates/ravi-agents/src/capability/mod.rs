@@ -26,13 +26,16 @@
 //! assert_eq!(reg.browse("communication").len(), 1);
 //! ```
 
+mod embedder;
 mod search;
 mod semantic;
 mod tool_list;
 
+pub use embedder::{Calibration, EmbedError, Embedder, StaticEmbedder};
 pub use tool_list::{ListedTool, ToolListError, parse_tool_list};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use ravi_kernel::{AnyTool, ToolKind, ToolRisk};
 
@@ -161,7 +164,32 @@ pub struct CapabilityRegistry {
     /// row in one buffer so a query scores them in one pass (an entry without a vector has a
     /// zero row and is marked in `has_vector`).
     vectors: semantic::Matrix,
+    /// The text each entry is embedded from (name, description, tags, aliases, parameter
+    /// names), kept for a plugged-in embedder.
+    texts: Vec<String>,
+    /// A plugged-in embedder and its vectors of the entries (see [`Embedder`]).
+    external: Option<External>,
 }
+
+/// A plugged-in embedder with the vectors it gave every entry when it was plugged in.
+#[derive(Clone)]
+struct External {
+    embedder: Arc<dyn Embedder>,
+    calibration: Calibration,
+    vectors: semantic::Matrix,
+}
+
+impl std::fmt::Debug for External {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("External")
+            .field("embedder", &self.embedder.name())
+            .field("calibration", &self.calibration)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many texts go to a plugged-in embedder per call.
+const EMBED_BATCH: usize = 128;
 
 #[derive(Debug, Clone, Default)]
 struct EntryTokens {
@@ -173,15 +201,6 @@ struct EntryTokens {
 /// Equal weights were chosen before measuring on queries the scorer was not tuned on
 /// (`tests/fixtures/heldout_queries.json`); docs/benchmarks.md has the figures.
 const SEMANTIC_WEIGHT: f64 = 0.5;
-
-/// Below this cosine a tool with no lexical match is not a hit: unrelated texts' static
-/// vectors score 0.2–0.3 against the catalog, related ones 0.35 and up.
-const MIN_COSINE: f32 = 0.3;
-
-/// The cosine that counts as no semantic evidence (unrelated texts sit around it) …
-const COSINE_FLOOR: f32 = 0.2;
-/// … and the one that counts as full evidence (a query and the tool it means rarely exceed it).
-const COSINE_CEILING: f32 = 0.7;
 
 impl Default for CapabilityRegistry {
     fn default() -> Self {
@@ -255,6 +274,8 @@ impl CapabilityRegistry {
             name_words: HashMap::new(),
             category_words: HashMap::new(),
             vectors: semantic::Matrix::default(),
+            texts: Vec::new(),
+            external: None,
         };
         for (path, description) in BUILTIN_CATEGORIES {
             reg.categories.insert(
@@ -394,24 +415,23 @@ impl CapabilityRegistry {
                 .filter(|t| !t.is_empty())
                 .collect(),
         });
+        let mut text = format!(
+            "{}: {} tags: {}",
+            search::split_identifiers(&entry.name).replace(['_', '-'], " "),
+            entry.description,
+            entry.tags.join(", ")
+        );
+        if !entry.aliases.is_empty() {
+            text.push_str(" aliases: ");
+            text.push_str(&entry.aliases.join(", "));
+        }
+        if !parameter_names.is_empty() {
+            text.push_str(" parameters: ");
+            text.push_str(&parameter_names);
+        }
         self.vectors
-            .push_row(semantic::TokenTable::get().and_then(|t| {
-                let mut text = format!(
-                    "{}: {} tags: {}",
-                    search::split_identifiers(&entry.name).replace(['_', '-'], " "),
-                    entry.description,
-                    entry.tags.join(", ")
-                );
-                if !entry.aliases.is_empty() {
-                    text.push_str(" aliases: ");
-                    text.push_str(&entry.aliases.join(", "));
-                }
-                if !parameter_names.is_empty() {
-                    text.push_str(" parameters: ");
-                    text.push_str(&parameter_names);
-                }
-                t.embed(&text)
-            }));
+            .push_row(semantic::TokenTable::get().and_then(|t| t.embed(&text)));
+        self.texts.push(text);
         self.names.insert(name, id);
         for a in &entry.aliases {
             self.aliases.insert(a.clone(), id);
@@ -480,36 +500,34 @@ impl CapabilityRegistry {
     }
 
     /// Lexical and semantic evidence in one score. Lexical scores are scaled by the query's
-    /// best one; the cosine is mapped linearly from [`COSINE_FLOOR`]..[`COSINE_CEILING`] onto
-    /// `0..=1` (a fixed scale, so a registry of two tools ranks like one of three hundred);
-    /// the two are averaged. An entry qualifies when a query word matched it or its cosine
-    /// reaches [`MIN_COSINE`]; below that, texts share no meaning.
-    fn fuse(&self, lexical: &[f64], query: &[f32]) -> Vec<(usize, f64)> {
-        let cosines = self.vectors.cosines(query);
+    /// best one; the cosine is mapped onto `0..=1` by the embedder's [`Calibration`] (a fixed
+    /// scale, so a registry of two tools ranks like one of three hundred); the two are
+    /// averaged. An entry qualifies when a query word matched it or its cosine reaches the
+    /// calibration's `min`; below that, texts share no meaning.
+    fn fuse(
+        &self,
+        lexical: &[f64],
+        cosines: &[Option<f32>],
+        calibration: Calibration,
+    ) -> Vec<(usize, f64)> {
         let best_lexical = lexical.iter().copied().fold(0.0, f64::max);
         (0..self.entries.len())
             .filter_map(|i| {
                 let lex = lexical.get(i).copied().filter(|s| *s > 0.0);
                 let cos = cosines.get(i).copied().flatten();
-                if lex.is_none() && cos.is_none_or(|c| c < MIN_COSINE) {
+                if lex.is_none() && cos.is_none_or(|c| c < calibration.min) {
                     return None;
                 }
                 let lex_n = lex.map_or(0.0, |s| s / best_lexical);
-                let cos_n = cos.map_or(0.0, |c| {
-                    (f64::from(c - COSINE_FLOOR) / f64::from(COSINE_CEILING - COSINE_FLOOR))
-                        .clamp(0.0, 1.0)
-                });
+                let cos_n = cos.map_or(0.0, |c| calibration.evidence(c));
                 Some((i, (1.0 - SEMANTIC_WEIGHT) * lex_n + SEMANTIC_WEIGHT * cos_n))
             })
             .collect()
     }
 
-    /// The `limit` best tools for a free-text query, best first. Ties keep registration order.
-    ///
-    /// Ranks by lexical evidence (BM25 with synonyms and the name/alias/tag/category boosts)
-    /// fused with semantic similarity from static token vectors (see the module docs), so a
-    /// query that shares no word with a tool's description can still find it.
-    pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit<'_>> {
+    /// Every entry's lexical score for `query`: BM25 with synonyms, then the exact-name,
+    /// alias, name-coverage, category and tag boosts. 0 where nothing matched.
+    fn lexical(&self, query: &str) -> Vec<f64> {
         let terms = search::tokenize(query);
         let (mut scores, matched) = self.index.scores(&terms);
         let normalized: String = query
@@ -586,16 +604,26 @@ impl CapabilityRegistry {
                 .count();
             boost(i, 0.75 * tag_hits as f64);
         }
-        let mut ranked: Vec<(usize, f64)> =
-            match semantic::TokenTable::get().and_then(|t| t.embed(query)) {
-                Some(q) => self.fuse(&scores, &q),
-                None => scores
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| **s > 0.0)
-                    .map(|(i, s)| (i, *s))
-                    .collect(),
-            };
+        scores
+    }
+
+    /// The first `limit` of `lexical` fused with `cosines` (when there are any), best first;
+    /// ties keep registration order.
+    fn rank(
+        &self,
+        lexical: &[f64],
+        semantic: Option<(&[Option<f32>], Calibration)>,
+        limit: usize,
+    ) -> Vec<SearchHit<'_>> {
+        let mut ranked: Vec<(usize, f64)> = match semantic {
+            Some((cosines, calibration)) => self.fuse(lexical, cosines, calibration),
+            None => lexical
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| **s > 0.0)
+                .map(|(i, s)| (i, *s))
+                .collect(),
+        };
         let order = |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         // Only the first `limit` need sorting.
         if limit > 0 && ranked.len() > limit {
@@ -608,6 +636,69 @@ impl CapabilityRegistry {
             .take(limit)
             .filter_map(|(i, score)| self.entries.get(i).map(|entry| SearchHit { entry, score }))
             .collect()
+    }
+
+    /// The `limit` best tools for a free-text query, best first. Ties keep registration order.
+    ///
+    /// Ranks by lexical evidence (BM25 with synonyms and the name/alias/tag/category boosts)
+    /// fused with semantic similarity from static token vectors (see the module docs), so a
+    /// query that shares no word with a tool's description can still find it. A plugged-in
+    /// embedder is used by [`CapabilityRegistry::search_embedded`], not here.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit<'_>> {
+        let lexical = self.lexical(query);
+        match semantic::TokenTable::get().and_then(|t| t.embed(query)) {
+            Some(q) => {
+                let cosines = self.vectors.cosines(&q);
+                self.rank(&lexical, Some((&cosines, Calibration::STATIC)), limit)
+            }
+            None => self.rank(&lexical, None, limit),
+        }
+    }
+
+    /// Plugs in `embedder` for [`CapabilityRegistry::search_embedded`]: every registered tool
+    /// is embedded now, in batches. Tools registered afterwards are ranked without its
+    /// vectors until this is called again. On an error the registry is left as it was.
+    pub async fn use_embedder(&mut self, embedder: Arc<dyn Embedder>) -> Result<(), EmbedError> {
+        let mut vectors = semantic::Matrix::default();
+        for chunk in self.texts.chunks(EMBED_BATCH) {
+            let mut got = embedder.embed(chunk).await?;
+            embedder::normalise(embedder.name(), chunk.len(), &mut got)?;
+            for v in got {
+                vectors.push_row(Some(v));
+            }
+        }
+        self.external = Some(External {
+            calibration: embedder.calibration(),
+            embedder,
+            vectors,
+        });
+        Ok(())
+    }
+
+    /// The name of the plugged-in embedder, if there is one.
+    pub fn embedder(&self) -> Option<&str> {
+        self.external.as_ref().map(|e| e.embedder.name())
+    }
+
+    /// As [`CapabilityRegistry::search`], with the semantic half from the embedder plugged in
+    /// by [`CapabilityRegistry::use_embedder`] (one call to it per query); without one, the
+    /// same as `search`.
+    pub async fn search_embedded(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<SearchHit<'_>>, EmbedError> {
+        let Some(external) = &self.external else {
+            return Ok(self.search(query, limit));
+        };
+        let mut q = external.embedder.embed(&[query.to_owned()]).await?;
+        embedder::normalise(external.embedder.name(), 1, &mut q)?;
+        let lexical = self.lexical(query);
+        let cosines = match q.first() {
+            Some(q) => external.vectors.cosines(q),
+            None => Vec::new(),
+        };
+        Ok(self.rank(&lexical, Some((&cosines, external.calibration)), limit))
     }
 }
 
@@ -698,5 +789,100 @@ mod tests {
         assert_eq!(r.search("plot some numbers", 3)[0].entry.name, "bar_chart");
         // No word in common and nothing alike in meaning: no hit.
         assert!(r.search("banana smoothie recipe", 3).is_empty());
+    }
+
+    /// A toy model: one dimension per topic word, so "forecast" and "weather" mean the same.
+    struct Topics;
+
+    #[async_trait::async_trait]
+    impl Embedder for Topics {
+        fn name(&self) -> &str {
+            "topics"
+        }
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let t = t.to_lowercase();
+                    let has = |ws: &[&str]| f32::from(u8::from(ws.iter().any(|w| t.contains(w))));
+                    vec![
+                        has(&["weather", "forecast", "umbrella"]),
+                        has(&["chart", "plot"]),
+                        has(&["file", "cat"]),
+                        0.01,
+                    ]
+                })
+                .collect())
+        }
+    }
+
+    struct Broken;
+
+    #[async_trait::async_trait]
+    impl Embedder for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        async fn embed(&self, _texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(vec![vec![1.0]])
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plugged_in_embedder_supplies_the_semantic_half() {
+        let mut r = reg();
+        r.register_tool(
+            t("get_weather", "Conditions for a city."),
+            "general",
+            &[],
+            &[],
+        )
+        .unwrap();
+        // The built-in path: no word in common, nothing the static vectors relate strongly.
+        assert_eq!(r.embedder(), None);
+        let before = r.search_embedded("do I need an umbrella", 1).await.unwrap();
+        assert_eq!(
+            before
+                .iter()
+                .map(|h| h.entry.name.clone())
+                .collect::<Vec<_>>(),
+            r.search("do I need an umbrella", 1)
+                .iter()
+                .map(|h| h.entry.name.clone())
+                .collect::<Vec<_>>(),
+            "without an embedder, search_embedded is search"
+        );
+        r.use_embedder(Arc::new(Topics)).await.unwrap();
+        assert_eq!(r.embedder(), Some("topics"));
+        let hits = r.search_embedded("do I need an umbrella", 3).await.unwrap();
+        assert_eq!(hits[0].entry.name, "get_weather");
+        // A model that answers with the wrong number of vectors is refused, naming it, and
+        // the embedder in place stays.
+        let err = r.use_embedder(Arc::new(Broken)).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`broken` returned 1 vectors for 5"),
+            "{err}"
+        );
+        assert_eq!(r.embedder(), Some("topics"));
+    }
+
+    #[tokio::test]
+    async fn the_static_embedder_matches_the_built_in_ranking() {
+        let mut r = reg();
+        let plain: Vec<String> = r
+            .search("draw a graph of sales", 3)
+            .iter()
+            .map(|h| h.entry.name.clone())
+            .collect();
+        r.use_embedder(Arc::new(StaticEmbedder)).await.unwrap();
+        let plugged: Vec<String> = r
+            .search_embedded("draw a graph of sales", 3)
+            .await
+            .unwrap()
+            .iter()
+            .map(|h| h.entry.name.clone())
+            .collect();
+        assert_eq!(plain, plugged);
     }
 }

@@ -155,6 +155,11 @@ impl TokenTable {
             .as_ref()
     }
 
+    /// The length of every vector.
+    pub(crate) fn dims(&self) -> usize {
+        self.dims
+    }
+
     /// WordPiece ids of `text`; `None` stands for the unknown token.
     pub(crate) fn token_ids(&self, text: &str) -> Vec<Option<u32>> {
         let mut ids = Vec::new();

@@ -8,11 +8,15 @@
         OpenAI-style list of {name, description, parameters}) and writes every query whose
         ground truth names its function(s) to OUT_DIR/queries.jsonl ({"id", "query"}) and
         OUT_DIR/truth.json ({id: {"category", "truth": [names]}}).
+    bfcl_search.py serve PORT_FILE
+        Serves the MiniLM model as an OpenAI-compatible embeddings API on 127.0.0.1 for
+        Ravi's `--embeddings-url` (the port is written to PORT_FILE).
     bfcl_search.py score OUT_DIR RAVI.jsonl [--json]
         Ranks the same queries with a plain BM25 baseline (rank_bm25's BM25Okapi, the reference
         implementation on PyPI) and the full all-MiniLM-L6-v2 sentence-embedding model (numpy
         forward pass, the upper reference), reads Ravi's rankings from RAVI.jsonl (the output of
-        `--queries-file`), and prints Recall@1/5/10 and MRR per category and method.
+        `--queries-file`; OUT_DIR/ravi_minilm.jsonl too when present: Ravi fused with MiniLM
+        through the embeddings API), and prints Recall@1/5/10 and MRR per category and method.
 
 Pooling. A function is identified by its name: BFCL reuses a name (`get_current_weather`) with
 small wording changes across entries, and its ground truth names the function, so two entries
@@ -32,6 +36,7 @@ import sys
 import time
 
 import bfcl_eval
+import numpy as np
 
 DATA = os.path.join(os.path.dirname(bfcl_eval.__file__), "data")
 
@@ -196,6 +201,43 @@ def minilm_rankings(corpus, queries, k, cache_dir):
     return out
 
 
+# ---------------------------------------------------------------- an embeddings API for Ravi
+def serve(port_file):
+    """Serves all-MiniLM-L6-v2 as an OpenAI-compatible `POST /v1/embeddings` on 127.0.0.1 (a
+    free port, written to PORT_FILE), so Ravi's `--embeddings-url` path is measured against
+    the same model as the reference: the way a user would plug in Ollama or a provider."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    model = minilm_model()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            if self.path.rstrip("/") != "/v1/embeddings":
+                self.send_error(404)
+                return
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            vectors = minilm_embed(texts, model)
+            answer = {"object": "list", "model": body.get("model", ""),
+                      "data": [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                               for i, v in enumerate(vectors)]}
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.replace(port_file + ".tmp", port_file)
+    server.serve_forever()
+
+
 # ---------------------------------------------------------------- metrics
 def metrics(rankings, truth, category):
     ids = [i for i, v in truth.items() if v["category"] == category]
@@ -217,8 +259,12 @@ def score(out, ravi_path, as_json):
     queries = read_jsonl(os.path.join(out, "queries.jsonl"))
     truth = json.load(open(os.path.join(out, "truth.json"), encoding="utf-8"))
     ravi = {v["id"]: [h["name"] for h in v["results"]] for v in read_jsonl(ravi_path)}
-    methods = {"ravi": ravi, "bm25": bm25_rankings(corpus, queries, 10),
-               "minilm": minilm_rankings(corpus, queries, 10, out)}
+    methods = {"ravi": ravi}
+    plugged = os.path.join(out, "ravi_minilm.jsonl")
+    if os.path.exists(plugged):
+        methods["ravi+minilm"] = {v["id"]: [h["name"] for h in v["results"]] for v in read_jsonl(plugged)}
+    methods["bm25"] = bm25_rankings(corpus, queries, 10)
+    methods["minilm"] = minilm_rankings(corpus, queries, 10, out)
     rows = []
     for cat in SCORED:
         for m, rk in methods.items():
@@ -230,10 +276,10 @@ def score(out, ravi_path, as_json):
             print(json.dumps(row))
         return
     print(f"BFCL v4, {len(corpus)} pooled tools. Recall@1 / @5 / @10 and MRR; categories marked * were tuned on.")
-    print(f"{'category':26} {'queries':>7}  {'method':7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6}")
+    print(f"{'category':26} {'queries':>7}  {'method':11} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6}")
     for row in rows:
         name = row["category"] + (" *" if row["tuned"] else "")
-        print(f"{name:26} {row['queries']:>7}  {row['method']:7} {row['recall_at_1']:6.3f} "
+        print(f"{name:26} {row['queries']:>7}  {row['method']:11} {row['recall_at_1']:6.3f} "
               f"{row['recall_at_5']:6.3f} {row['recall_at_10']:6.3f} {row['mrr']:6.3f}")
 
 
@@ -241,9 +287,9 @@ if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "prepare" and len(sys.argv) == 3:
         prepare(sys.argv[2])
+    elif cmd == "serve" and len(sys.argv) == 3:
+        serve(sys.argv[2])
     elif cmd == "score" and len(sys.argv) in (4, 5):
-        import numpy as np
-
         score(sys.argv[2], sys.argv[3], sys.argv[4:] == ["--json"])
     else:
         sys.exit(__doc__)

@@ -8,7 +8,9 @@
 //!    and writes the queries with their ground truth (`target/search-eval/`).
 //! 3. The `search_eval` example of ravi-agents (release) ranks every query with
 //!    `CapabilityRegistry::search` and times it at the list's size and at 5,000 tools.
-//! 4. `bfcl_search.py score` ranks the same queries with BM25 and the full MiniLM model and
+//! 4. `ravi tools search --embeddings-url` ranks them again with MiniLM plugged in through an
+//!    OpenAI-compatible embeddings API (`bfcl_search.py serve`, on 127.0.0.1).
+//! 5. `bfcl_search.py score` ranks the same queries with BM25 and the full MiniLM model and
 //!    prints Recall@1/5/10 and MRR per category and method.
 
 use std::path::PathBuf;
@@ -130,6 +132,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let timing: serde_json::Value = serde_json::from_slice(&timing.stdout)
         .context("search_eval printed something other than its JSON figures")?;
 
+    let plugged = plugged_in(&python, &script, &out, &corpus, &queries, &limit)?;
+
     let mut score = vec![script.as_str(), "score", &out_text, &ravi];
     if json {
         score.push("--json");
@@ -150,6 +154,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 "build_ms": timing["build_ms"],
             })
         );
+        println!(
+            "{}",
+            serde_json::json!({
+                "latency": "capability_search_embeddings_api",
+                "tools": timing["tools"],
+                "mean_ms": plugged.mean_ms,
+                "embed_tools_s": plugged.embed_tools_s,
+            })
+        );
     } else {
         println!(
             "\nRavi's search, one thread, per query: {:.0} µs median / {:.0} µs p99 over {} tools; \
@@ -162,6 +175,112 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             timing["padded_tools"],
             f("build_ms"),
         );
+        println!(
+            "Ravi's search with MiniLM through the embeddings API (`ravi tools search \
+             --embeddings-url`, debug build, one HTTP call per query): {:.1} ms per query, \
+             {:.1} s to embed the tools.",
+            plugged.mean_ms, plugged.embed_tools_s,
+        );
     }
     Ok(())
+}
+
+/// What the plugged-in run took.
+struct Plugged {
+    mean_ms: f64,
+    embed_tools_s: f64,
+}
+
+/// Ranks every query with `ravi tools search --embeddings-url` against the MiniLM model
+/// served as an OpenAI-compatible embeddings API on 127.0.0.1 by `bfcl_search.py serve`,
+/// into `ravi_minilm.jsonl`; the server is stopped however the run ends.
+fn plugged_in(
+    python: &str,
+    script: &str,
+    out: &std::path::Path,
+    corpus: &str,
+    queries: &str,
+    limit: &str,
+) -> anyhow::Result<Plugged> {
+    util::run("cargo", &["build", "-q", "-p", "ravi-cli"])?;
+    let root = util::workspace_root()?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let ravi = target.join("debug/ravi");
+    let port_file = out.join("embeddings.port");
+    std::fs::remove_file(&port_file).ok();
+    let mut server = Command::new(python)
+        .args([script, "serve", &port_file.display().to_string()])
+        .spawn()
+        .context("starting the embeddings server")?;
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.kill().ok();
+            self.0.wait().ok();
+        }
+    }
+    let started = std::time::Instant::now();
+    let port = loop {
+        if let Ok(p) = std::fs::read_to_string(&port_file) {
+            break p.trim().to_owned();
+        }
+        if let Ok(Some(status)) = server.try_wait() {
+            bail!("the embeddings server exited ({status}) before listening");
+        }
+        if started.elapsed() > std::time::Duration::from_secs(120) {
+            server.kill().ok();
+            bail!("the embeddings server did not listen within 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let _server = Stop(server);
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let common = [
+        "tools",
+        "search",
+        "--tools-file",
+        corpus,
+        "--embeddings-url",
+        &url,
+        "--embeddings-model",
+        "all-MiniLM-L6-v2",
+        "--limit",
+        limit,
+    ];
+    // The tools alone (one query), then every query: the difference is the queries' time.
+    let t0 = std::time::Instant::now();
+    let one = Command::new(&ravi)
+        .args(common)
+        .arg("warm-up")
+        .output()
+        .context("running ravi tools search")?;
+    if !one.status.success() {
+        bail!(
+            "ravi tools search --embeddings-url failed: {}",
+            String::from_utf8_lossy(&one.stderr)
+        );
+    }
+    let embed_tools_s = t0.elapsed().as_secs_f64();
+    let t1 = std::time::Instant::now();
+    let all = Command::new(&ravi)
+        .args(common)
+        .args(["--queries-file", queries])
+        .output()
+        .context("running ravi tools search --queries-file")?;
+    if !all.status.success() {
+        bail!(
+            "ravi tools search --embeddings-url failed: {}",
+            String::from_utf8_lossy(&all.stderr)
+        );
+    }
+    let lines = all.stdout.iter().filter(|&&b| b == b'\n').count() + 1;
+    let mean_ms = (t1.elapsed().as_secs_f64() - embed_tools_s).max(0.0) * 1e3 / lines as f64;
+    std::fs::write(out.join("ravi_minilm.jsonl"), &all.stdout)
+        .context("writing ravi_minilm.jsonl")?;
+    Ok(Plugged {
+        mean_ms,
+        embed_tools_s,
+    })
 }

@@ -2,11 +2,13 @@
 //! attached MCP servers, or a tool list from a file — for one query or a file of them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use ravi_agents::CapabilityRegistry;
+use ravi_agents::{CapabilityRegistry, SearchHit};
 use ravi_capabilities::Catalog;
+use ravi_integrations::providers::{OpenAiEmbeddings, ProviderConfig};
 use ravi_kernel::ToolRegistry as _;
 use serde_json::{Value, json};
 
@@ -41,6 +43,18 @@ pub struct SearchArgs {
     /// print one JSON line per query: `{"id", "results": [{"name", "score"}]}`.
     #[arg(long, value_name = "FILE.jsonl")]
     queries_file: Option<PathBuf>,
+    /// Rank with a full sentence-embedding model behind an OpenAI-compatible embeddings API
+    /// (`http://127.0.0.1:11434/v1` for Ollama, `https://api.openai.com/v1`), fused with the
+    /// lexical ranking, instead of the built-in static vectors. Needs `--embeddings-model`.
+    #[arg(long, value_name = "URL", requires = "embeddings_model")]
+    embeddings_url: Option<String>,
+    /// The model the embeddings API should use (`text-embedding-3-small`, `all-minilm`).
+    #[arg(long, value_name = "NAME", requires = "embeddings_url")]
+    embeddings_model: Option<String>,
+    /// The environment variable holding the embeddings API's key, sent as a bearer token
+    /// (none is sent without this flag).
+    #[arg(long, value_name = "VAR", requires = "embeddings_url")]
+    embeddings_key_env: Option<String>,
     #[command(flatten)]
     mcp: McpArgs,
     /// The configuration file (default: `ravi.toml` in the current directory, if present): it
@@ -132,14 +146,66 @@ fn read_queries(path: &Path) -> anyhow::Result<Vec<(Value, String)>> {
     Ok(out)
 }
 
+/// The embeddings API of `--embeddings-url`, if given.
+fn embedder(args: &SearchArgs) -> anyhow::Result<Option<OpenAiEmbeddings>> {
+    let (Some(url), Some(model)) = (&args.embeddings_url, &args.embeddings_model) else {
+        return Ok(None);
+    };
+    let mut config = ProviderConfig::new(url.as_str());
+    if let Some(var) = &args.embeddings_key_env {
+        let key = std::env::var(var)
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .with_context(|| format!("--embeddings-key-env names {var}, which is not set"))?;
+        config = config.with_api_key(key);
+    }
+    Ok(Some(
+        OpenAiEmbeddings::new(config, model.as_str()).context("--embeddings-url")?,
+    ))
+}
+
+/// Ranks with the built-in vectors, or with the plugged-in embedder when there is one.
+struct Ranker {
+    reg: CapabilityRegistry,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Ranker {
+    fn new(
+        mut reg: CapabilityRegistry,
+        embedder: Option<OpenAiEmbeddings>,
+    ) -> anyhow::Result<Self> {
+        let Some(embedder) = embedder else {
+            return Ok(Self { reg, runtime: None });
+        };
+        let rt = runtime()?;
+        rt.block_on(reg.use_embedder(Arc::new(embedder)))
+            .context("embedding the tools")?;
+        Ok(Self {
+            reg,
+            runtime: Some(rt),
+        })
+    }
+
+    /// `(name, score, entry)` of the best `limit` tools for `query`.
+    fn hits(&self, query: &str, limit: usize) -> anyhow::Result<Vec<SearchHit<'_>>> {
+        match &self.runtime {
+            None => Ok(self.reg.search(query, limit)),
+            Some(rt) => Ok(rt
+                .block_on(self.reg.search_embedded(query, limit))
+                .context("embedding the query")?),
+        }
+    }
+}
+
 /// Prints the best matches, best first.
 pub fn search(args: SearchArgs) -> anyhow::Result<Exit> {
-    let reg = registry(&args)?;
+    let ranker = Ranker::new(registry(&args)?, embedder(&args)?)?;
     if let Some(path) = &args.queries_file {
         let mut lines = String::new();
         for (id, query) in read_queries(path)? {
-            let results: Vec<Value> = reg
-                .search(&query, args.limit)
+            let results: Vec<Value> = ranker
+                .hits(&query, args.limit)?
                 .iter()
                 .map(|h| json!({"name": h.entry.name, "score": h.score}))
                 .collect();
@@ -150,7 +216,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     let query = args.query.as_deref().unwrap_or_default();
-    let hits = reg.search(query, args.limit);
+    let hits = ranker.hits(query, args.limit)?;
     if args.json {
         let items: Vec<_> = hits
             .iter()

@@ -186,3 +186,99 @@ fn tools_of_an_attached_mcp_server_are_searched() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(names(&v)[0], "ev__echo", "{v}");
 }
+
+/// An embeddings API with a toy model: one dimension per topic, so "umbrella" means weather.
+struct Topics;
+
+impl wiremock::Respond for Topics {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(body["model"], "toy");
+        let data: Vec<Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let t = t.as_str().unwrap().to_lowercase();
+                let has = |ws: &[&str]| f32::from(u8::from(ws.iter().any(|w| t.contains(w))));
+                serde_json::json!({"index": i, "embedding": [
+                    has(&["weather", "umbrella", "conditions"]),
+                    has(&["invoice", "bill"]),
+                    has(&["table", "restaurant"]),
+                    0.01
+                ]})
+            })
+            .collect();
+        wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({"data": data}))
+    }
+}
+
+#[tokio::test]
+async fn an_embeddings_api_can_stand_in_for_the_built_in_vectors() {
+    use wiremock::matchers::{header, method, path};
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .and(header("authorization", "Bearer k-123"))
+        .respond_with(Topics)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = write(dir.path(), "tools.json", TOOLS);
+    let url = format!("{}/v1", server.uri());
+    let args: Vec<String> = [
+        "tools",
+        "search",
+        "should I take an umbrella",
+        "--tools-file",
+        &tools,
+        "--embeddings-url",
+        &url,
+        "--embeddings-model",
+        "toy",
+        "--embeddings-key-env",
+        "RAVI_TEST_EMBED_KEY",
+        "--json",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        crate::ravi()
+            .args(args)
+            .env("RAVI_TEST_EMBED_KEY", "k-123")
+            .output()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(names(&v)[0], "get_weather", "{v}");
+    // The tools in one batch, then the query.
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
+
+    // A server that fails is an error naming the embedder, not a silent fallback.
+    let down = format!("http://127.0.0.1:{}/v1", free_port());
+    let out = ravi(&[
+        "tools",
+        "search",
+        "x",
+        "--tools-file",
+        &tools,
+        "--embeddings-url",
+        &down,
+        "--embeddings-model",
+        "toy",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("embeddings:toy"), "{}", stderr(&out));
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -8,6 +8,7 @@
 
 mod anthropic;
 mod common;
+mod embeddings;
 mod error;
 mod fallback;
 mod http;
@@ -19,6 +20,7 @@ pub mod sse;
 pub use anthropic::{
     ANTHROPIC_PROVIDER, ANTHROPIC_VERSION, AnthropicModel, DEFAULT_MAX_TOKENS, TOOL_SEARCH_BETA,
 };
+pub use embeddings::OpenAiEmbeddings;
 pub use error::ProviderError;
 pub use fallback::FallbackModel;
 pub use http::{ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, ProviderConfig};

@@ -1,6 +1,6 @@
 //! Operator overrides: a tool's risk, approval mode and idempotence set by configuration
-//! (`ravi.toml`'s `[risk]`, `[hitl]`, `[hitl_timeout_secs]` and `[idempotent]` tables), whatever
-//! the tool itself declares.
+//! (`ravi.toml`'s `[risk]`, `[hitl]`, `[hitl_timeout_secs]` and `[idempotent]` tables), and
+//! whether its schema is loaded on demand, whatever the tool itself declares.
 //!
 //! An override wraps the tool; everything but the overridden answers is the tool's own, so
 //! schemas, examples, artifact streaming and execution are unchanged.
@@ -40,6 +40,9 @@ pub struct ToolOverride {
     /// Whether running the tool twice has the effect of running it once, instead of what the
     /// tool declares (`[idempotent]`: an operator who knows how a tool is used here).
     pub idempotent: Option<bool>,
+    /// Whether the tool's schema is loaded on demand (`defer_loading`), instead of what the
+    /// tool declares: an agent with deferred loading marks its tools so.
+    pub defer_loading: Option<bool>,
 }
 
 impl ToolOverride {
@@ -80,6 +83,13 @@ impl ToolOverride {
         self
     }
 
+    /// Also overrides whether the schema is loaded on demand.
+    #[must_use]
+    pub fn with_defer_loading(mut self, defer: bool) -> Self {
+        self.defer_loading = Some(defer);
+        self
+    }
+
     /// Also overrides the risk.
     #[must_use]
     pub fn with_risk(mut self, risk: ToolRisk) -> Self {
@@ -101,7 +111,8 @@ pub fn apply_overrides(map: &BTreeMap<String, ToolOverride>, tools: Vec<AnyTool>
                 if o.risk.is_some()
                     || o.hitl.is_some()
                     || o.hitl_timeout.is_some()
-                    || o.idempotent.is_some() =>
+                    || o.idempotent.is_some()
+                    || o.defer_loading.is_some() =>
             {
                 AnyTool::Function(Arc::new(Overridden {
                     inner: Arc::clone(inner),
@@ -159,7 +170,9 @@ impl Tool for Overridden {
         self.inner.refuses(source)
     }
     fn lazy_schema(&self) -> bool {
-        self.inner.lazy_schema()
+        self.over
+            .defer_loading
+            .unwrap_or_else(|| self.inner.lazy_schema())
     }
     fn input_examples(&self) -> Vec<serde_json::Value> {
         self.inner.input_examples()

@@ -394,6 +394,14 @@ pub trait ChatModel: Send + Sync {
         MediaSupport::text_only()
     }
 
+    /// Whether the provider loads tools marked `defer_loading` itself (Anthropic's tool
+    /// search, OpenAI Responses' `tool_search`): such tools are then sent with
+    /// `defer_loading: true` and the provider's search tool. Default `false`: an agent offers
+    /// them through Ravi's own `search_tools` instead.
+    fn native_tool_search(&self) -> bool {
+        false
+    }
+
     /// Sends the request and waits for the whole answer.
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError>;
 

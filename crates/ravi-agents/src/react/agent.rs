@@ -17,8 +17,10 @@ use super::dispatch::{DecisionBook, InvokerView};
 use super::durable::DurableRun;
 use super::state::{PendingApproval, RunResult, RunState, RunStop};
 use super::strict::strip_strict_nulls;
+use crate::capability::{CapabilityRegistry, SEARCH_TOOLS, ToolSearchTool};
 use crate::hooks::HookRegistry;
 use crate::invoker::{InvokerSession, ToolInvoker, ToolInvokerBuilder};
+use crate::overrides::{ToolOverride, apply_overrides};
 use crate::render::{ModelRender, model as render_model};
 use crate::toolbox::{Toolbox, ToolboxError};
 use crate::validate::ArgumentValidator;
@@ -204,6 +206,9 @@ pub struct ReActAgent {
     tools_error: Option<ToolboxError>,
     /// The durable run its runs are journaled and checkpointed in, when there is one.
     durable: Option<DurableRun>,
+    /// Ravi's tool search over the deferred tools, when loading is deferred
+    /// ([`ReActAgent::with_deferred_loading`]).
+    deferred: Option<Arc<ToolSearchTool>>,
 }
 
 impl std::fmt::Debug for ReActAgent {
@@ -253,6 +258,7 @@ impl ReActAgent {
             offered: None,
             tools_error,
             durable: None,
+            deferred: None,
         }
     }
 
@@ -274,6 +280,85 @@ impl ReActAgent {
     /// and any only a code-mode script reaches).
     pub fn tools(&self) -> &Arc<dyn ToolRegistry> {
         &self.tools
+    }
+
+    /// Defers loading the schemas of every function tool but those named in `keep` (and any
+    /// tool that already loads on demand stays so): the model first sees only the kept tools
+    /// and a way to search for the others.
+    ///
+    /// - With a provider that loads deferred tools itself (Anthropic's tool search, OpenAI
+    ///   Responses' `tool_search`; [`ChatModel::native_tool_search`]), every tool is sent with
+    ///   `defer_loading: true` next to the provider's search tool.
+    /// - With any other, the request carries the kept tools and Ravi's
+    ///   [`search_tools`](crate::capability::SEARCH_TOOLS); each search the model makes adds
+    ///   the tools it found, with their schemas, to the requests that follow.
+    ///
+    /// Every call still goes through the run's invoker, `search_tools` included.
+    #[must_use]
+    pub fn with_deferred_loading<I, S>(self, keep: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let keep: std::collections::HashSet<String> =
+            keep.into_iter().map(|k| k.as_ref().to_owned()).collect();
+        let all: Vec<AnyTool> = self
+            .tools
+            .all()
+            .into_iter()
+            .filter(|t| t.name() != SEARCH_TOOLS)
+            .collect();
+        let over: std::collections::BTreeMap<String, ToolOverride> = all
+            .iter()
+            .filter(|t| {
+                matches!(t, AnyTool::Function(f) if !keep.contains(f.name()) || f.lazy_schema())
+            })
+            .map(|t| {
+                (
+                    t.name().to_owned(),
+                    ToolOverride::default().with_defer_loading(true),
+                )
+            })
+            .collect();
+        let mut out = apply_overrides(&over, all);
+        let mut registry = CapabilityRegistry::new();
+        for tool in out.iter().filter(|t| over.contains_key(t.name())) {
+            if let Err(e) = registry.register_tool(tool.clone(), "general", &[], &[]) {
+                tracing::warn!(error = %e, "a deferred tool is not searchable");
+            }
+        }
+        let search = Arc::new(ToolSearchTool::new(Arc::new(registry)));
+        out.push(AnyTool::Function(
+            Arc::clone(&search) as Arc<dyn ravi_kernel::Tool>
+        ));
+        let mut agent = self.with_tools(out);
+        agent.deferred = Some(search);
+        agent
+    }
+
+    /// The tools of one request: with deferred loading and a provider without tool search,
+    /// the always-loaded tools, `search_tools` and what the run's searches loaded so far;
+    /// with a provider that searches itself, every tool but `search_tools`; else `tools`.
+    fn offered_this_turn(&self, tools: &[AnyTool], state: &RunState) -> Vec<AnyTool> {
+        let Some(search) = &self.deferred else {
+            return tools.to_vec();
+        };
+        if self.model.native_tool_search() {
+            return tools
+                .iter()
+                .filter(|t| t.name() != SEARCH_TOOLS)
+                .cloned()
+                .collect();
+        }
+        let loaded = loaded_by_search(search, state);
+        tools
+            .iter()
+            .filter(|t| {
+                let lazy = t.as_function().is_some_and(|f| f.lazy_schema());
+                !lazy || loaded.contains(t.name())
+            })
+            .cloned()
+            .collect()
     }
 
     /// The same agent with `tools` instead of its tools, every other setting kept: for an
@@ -838,7 +923,7 @@ impl ReActAgent {
             let request = ChatRequest {
                 system: system.clone(),
                 messages: state.messages.clone(),
-                tools: tools.clone(),
+                tools: self.offered_this_turn(&tools, state),
                 tool_choice: self.tool_choice_for(state),
                 parallel_tool_calls: self.parallel_tool_calls,
                 strict_tools: self.strict_tools,
@@ -1182,4 +1267,34 @@ fn tool_result(id: &str, text: String, is_error: bool) -> MessagePart {
         content: vec![ContentBlock::text(text)],
         is_error,
     }
+}
+
+/// The tools the run's successful `search_tools` calls loaded: each is searched again (the
+/// search is deterministic), so the set needs no state of its own and survives a resume.
+fn loaded_by_search(
+    search: &ToolSearchTool,
+    state: &RunState,
+) -> std::collections::HashSet<String> {
+    let succeeded: std::collections::HashSet<&str> = state
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|p| match p {
+            MessagePart::ToolResult {
+                tool_use_id,
+                is_error: false,
+                ..
+            } => Some(tool_use_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    state
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(|m| m.tool_uses())
+        .filter(|(id, name, _)| *name == SEARCH_TOOLS && succeeded.contains(id))
+        .filter_map(|(_, _, args)| search.loads(args))
+        .flatten()
+        .collect()
 }

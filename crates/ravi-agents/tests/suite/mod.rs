@@ -3,6 +3,7 @@
 mod access;
 mod blob_stores;
 mod capability_search;
+mod deferred_loading;
 mod durable;
 mod invoker_approvals;
 mod invoker_drops;

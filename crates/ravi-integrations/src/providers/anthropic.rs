@@ -89,6 +89,11 @@ impl ChatModel for AnthropicModel {
         MediaSupport::images(super::common::ANTHROPIC_IMAGE_MAX_BYTES)
     }
 
+    /// Tool search (regex) with `defer_loading`, behind the advanced-tool-use beta.
+    fn native_tool_search(&self) -> bool {
+        true
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let body = encode_request(&self.model, request, false);
         let answer = self

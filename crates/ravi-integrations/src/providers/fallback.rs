@@ -63,6 +63,11 @@ impl ChatModel for FallbackModel {
         }
     }
 
+    /// Only when every model of the chain loads deferred tools itself.
+    fn native_tool_search(&self) -> bool {
+        !self.models.is_empty() && self.models.iter().all(|m| m.native_tool_search())
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let mut last = ModelError::BadRequest {
             status: 0,

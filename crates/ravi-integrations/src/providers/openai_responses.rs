@@ -149,6 +149,11 @@ impl ChatModel for OpenAiResponsesModel {
         MediaSupport::images(super::common::OPENAI_IMAGE_MAX_BYTES)
     }
 
+    /// Responses' `tool_search` loads `defer_loading` tools (models from gpt-5.4 on).
+    fn native_tool_search(&self) -> bool {
+        true
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let include = self.asks_for_encrypted_reasoning();
         let body = encode_request(&self.model, request, false, include);

@@ -7,6 +7,7 @@ mod mcp_client;
 mod mcp_inprocess;
 mod mcp_server;
 mod providers_agent;
+mod providers_deferred;
 mod providers_env;
 mod providers_wire;
 #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]

@@ -83,6 +83,19 @@ pub struct AgentArgs {
     /// Use the provider's strict schema mode (OpenAI): arguments always match the schemas.
     #[arg(long)]
     pub strict: bool,
+    /// Load tool schemas on demand: the model first sees only the tools named in
+    /// `--defer-tools=KEEP,...` (none with a bare `--defer-tools`; `tool_chain` and
+    /// `read_result` always stay), and finds the others by search: the provider's own tool
+    /// search where it has one (Anthropic, OpenAI Responses), else Ravi's `search_tools`. For
+    /// toolboxes of many tools.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "KEEP",
+        num_args = 0..,
+        require_equals = true
+    )]
+    pub defer_tools: Option<Vec<String>>,
     /// Who approves calls above the policy's risk threshold (Critical calls always ask): `ask`
     /// at the terminal (denied without one), `all` (scripted use), `none`, or `queue`
     /// (recorded in the store and decided from any terminal with `ravi approvals approve ID`).
@@ -290,6 +303,15 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
             );
         }
     };
+    if let Some(keep) = &args.defer_tools {
+        let always = [TOOL_CHAIN_NAME, "read_result"];
+        agent = agent.with_deferred_loading(
+            keep.iter()
+                .map(String::as_str)
+                .filter(|k| !k.is_empty())
+                .chain(always),
+        );
+    }
     if args.no_parallel {
         agent = agent.with_parallel_tool_calls(false);
     }

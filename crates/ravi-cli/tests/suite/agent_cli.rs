@@ -119,6 +119,53 @@ async fn skills_load_from_a_directory() {
     assert!(stderr(&out).contains("/nonexistent/skill/SKILL.md"));
 }
 
+#[tokio::test]
+async fn defer_tools_offers_the_kept_tools_and_search_first() {
+    let server = serving(sse(cassette("openai_chat/text_stream.sse"))).await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let names = |body: &serde_json::Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| {
+                        t["function"]["name"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (flags, want) in [
+        (
+            vec!["--code-mode", "off", "--defer-tools=read_file,list_files"],
+            vec!["list_files", "read_file", "read_result", "search_tools"],
+        ),
+        // Bare: nothing kept but code mode's own tools; the prompt is not taken as a value.
+        (
+            vec!["--defer-tools", "--code-mode", "on"],
+            vec!["read_result", "search_tools", "tool_chain"],
+        ),
+    ] {
+        let mut args = vec!["agent", "--model", &spec];
+        args.extend(flags.iter().copied());
+        args.push("hi");
+        let out = run(ravi(&args)).await;
+        assert!(out.status.success(), "{flags:?}: {}", stderr(&out));
+        let reqs = server.received_requests().await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&reqs.last().unwrap().body).unwrap();
+        let mut got = names(&body);
+        got.sort();
+        assert_eq!(got, want, "{flags:?}");
+        assert_eq!(
+            body["messages"].as_array().unwrap().last().unwrap()["content"],
+            "hi"
+        );
+    }
+}
+
 /// `node` and server-everything's script, when the MCP harness is installed.
 fn harness() -> Option<(String, String)> {
     mcp::harness_ready("ravi agent --mcp").then(|| {

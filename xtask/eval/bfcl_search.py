@@ -15,8 +15,9 @@
         Ranks the same queries with a plain BM25 baseline (rank_bm25's BM25Okapi, the reference
         implementation on PyPI) and the full all-MiniLM-L6-v2 sentence-embedding model (numpy
         forward pass, the upper reference), reads Ravi's rankings from RAVI.jsonl (the output of
-        `--queries-file`; OUT_DIR/ravi_minilm.jsonl too when present: Ravi fused with MiniLM
-        through the embeddings API), and prints Recall@1/5/10 and MRR per category and method.
+        `--queries-file`; OUT_DIR/ravi_minilm.jsonl and ravi_minilm_local.jsonl too when
+        present: Ravi fused with MiniLM through the embeddings API and run in process), and
+        prints Recall@1/5/10 and MRR per category and method.
 
 Pooling. A function is identified by its name: BFCL reuses a name (`get_current_weather`) with
 small wording changes across entries, and its ground truth names the function, so two entries
@@ -263,6 +264,9 @@ def score(out, ravi_path, as_json):
     plugged = os.path.join(out, "ravi_minilm.jsonl")
     if os.path.exists(plugged):
         methods["ravi+minilm"] = {v["id"]: [h["name"] for h in v["results"]] for v in read_jsonl(plugged)}
+    local = os.path.join(out, "ravi_minilm_local.jsonl")
+    if os.path.exists(local):
+        methods["ravi+local"] = {v["id"]: [h["name"] for h in v["results"]] for v in read_jsonl(local)}
     methods["bm25"] = bm25_rankings(corpus, queries, 10)
     methods["minilm"] = minilm_rankings(corpus, queries, 10, out)
     rows = []

@@ -133,6 +133,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         .context("search_eval printed something other than its JSON figures")?;
 
     let plugged = plugged_in(&python, &script, &out, &corpus, &queries, &limit)?;
+    let local = in_process(&out, &corpus, &queries, &limit)?;
 
     let mut score = vec![script.as_str(), "score", &out_text, &ravi];
     if json {
@@ -152,6 +153,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 "padded_p50_us": timing["padded_p50_us"],
                 "padded_p99_us": timing["padded_p99_us"],
                 "build_ms": timing["build_ms"],
+            })
+        );
+        println!(
+            "{}",
+            serde_json::json!({
+                "latency": "capability_search_in_process_model",
+                "tools": timing["tools"],
+                "mean_ms": local.mean_ms,
+                "embed_tools_s": local.embed_tools_s,
             })
         );
         println!(
@@ -181,6 +191,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
              {:.1} s to embed the tools.",
             plugged.mean_ms, plugged.embed_tools_s,
         );
+        println!(
+            "Ravi's search with MiniLM in process (`--embeddings-model-dir`, candle, feature \
+             embed-local): {:.1} ms per query, {:.1} s to embed the tools.",
+            local.mean_ms, local.embed_tools_s,
+        );
     }
     Ok(())
 }
@@ -202,7 +217,11 @@ fn plugged_in(
     queries: &str,
     limit: &str,
 ) -> anyhow::Result<Plugged> {
-    util::run("cargo", &["build", "-q", "-p", "ravi-cli"])?;
+    // Built with the in-process model too, for `in_process` below: one build serves both.
+    util::run(
+        "cargo",
+        &["build", "-q", "-p", "ravi-cli", "--features", "embed-local"],
+    )?;
     let root = util::workspace_root()?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -249,38 +268,81 @@ fn plugged_in(
         "--limit",
         limit,
     ];
-    // The tools alone (one query), then every query: the difference is the queries' time.
+    timed_search(&ravi, &common, queries, &out.join("ravi_minilm.jsonl"))
+}
+
+/// Runs `ravi common… warm-up` (one query: loading and embedding the tools), then `ravi
+/// common… --queries-file queries` into `into`; the difference of the two is the queries' time.
+fn timed_search(
+    ravi: &std::path::Path,
+    common: &[&str],
+    queries: &str,
+    into: &std::path::Path,
+) -> anyhow::Result<Plugged> {
     let t0 = std::time::Instant::now();
-    let one = Command::new(&ravi)
+    let one = Command::new(ravi)
         .args(common)
         .arg("warm-up")
         .output()
         .context("running ravi tools search")?;
     if !one.status.success() {
         bail!(
-            "ravi tools search --embeddings-url failed: {}",
+            "ravi {} failed: {}",
+            common.join(" "),
             String::from_utf8_lossy(&one.stderr)
         );
     }
     let embed_tools_s = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
-    let all = Command::new(&ravi)
+    let all = Command::new(ravi)
         .args(common)
         .args(["--queries-file", queries])
         .output()
         .context("running ravi tools search --queries-file")?;
     if !all.status.success() {
         bail!(
-            "ravi tools search --embeddings-url failed: {}",
+            "ravi {} --queries-file failed: {}",
+            common.join(" "),
             String::from_utf8_lossy(&all.stderr)
         );
     }
     let lines = all.stdout.iter().filter(|&&b| b == b'\n').count() + 1;
     let mean_ms = (t1.elapsed().as_secs_f64() - embed_tools_s).max(0.0) * 1e3 / lines as f64;
-    std::fs::write(out.join("ravi_minilm.jsonl"), &all.stdout)
-        .context("writing ravi_minilm.jsonl")?;
+    std::fs::write(into, &all.stdout).with_context(|| format!("writing {}", into.display()))?;
     Ok(Plugged {
         mean_ms,
         embed_tools_s,
     })
+}
+
+/// Ranks every query with MiniLM run in process (`ravi tools search --embeddings-model-dir`,
+/// a `ravi` built with the `embed-local` feature) into `ravi_minilm_local.jsonl`.
+fn in_process(
+    out: &std::path::Path,
+    corpus: &str,
+    queries: &str,
+    limit: &str,
+) -> anyhow::Result<Plugged> {
+    let dir = crate::services::minilm()?.display().to_string();
+    let root = util::workspace_root()?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    // `plugged_in` built it.
+    let common = [
+        "tools",
+        "search",
+        "--tools-file",
+        corpus,
+        "--embeddings-model-dir",
+        &dir,
+        "--limit",
+        limit,
+    ];
+    timed_search(
+        &target.join("debug/ravi"),
+        &common,
+        queries,
+        &out.join("ravi_minilm_local.jsonl"),
+    )
 }

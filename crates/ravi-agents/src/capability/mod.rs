@@ -31,10 +31,12 @@ mod search;
 mod semantic;
 mod tool_list;
 mod tool_search;
+mod wordpiece;
 
 pub use embedder::{Calibration, EmbedError, Embedder, StaticEmbedder};
 pub use tool_list::{ListedTool, ToolListError, parse_tool_list};
 pub use tool_search::{MAX_SEARCH_LIMIT, SEARCH_TOOLS, ToolSearchTool};
+pub use wordpiece::{VocabError, WordPiece};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

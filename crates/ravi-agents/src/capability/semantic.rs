@@ -170,41 +170,7 @@ impl TokenTable {
     }
 
     fn wordpiece(&self, word: &str, out: &mut Vec<Option<u32>>) {
-        let chars: Vec<(usize, char)> = word.char_indices().collect();
-        if chars.len() > self.max_chars {
-            out.push(None);
-            return;
-        }
-        let mut pieces = Vec::new();
-        let mut start = 0;
-        let mut key = String::new();
-        while start < chars.len() {
-            let mut end = chars.len();
-            let mut found = None;
-            while start < end {
-                let from = chars[start].0;
-                let to = chars.get(end).map_or(word.len(), |c| c.0);
-                key.clear();
-                if start > 0 {
-                    key.push_str(&self.prefix);
-                }
-                key.push_str(&word[from..to]);
-                if let Some(&id) = self.vocab.get(key.as_str()) {
-                    found = Some(id);
-                    break;
-                }
-                end -= 1;
-            }
-            match found {
-                Some(id) => pieces.push(Some(id)),
-                None => {
-                    out.push(None);
-                    return;
-                }
-            }
-            start = end;
-        }
-        out.extend(pieces);
+        wordpiece(&self.vocab, &self.prefix, self.max_chars, word, out);
     }
 
     /// The normalised mean vector of `text`'s tokens, or `None` when no token has a vector.
@@ -330,8 +296,55 @@ fn is_cjk(c: char) -> bool {
         | 0x2F800..=0x2FA1F)
 }
 
+/// WordPiece of one word: the longest prefix in `vocab`, then the longest `prefix`-marked
+/// continuation from where it stopped, and so on; a word that cannot be covered, or is longer
+/// than `max_chars`, is one unknown token (`None`).
+pub(crate) fn wordpiece(
+    vocab: &HashMap<String, u32>,
+    prefix: &str,
+    max_chars: usize,
+    word: &str,
+    out: &mut Vec<Option<u32>>,
+) {
+    let chars: Vec<(usize, char)> = word.char_indices().collect();
+    if chars.len() > max_chars {
+        out.push(None);
+        return;
+    }
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut key = String::new();
+    while start < chars.len() {
+        let mut end = chars.len();
+        let mut found = None;
+        while start < end {
+            let from = chars[start].0;
+            let to = chars.get(end).map_or(word.len(), |c| c.0);
+            key.clear();
+            if start > 0 {
+                key.push_str(prefix);
+            }
+            key.push_str(&word[from..to]);
+            if let Some(&id) = vocab.get(key.as_str()) {
+                found = Some(id);
+                break;
+            }
+            end -= 1;
+        }
+        match found {
+            Some(id) => pieces.push(Some(id)),
+            None => {
+                out.push(None);
+                return;
+            }
+        }
+        start = end;
+    }
+    out.extend(pieces);
+}
+
 /// BERT's basic tokenizer (uncased): the words WordPiece then splits.
-fn basic_tokenize(text: &str) -> Vec<String> {
+pub(crate) fn basic_tokenize(text: &str) -> Vec<String> {
     let mut cleaned = String::with_capacity(text.len());
     for c in text.chars() {
         if c == '\0' || c == '\u{FFFD}' {

@@ -351,11 +351,16 @@ impl ReActAgent {
                 .collect();
         }
         let loaded = loaded_by_search(search, state);
+        // A tool the request forces is sent whether or not a search loaded it.
+        let forced = match &self.tool_choice {
+            ToolChoice::Tool { name } => Some(name.as_str()),
+            _ => None,
+        };
         tools
             .iter()
             .filter(|t| {
                 let lazy = t.as_function().is_some_and(|f| f.lazy_schema());
-                !lazy || loaded.contains(t.name())
+                !lazy || loaded.contains(t.name()) || forced == Some(t.name())
             })
             .cloned()
             .collect()

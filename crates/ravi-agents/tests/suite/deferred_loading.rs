@@ -264,3 +264,25 @@ async fn a_failed_search_loads_nothing() {
     let second: Vec<&str> = requests[1].tools.iter().map(AnyTool::name).collect();
     assert_eq!(second, ["read_file", SEARCH_TOOLS]);
 }
+
+#[tokio::test]
+async fn a_forced_tool_is_sent_even_when_deferred() {
+    let model = ravi_test_support::model::ScriptedModel::new(vec![
+        ravi_test_support::model::calls(&[("r1", "refund_payment", json!({"target": "8812"}))]),
+        ravi_test_support::model::answer("done"),
+    ]);
+    let agent = ReActAgent::new(
+        "forced",
+        Arc::clone(&model) as Arc<dyn ChatModel>,
+        five_hundred(),
+    )
+    .with_tool_choice(ravi_agents::kernel::ToolChoice::Tool {
+        name: "refund_payment".into(),
+    })
+    .with_deferred_loading(["read_file"]);
+    let run = agent.run("refund").await;
+    assert_eq!(run.stop, RunStop::FinalAnswer, "{run:?}");
+    let requests = model.requests();
+    let first: Vec<&str> = requests[0].tools.iter().map(AnyTool::name).collect();
+    assert_eq!(first, ["read_file", "refund_payment", SEARCH_TOOLS]);
+}

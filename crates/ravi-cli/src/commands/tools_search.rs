@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use ravi_agents::capability::Embedder;
 use ravi_agents::{CapabilityRegistry, SearchHit};
 use ravi_capabilities::Catalog;
 use ravi_integrations::providers::{OpenAiEmbeddings, ProviderConfig};
@@ -55,6 +56,11 @@ pub struct SearchArgs {
     /// (none is sent without this flag).
     #[arg(long, value_name = "VAR", requires = "embeddings_url")]
     embeddings_key_env: Option<String>,
+    /// Rank with a sentence-embedding model run in process: a sentence-transformers model
+    /// directory (`config.json`, `vocab.txt`, `model.safetensors`; all-MiniLM-L6-v2 …). Needs a
+    /// `ravi` built with the `embed-local` feature.
+    #[arg(long, value_name = "DIR", conflicts_with = "embeddings_url")]
+    embeddings_model_dir: Option<PathBuf>,
     #[command(flatten)]
     mcp: McpArgs,
     /// The configuration file (default: `ravi.toml` in the current directory, if present): it
@@ -146,8 +152,12 @@ fn read_queries(path: &Path) -> anyhow::Result<Vec<(Value, String)>> {
     Ok(out)
 }
 
-/// The embeddings API of `--embeddings-url`, if given.
-fn embedder(args: &SearchArgs) -> anyhow::Result<Option<OpenAiEmbeddings>> {
+/// The in-process model of `--embeddings-model-dir`, or the embeddings API of
+/// `--embeddings-url`, if either is given.
+fn embedder(args: &SearchArgs) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    if let Some(dir) = &args.embeddings_model_dir {
+        return local_model(dir).map(Some);
+    }
     let (Some(url), Some(model)) = (&args.embeddings_url, &args.embeddings_model) else {
         return Ok(None);
     };
@@ -159,9 +169,27 @@ fn embedder(args: &SearchArgs) -> anyhow::Result<Option<OpenAiEmbeddings>> {
             .with_context(|| format!("--embeddings-key-env names {var}, which is not set"))?;
         config = config.with_api_key(key);
     }
-    Ok(Some(
+    Ok(Some(Arc::new(
         OpenAiEmbeddings::new(config, model.as_str()).context("--embeddings-url")?,
+    )))
+}
+
+#[cfg(feature = "embed-local")]
+fn local_model(dir: &Path) -> anyhow::Result<Arc<dyn Embedder>> {
+    Ok(Arc::new(
+        ravi_integrations::providers::LocalEmbeddings::load(dir)
+            .context("--embeddings-model-dir")?,
     ))
+}
+
+#[cfg(not(feature = "embed-local"))]
+fn local_model(dir: &Path) -> anyhow::Result<Arc<dyn Embedder>> {
+    bail!(
+        "--embeddings-model-dir {}: this ravi was built without the in-process embedding model; \
+         rebuild with `cargo install --path crates/ravi-cli --features embed-local`, or serve \
+         the model behind an embeddings API and use --embeddings-url",
+        dir.display()
+    )
 }
 
 /// Ranks with the built-in vectors, or with the plugged-in embedder when there is one.
@@ -173,13 +201,13 @@ struct Ranker {
 impl Ranker {
     fn new(
         mut reg: CapabilityRegistry,
-        embedder: Option<OpenAiEmbeddings>,
+        embedder: Option<Arc<dyn Embedder>>,
     ) -> anyhow::Result<Self> {
         let Some(embedder) = embedder else {
             return Ok(Self { reg, runtime: None });
         };
         let rt = runtime()?;
-        rt.block_on(reg.use_embedder(Arc::new(embedder)))
+        rt.block_on(reg.use_embedder(embedder))
             .context("embedding the tools")?;
         Ok(Self {
             reg,

@@ -282,3 +282,66 @@ fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+#[cfg(not(feature = "embed-local"))]
+#[test]
+fn an_in_process_model_needs_the_feature_and_says_so() {
+    let out = ravi(&[
+        "tools",
+        "search",
+        "x",
+        "--embeddings-model-dir",
+        "/models/minilm",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("/models/minilm") && err.contains("--features embed-local"),
+        "{err}"
+    );
+}
+
+/// With the model `cargo xtask test` installs (`RAVI_MINILM_DIR`): the in-process model ranks
+/// like the static vectors where the words say enough, and finds the paraphrase.
+#[cfg(feature = "embed-local")]
+#[test]
+fn an_in_process_model_ranks_the_tools() {
+    let Some(dir) = std::env::var_os("RAVI_MINILM_DIR") else {
+        assert!(
+            std::env::var("RAVI_REQUIRE_MINILM").as_deref() != Ok("1"),
+            "RAVI_MINILM_DIR is not set"
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let tools = write(tmp.path(), "tools.json", TOOLS);
+    let dir = dir.to_string_lossy().into_owned();
+    let out = ravi(&[
+        "tools",
+        "search",
+        "is it raining in Bergen right now",
+        "--tools-file",
+        &tools,
+        "--embeddings-model-dir",
+        &dir,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(names(&v)[0], "get_weather", "{v}");
+    let out = ravi(&[
+        "tools",
+        "search",
+        "x",
+        "--tools-file",
+        &tools,
+        "--embeddings-model-dir",
+        "/nonexistent",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("/nonexistent/config.json"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -198,28 +198,23 @@ mod tests {
     #[tokio::test]
     async fn failures_name_the_embedder_and_what_was_wrong() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(ResponseTemplate::new(401).set_body_json(
+        // One answer per request, in order.
+        let answers = [
+            ResponseTemplate::new(401).set_body_json(
                 json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}),
-            ))
-            .up_to_n_times(1)
-            .mount(&server)
-            .await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(200)
-                    .set_body_json(json!({"data": [{"index": 0, "embedding": "AAAA"}]})),
-            )
-            .up_to_n_times(1)
-            .mount(&server)
-            .await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(200)
-                    .set_body_json(json!({"data": [{"index": 0, "embedding": [1.0]}]})),
-            )
-            .mount(&server)
-            .await;
+            ),
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"data": [{"index": 0, "embedding": "AAAA"}]})),
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"data": [{"index": 0, "embedding": [1.0]}]})),
+        ];
+        for answer in answers {
+            Mock::given(method("POST"))
+                .respond_with(answer)
+                .up_to_n_times(1)
+                .mount(&server)
+                .await;
+        }
         let e = client(&server);
         let err = e.embed(&["x".to_owned()]).await.unwrap_err().to_string();
         assert!(

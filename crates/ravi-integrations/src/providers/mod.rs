@@ -12,6 +12,8 @@ mod embeddings;
 mod error;
 mod fallback;
 mod http;
+#[cfg(feature = "embed-local")]
+mod local_embeddings;
 mod openai_chat;
 mod openai_responses;
 mod spec;
@@ -24,6 +26,8 @@ pub use embeddings::OpenAiEmbeddings;
 pub use error::ProviderError;
 pub use fallback::FallbackModel;
 pub use http::{ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL, ProviderConfig};
+#[cfg(feature = "embed-local")]
+pub use local_embeddings::LocalEmbeddings;
 pub use openai_chat::OpenAiChatModel;
 pub use openai_responses::{
     ENCRYPTED_REASONING_INCLUDE, OpenAiResponsesModel, RESPONSES_PROVIDER, provider_output_item,

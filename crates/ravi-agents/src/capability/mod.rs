@@ -2,9 +2,12 @@
 //!
 //! An agent with hundreds of tools cannot be shown all of them; it browses a category tree or
 //! searches in words, and loads only what it needs. [`CapabilityRegistry::search`] ranks by
-//! BM25 over name, tags, aliases, category and description, plus exact-name, alias, tag and
-//! category boosts, fused with semantic similarity from static token vectors (feature
-//! `semantic-search`), so a query can find a tool it shares no word with.
+//! BM25 over name, tags, aliases, category, description and parameters, plus exact-name,
+//! alias, tag and category boosts, fused with semantic similarity from static token vectors
+//! (feature `semantic-search`), so a query can find a tool it shares no word with. A stronger
+//! model plugs in as an [`Embedder`] ([`CapabilityRegistry::use_embedder`]); a tool list
+//! written elsewhere (OpenAI, Anthropic, MCP) is read by [`CapabilityRegistry::from_tool_list`];
+//! [`ToolSearchTool`] is the search offered to a model whose tools load on demand.
 //!
 //! ```
 //! use ravi_agents::capability::CapabilityRegistry;

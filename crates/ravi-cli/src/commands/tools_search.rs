@@ -215,7 +215,7 @@ impl Ranker {
         })
     }
 
-    /// `(name, score, entry)` of the best `limit` tools for `query`.
+    /// The best `limit` tools for `query`, best first.
     fn hits(&self, query: &str, limit: usize) -> anyhow::Result<Vec<SearchHit<'_>>> {
         match &self.runtime {
             None => Ok(self.reg.search(query, limit)),

@@ -9,7 +9,8 @@
 //! 3. The `search_eval` example of ravi-agents (release) ranks every query with
 //!    `CapabilityRegistry::search` and times it at the list's size and at 5,000 tools.
 //! 4. `ravi tools search --embeddings-url` ranks them again with MiniLM plugged in through an
-//!    OpenAI-compatible embeddings API (`bfcl_search.py serve`, on 127.0.0.1).
+//!    OpenAI-compatible embeddings API (`bfcl_search.py serve`, on 127.0.0.1), and
+//!    `--embeddings-model-dir` with MiniLM run in process (a `ravi` built with `embed-local`).
 //! 5. `bfcl_search.py score` ranks the same queries with BM25 and the full MiniLM model and
 //!    prints Recall@1/5/10 and MRR per category and method.
 

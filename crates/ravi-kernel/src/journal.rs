@@ -259,6 +259,10 @@ pub enum RunKind {
     /// The calls a `ravi serve` process served (every client's, in arrival order): a record
     /// of what ran and the key its approvals bind to, not resumable (its clients drive it).
     Serve,
+    /// The cells of a durable conversation's interpreter session (code mode's `session`): the
+    /// scripts that built its state, in order, and the sub-runs whose journals answer their
+    /// calls, so another process can rebuild the interpreter. Not resumable.
+    Session,
 }
 
 impl RunKind {
@@ -268,12 +272,13 @@ impl RunKind {
             Self::Script => "script",
             Self::Agent => "agent",
             Self::Serve => "serve",
+            Self::Session => "session",
         }
     }
 
     /// The kind of wire name `s`.
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Script, Self::Agent, Self::Serve]
+        [Self::Script, Self::Agent, Self::Serve, Self::Session]
             .into_iter()
             .find(|k| k.as_str() == s)
     }

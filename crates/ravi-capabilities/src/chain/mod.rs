@@ -32,6 +32,7 @@ mod describe;
 mod engine_config;
 mod output;
 mod sandbox;
+mod cells;
 mod session;
 mod tool;
 

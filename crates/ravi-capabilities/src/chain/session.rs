@@ -42,6 +42,37 @@ impl Default for SessionLimits {
     }
 }
 
+/// An earlier cell of a durable conversation's session, run again (its calls answered from
+/// its journal through `bridge`) to rebuild the interpreter in a process that does not hold it.
+pub(crate) struct ReplayCell {
+    pub(crate) script: String,
+    pub(crate) filename: String,
+    pub(crate) bridge: Arc<dyn ToolBridge>,
+    /// Whether the cell ended `ok` when it first ran: a cell that failed then and fails again
+    /// is no surprise.
+    pub(crate) was_ok: bool,
+}
+
+/// What to do when a turn finds no live interpreter: the seed of its randomness (a durable
+/// conversation's session draws from one, so a rebuild makes the same choices) and the cells
+/// to run again first.
+#[derive(Default)]
+pub(crate) struct Rebuild {
+    pub(crate) seed: Option<u64>,
+    pub(crate) cells: Vec<ReplayCell>,
+}
+
+/// How a session's turn went beyond its run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TurnReport {
+    /// The script ran (the turn was not refused before it could).
+    pub(crate) ran: bool,
+    /// The interpreter did not survive the turn: its state is gone.
+    pub(crate) ended: bool,
+    /// How many earlier cells were run again to rebuild the interpreter first.
+    pub(crate) rebuilt: usize,
+}
+
 /// The source of a session's turns.
 const SESSION_TURN: &str = "import _ravi; _ravi._main(session=True)";
 
@@ -133,6 +164,15 @@ impl Sessions {
         }
     }
 
+    /// Whether `key` has a live interpreter (or one busy with a turn).
+    fn is_live(&self, key: &str) -> bool {
+        self.sweep();
+        let Some(entry) = self.map().get(key).map(|(e, _)| e.clone()) else {
+            return false;
+        };
+        entry.try_lock().map_or(true, |live| live.is_some())
+    }
+
     /// How many sessions are live.
     fn count(&self) -> usize {
         self.sweep();
@@ -175,52 +215,122 @@ impl Sandbox {
         limits: &SandboxLimits,
         cancel: Option<CancellationToken>,
     ) -> SandboxRun {
+        let turn = Turn {
+            key,
+            reset,
+            script,
+            filename,
+            tools,
+            limits,
+        };
+        self.run_turn(turn, bridge, cancel, Rebuild::default()).await.0
+    }
+
+    /// Whether the session `key` has a live interpreter in this process.
+    pub(crate) fn session_is_live(&self, key: &str) -> bool {
+        self.sessions().is_live(key)
+    }
+
+    /// [`run_in_session`](Self::run_in_session), running `rebuild`'s cells first when the
+    /// turn has to open a new interpreter (and is not a reset): what they defined is there
+    /// again, their output is dropped, and a cell whose outcome differs from its first run's
+    /// is named in the turn's stderr.
+    pub(crate) async fn run_turn(
+        &self,
+        turn: Turn<'_>,
+        bridge: Arc<dyn ToolBridge>,
+        cancel: Option<CancellationToken>,
+        rebuild: Rebuild,
+    ) -> (SandboxRun, TurnReport) {
+        let Turn {
+            key,
+            reset,
+            script,
+            filename,
+            tools,
+            limits,
+        } = turn;
         let started = Instant::now();
+        let ended = TurnReport::default();
         if self.engine() != PythonEngine::CPython {
-            return refused(
-                started,
-                "interpreter sessions need the cpython engine; this tool runs rustpython",
-            );
+            let why = "interpreter sessions need the cpython engine; this tool runs rustpython";
+            return (refused(started, why), ended);
         }
         let entry = match self.sessions().entry(key, reset) {
             Ok(e) => e,
-            Err(why) => return refused(started, &why),
+            Err(why) => return (refused(started, &why), ended),
         };
         let deadline = started + limits.timeout;
         let cancel = cancel.unwrap_or_default();
         let request = match encode_request(script, filename, tools) {
             Ok(r) => r,
-            Err(e) => return refused(started, &e),
+            Err(e) => return (refused(started, &e), ended),
         };
         let mut guard = entry.lock().await;
-        let fresh = guard.is_none();
-        if fresh {
-            match self
-                .open_live(limits, bridge.clone(), &cancel, deadline)
-                .await
-            {
+        let mut report = TurnReport {
+            ran: true,
+            ..TurnReport::default()
+        };
+        let mut notes = String::new();
+        if guard.is_none() {
+            let opened = self
+                .open_live(limits, bridge.clone(), &cancel, deadline, rebuild.seed)
+                .await;
+            match opened {
                 Ok(live) => *guard = Some(live),
                 Err(e) => {
                     self.sessions().end(key);
-                    return refused(started, &e);
+                    return (refused(started, &e), ended);
+                }
+            }
+            if !reset && !rebuild.cells.is_empty() {
+                let Some(live) = guard.as_mut() else {
+                    return (refused(started, "the interpreter could not be opened"), ended);
+                };
+                match replay(live, rebuild.cells, tools, limits, deadline, &cancel).await {
+                    Ok((n, diverged)) => {
+                        report.rebuilt = n;
+                        notes = diverged;
+                    }
+                    Err(why) => {
+                        *guard = None;
+                        self.sessions().end(key);
+                        return (refused(started, &why), ended);
+                    }
                 }
             }
         }
         let Some(live) = guard.as_mut() else {
-            return refused(started, "the interpreter session could not be opened");
+            return (
+                refused(started, "the interpreter session could not be opened"),
+                ended,
+            );
         };
         live.store
             .data_mut()
             .next_turn(bridge, deadline, cancel.clone(), request);
-        let exec = turn(live, SESSION_TURN);
+        let exec = run_cell(live, SESSION_TURN);
         let outcome = drive(exec, deadline, &cancel).await;
         let mut run = conclude(&mut live.store, outcome, &live.pipes, limits, started);
+        if report.rebuilt > 0 {
+            let cells = if report.rebuilt == 1 { "cell" } else { "cells" };
+            run.stderr.insert_str(
+                0,
+                &format!(
+                    "ravi: this conversation's interpreter session was rebuilt from its \
+                     journal (its {} earlier {cells} run again, their tool calls answered \
+                     from the journal){notes}\n",
+                    report.rebuilt
+                ),
+            );
+        }
         // Anything but a reported outcome (a trap, the wall clock, the memory cap, a
         // cancellation) leaves the interpreter mid-statement: the session ends with it.
         let broken = !live.store.data().reported();
         if broken {
             *guard = None;
             self.sessions().end(key);
+            report.ended = true;
             run.stderr.push_str(
                 "ravi: the interpreter session ended with this call; the next call with \
                  `session` starts a fresh interpreter\n",
@@ -228,7 +338,7 @@ impl Sandbox {
         } else {
             self.sessions().touch(key);
         }
-        run
+        (run, report)
     }
 
     async fn open_live(
@@ -237,10 +347,11 @@ impl Sandbox {
         bridge: Arc<dyn ToolBridge>,
         cancel: &CancellationToken,
         deadline: Instant,
+        seed: Option<u64>,
     ) -> Result<Live, String> {
         let slot = self.slot().await.ok_or("the sandbox is shutting down")?;
         let pipes = Pipes::new(limits.output_bytes);
-        let mut store = self.new_store(limits, bridge, cancel, deadline, None, &pipes)?;
+        let mut store = self.new_store(limits, bridge, cancel, deadline, seed, &pipes)?;
         let instance = self
             .instance_pre()
             .instantiate_async(&mut store)
@@ -266,7 +377,63 @@ impl Sandbox {
     }
 }
 
-async fn turn(live: &mut Live, source: &str) -> wasmtime::Result<()> {
+/// One turn of a session, as asked.
+pub(crate) struct Turn<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) reset: bool,
+    pub(crate) script: &'a str,
+    pub(crate) filename: &'a str,
+    pub(crate) tools: &'a [ToolBinding],
+    pub(crate) limits: &'a SandboxLimits,
+}
+
+/// Runs `cells` in `live`, in order, within the turn's wall clock, output dropped: how many
+/// ran, and a note naming each whose outcome differs from its first run's. `Err` when one
+/// leaves the interpreter unusable (a trap, a limit, a cancellation).
+async fn replay(
+    live: &mut Live,
+    cells: Vec<ReplayCell>,
+    tools: &[ToolBinding],
+    limits: &SandboxLimits,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<(usize, String), String> {
+    let mut notes = String::new();
+    let total = cells.len();
+    for (i, cell) in cells.into_iter().enumerate() {
+        let request = encode_request(&cell.script, &cell.filename, tools)?;
+        let started = Instant::now();
+        live.store
+            .data_mut()
+            .next_turn(cell.bridge, deadline, cancel.clone(), request);
+        let outcome = drive(run_cell(live, SESSION_TURN), deadline, cancel).await;
+        let run = conclude(&mut live.store, outcome, &live.pipes, limits, started);
+        if !live.store.data().reported() {
+            let why = run.error.map(|e| format!("{}: {}", e.exc_type, e.message));
+            return Err(format!(
+                "this conversation's interpreter session could not be rebuilt from its journal: \
+                 earlier cell {} of {total} did not finish ({}); call tool_chain with \
+                 `reset: true` to start a fresh interpreter",
+                i + 1,
+                why.unwrap_or_else(|| "stopped".into())
+            ));
+        }
+        let ok = run.status == ChainStatus::Ok;
+        if ok != cell.was_ok {
+            let how = match &run.error {
+                Some(e) => format!("{}: {}", e.exc_type, e.message),
+                None => "ok".into(),
+            };
+            notes.push_str(&format!(
+                "; earlier cell {} ended differently this time ({how})",
+                i + 1
+            ));
+        }
+    }
+    Ok((total, notes))
+}
+
+async fn run_cell(live: &mut Live, source: &str) -> wasmtime::Result<()> {
     let len = i32::try_from(source.len())?;
     let ptr = live.alloc.call_async(&mut live.store, len).await?;
     if ptr == 0 {

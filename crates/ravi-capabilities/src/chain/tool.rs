@@ -19,7 +19,9 @@ use super::SandboxError;
 use super::abi::Budget;
 use super::bridge::{ArtifactHandle, BridgeOutcome, ToolBridge};
 use super::describe::{bindings, chain_description_for};
+use super::cells::{self, Cell};
 use super::sandbox::{PythonEngine, Sandbox, SandboxLimits, ScriptFile, ToolBinding};
+use super::session::{Rebuild, ReplayCell, Turn, TurnReport};
 
 /// How long past a run's wall clock the invoker waits for the sandbox to end it and report.
 const RUN_GRACE: Duration = Duration::from_secs(2);
@@ -333,27 +335,29 @@ impl ToolChainTool {
             ctx: ctx.clone().with_cancellation(cancel.clone()),
             deadline: started + self.limits.timeout,
             next_id: AtomicU64::new(0),
-            whole_up_to: match self.sandbox.engine() {
-                PythonEngine::CPython => WHOLE_RESULT_BYTES,
-                _ => 0,
-            },
+            whole_up_to: self.whole_up_to(),
+            replay_only: None,
         });
         // A durable run draws its randomness from a seed of its own, so a replay makes the
         // same calls in the same order.
         let seed = session.journal().map(|j| run_seed(j.run_id()));
         let run = match interpreter {
             Some((key, reset)) => {
-                self.sandbox
-                    .run_in_session(
-                        key,
-                        reset,
-                        script,
-                        filename,
-                        &self.bindings,
-                        bridge.clone(),
-                        &self.limits,
-                        Some(cancel.clone()),
-                    )
+                let turn = Turn {
+                    key,
+                    reset,
+                    script,
+                    filename,
+                    tools: &self.bindings,
+                    limits: &self.limits,
+                };
+                let cell = Cell {
+                    run: String::new(),
+                    script: script.to_owned(),
+                    file: filename.to_owned(),
+                    ok: false,
+                };
+                self.session_turn(turn, cell, &invoker, &session, ctx, bridge.clone(), &cancel)
                     .await
             }
             None => {
@@ -406,6 +410,172 @@ impl ToolChainTool {
         result.error = run.error;
         result.files = files;
         (result, run.files)
+    }
+}
+
+impl ToolChainTool {
+    /// Results stored as artifacts up to this size reach this tool's scripts whole.
+    fn whole_up_to(&self) -> u64 {
+        match self.sandbox.engine() {
+            PythonEngine::CPython => WHOLE_RESULT_BYTES,
+            _ => 0,
+        }
+    }
+
+    /// One turn of the interpreter session `turn.key`. In a durable conversation (the call is
+    /// journaled) the session's cells are kept in the store ([`cells`]): a turn that finds no
+    /// live interpreter in this process rebuilds it from them first, and every turn that
+    /// leaves the interpreter alive adds itself (a reset starts the list afresh; a turn that
+    /// ends the interpreter empties it).
+    #[allow(clippy::too_many_arguments)]
+    async fn session_turn(
+        &self,
+        turn: Turn<'_>,
+        mut cell: Cell,
+        invoker: &ToolInvoker,
+        session: &InvokerSession,
+        ctx: &ToolContext,
+        bridge: Arc<InvokerBridge>,
+        cancel: &ravi_kernel::CancellationToken,
+    ) -> super::SandboxRun {
+        let started = Instant::now();
+        let Some(journal) = session.journal().cloned() else {
+            let (run, _) = self
+                .sandbox
+                .run_turn(turn, bridge, Some(cancel.clone()), Rebuild::default())
+                .await;
+            return run;
+        };
+        let key = turn.key;
+        let store = Arc::clone(journal.store());
+        cell.run = journal.run_id().to_owned();
+        // A call made again (a resumed run re-issuing it) is not one of its own earlier cells.
+        let earlier: Vec<Cell> = match cells::load(&*store, key).await {
+            Ok(c) => c.into_iter().filter(|c| c.run != cell.run).collect(),
+            Err(e) => {
+                return session_refusal(
+                    started,
+                    format!(
+                        "this conversation's interpreter session could not be read from the \
+                         store ({e}); nothing ran"
+                    ),
+                );
+            }
+        };
+        let earlier = if turn.reset { Vec::new() } else { earlier };
+        let mut guards = Vec::new();
+        let rebuild = if self.sandbox.session_is_live(key) {
+            Rebuild::default()
+        } else {
+            match self
+                .replay_cells(&earlier, &store, invoker, session, ctx, cancel, &mut guards)
+                .await
+            {
+                Ok(cells) => Rebuild {
+                    // The seed of the session's first cell since its fresh start: a rebuild
+                    // draws the same random numbers the first life did.
+                    seed: Some(run_seed(earlier.first().map_or(&cell.run, |c| &c.run))),
+                    cells,
+                },
+                Err(why) => return session_refusal(started, why),
+            }
+        };
+        let (run, report) = self
+            .sandbox
+            .run_turn(turn, bridge, Some(cancel.clone()), rebuild)
+            .await;
+        for g in guards {
+            g.close().await;
+        }
+        // The cell's calls are journaled before the cell is listed: a listed cell's journal
+        // answers every call it made.
+        journal.flush().await;
+        cell.ok = run.status == ChainStatus::Ok;
+        let kept = match report {
+            // Refused before it ran (too many sessions, a rebuild that failed): the record
+            // stays as it was.
+            TurnReport { ran: false, .. } => return run,
+            TurnReport { ended: true, .. } => Vec::new(),
+            _ => earlier.into_iter().chain([cell]).collect(),
+        };
+        let scope = ctx
+            .artifacts
+            .as_ref()
+            .map(|a| a.scope().id.clone())
+            .unwrap_or_default();
+        if let Err(e) = cells::save(&*store, key, &scope, &kept).await {
+            tracing::warn!(
+                error = %e,
+                "could not record this interpreter session's cell; a rebuild in another \
+                 process will not include it"
+            );
+        }
+        run
+    }
+
+    /// The cells to run again to rebuild a session: each with a bridge whose calls are
+    /// answered from the cell's journal (and which refuses any call that journal does not
+    /// hold), in an invoker session of its own (`guards`, closed by the caller).
+    #[allow(clippy::too_many_arguments)]
+    async fn replay_cells(
+        &self,
+        earlier: &[Cell],
+        store: &Arc<dyn ravi_kernel::Store>,
+        invoker: &ToolInvoker,
+        session: &InvokerSession,
+        ctx: &ToolContext,
+        cancel: &ravi_kernel::CancellationToken,
+        guards: &mut Vec<ravi_agents::invoker::SessionGuard>,
+    ) -> Result<Vec<ReplayCell>, String> {
+        let mut out = Vec::with_capacity(earlier.len());
+        for cell in earlier {
+            let journal = RunJournal::open(Arc::clone(store), &cell.run).await.map_err(|e| {
+                format!(
+                    "this conversation's interpreter session could not be rebuilt: the \
+                     journal of its cell `{}` could not be read ({e}); nothing ran",
+                    cell.run
+                )
+            })?;
+            let recorded = u64::try_from(journal.replayed()).unwrap_or(u64::MAX);
+            let guard = invoker.session_guard_in(session.scope().clone());
+            let mut replay = guard
+                .session()
+                .clone()
+                .with_source(CallSource::CodeMode)
+                .with_skills(session.skills().to_vec())
+                .with_journal(journal);
+            if let Some(grant) = session.grant() {
+                replay = replay.with_grant(Arc::clone(grant));
+            }
+            guards.push(guard);
+            out.push(ReplayCell {
+                script: cell.script.clone(),
+                filename: cell.file.clone(),
+                bridge: Arc::new(InvokerBridge {
+                    invoker: invoker.clone(),
+                    session: replay,
+                    ctx: ctx.clone().with_cancellation(cancel.clone()),
+                    deadline: Instant::now() + self.limits.timeout,
+                    next_id: AtomicU64::new(0),
+                    whole_up_to: self.whole_up_to(),
+                    replay_only: Some(recorded),
+                }),
+                was_ok: cell.ok,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// A session turn refused before anything ran.
+fn session_refusal(started: Instant, why: String) -> super::SandboxRun {
+    super::SandboxRun {
+        status: ChainStatus::Error,
+        stdout: String::new(),
+        stderr: String::new(),
+        error: Some(ravi_kernel::ChainError::new("SessionError", why, "")),
+        duration: started.elapsed(),
+        files: Vec::new(),
     }
 }
 
@@ -642,6 +812,9 @@ struct InvokerBridge {
     /// Results stored as artifacts up to this size reach the script whole (see
     /// [`WHOLE_RESULT_BYTES`]); 0 keeps every artifact a handle.
     whole_up_to: u64,
+    /// Rebuilding a session: the script's calls are answered from its journal, which holds
+    /// this many; a call beyond them is refused, never run (a rebuild has no effects).
+    replay_only: Option<u64>,
 }
 
 /// On the CPython engine, a tool result the invoker stored as an artifact reaches the script
@@ -695,6 +868,13 @@ impl ToolBridge for InvokerBridge {
         // Numbered in the order the script makes its calls, so a run that is paused and run
         // again gives the same calls the same ids (a decision given on resume names one).
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if self.replay_only.is_some_and(|recorded| id >= recorded) {
+            return BridgeOutcome::error(format!(
+                "`{tool}` was not called here when this cell first ran: rebuilding an \
+                 interpreter session replays only the calls its journal holds, and makes no new \
+                 one"
+            ));
+        }
         let call_id = format!("{}chain-{id}", self.prefix());
         let mut ctx = self
             .ctx

@@ -531,3 +531,185 @@ except OSError:
          joblib: n_jobs=1)\n1 True\nno native libraries\n"
     );
 }
+
+/// Counts its calls; answers `[1, 2, …, n]`. Not idempotent, so a journal replays it rather
+/// than running it again.
+struct Fetch(Arc<std::sync::atomic::AtomicU32>);
+
+#[async_trait::async_trait]
+impl ravi_kernel::Tool for Fetch {
+    fn name(&self) -> &str {
+        "fetch"
+    }
+    fn description(&self) -> &str {
+        "Fetches n rows."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+    }
+    fn risk(&self) -> ravi_kernel::ToolRisk {
+        ravi_kernel::ToolRisk::Safe
+    }
+    async fn execute(
+        &self,
+        _: &ravi_kernel::ToolContext,
+        args: Value,
+    ) -> Result<ravi_kernel::ToolExecutionResult, ravi_kernel::ToolError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let n = args["n"].as_u64().unwrap_or(0);
+        let rows: Vec<u64> = (1..=n).collect();
+        Ok(ravi_kernel::ToolExecutionResult::json(json!(rows)))
+    }
+}
+
+/// One process of a durable conversation: its own sandbox (its own live sessions) and
+/// invoker, on the shared run store and blob store; the conversation's session with the run's
+/// journal, continuing at call `next`.
+async fn durable_process(
+    store: &Arc<dyn ravi_kernel::Store>,
+    blobs: &Arc<ravi_agents::blob::MemoryBlobStore>,
+    fetches: &Arc<std::sync::atomic::AtomicU32>,
+    next: u32,
+) -> (
+    ravi_agents::invoker::ToolInvoker,
+    ravi_agents::invoker::InvokerSession,
+) {
+    use ravi_agents::durable::RunJournal;
+    use ravi_agents::invoker::ToolInvoker;
+    use ravi_agents::toolbox::Toolbox;
+    use ravi_capabilities::chain::{CpythonConfig, ToolChainTool, default_cpython_dir};
+    use ravi_kernel::{AnyTool, BlobScope, ChainPolicy};
+
+    let sandbox = Arc::new(
+        Sandbox::load_cpython(&CpythonConfig::new(default_cpython_dir().unwrap())).unwrap(),
+    );
+    let tools = vec![AnyTool::Function(Arc::new(Fetch(Arc::clone(fetches))))];
+    let chain = ToolChainTool::for_tools(&tools, ChainPolicy::default())
+        .unwrap()
+        .in_sandbox(sandbox);
+    let mut toolbox = Toolbox::new();
+    for t in tools {
+        toolbox.add(t).unwrap();
+    }
+    toolbox.add(AnyTool::Function(Arc::new(chain))).unwrap();
+    let blobs: Arc<dyn ravi_kernel::BlobStore> = blobs.clone();
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .blob_store(blobs)
+        .build();
+    let journal = RunJournal::open(Arc::clone(store), "run_conv").await.unwrap();
+    journal.skip_to(next);
+    let session = invoker
+        .open_session_in(BlobScope::root("ses_conv"))
+        .with_journal(journal);
+    (invoker, session)
+}
+
+/// A durable conversation's interpreter session outlives its process: the next process
+/// rebuilds it from the journal — earlier cells run again, their tool calls answered from the
+/// journal (no tool runs twice), their randomness the same — and a reset starts the record
+/// afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_session_is_rebuilt_from_its_journal_in_a_new_process() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let store: Arc<dyn ravi_kernel::Store> = Arc::new(ravi_agents::durable::MemoryStore::new());
+    let blobs = Arc::new(ravi_agents::blob::MemoryBlobStore::new());
+    let fetches = Arc::new(AtomicU32::new(0));
+
+    // First process: three cells, one of them failing.
+    let (invoker, conv) = durable_process(&store, &blobs, &fetches, 0).await;
+    let load = "import pandas as pd, random\nrows = fetch(n=3)\ndf = pd.DataFrame({'v': rows})\n\
+                x = 41\nr = random.random()\nprint(r)";
+    let (s, first_r, err) = cell(&invoker, &conv, json!({"script": load, "session": true})).await;
+    assert_eq!(s, ChainStatus::Ok, "{err}");
+    let (_, out, _) = cell(
+        &invoker,
+        &conv,
+        json!({"script": "x += 1\nx", "session": true}),
+    )
+    .await;
+    assert_eq!(out, "42\n");
+    let (s, _, err) = cell(
+        &invoker,
+        &conv,
+        json!({"script": "undefined_name", "session": true}),
+    )
+    .await;
+    assert_eq!(s, ChainStatus::Error);
+    assert!(err.contains("NameError"), "{err}");
+    assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    drop((invoker, conv));
+
+    // Second process: the session's state is back; nothing ran twice; the same random draw.
+    let (invoker, conv) = durable_process(&store, &blobs, &fetches, 3).await;
+    let (s, out, err) = cell(
+        &invoker,
+        &conv,
+        json!({"script": "print(int(df.v.sum()) + x)\nprint(r)", "session": true}),
+    )
+    .await;
+    assert_eq!(s, ChainStatus::Ok, "{err}");
+    let expected = format!("48\n{first_r}");
+    assert!(out.starts_with(&expected), "{out}");
+    assert!(
+        out.contains("rebuilt from its journal (its 3 earlier cells run again"),
+        "{out}"
+    );
+    assert!(!out.contains("differently"), "{out}");
+    assert_eq!(fetches.load(Ordering::SeqCst), 1, "no fetch ran twice");
+    // A reset starts afresh, and the record with it.
+    let (_, out, _) = cell(
+        &invoker,
+        &conv,
+        json!({"script": "y = 1\n'x' in globals()", "session": true, "reset": true}),
+    )
+    .await;
+    assert_eq!(out, "False\n");
+    drop((invoker, conv));
+
+    // Third process: only the cell since the reset is rebuilt.
+    let (invoker, conv) = durable_process(&store, &blobs, &fetches, 5).await;
+    let (_, out, _) = cell(
+        &invoker,
+        &conv,
+        json!({"script": "('x' in globals(), y)", "session": true}),
+    )
+    .await;
+    assert!(out.starts_with("(False, 1)\n"), "{out}");
+    assert!(out.contains("its 1 earlier cell run again"), "{out}");
+}
+
+/// A rebuild has no effects: a cell that would make a call its journal does not hold (its
+/// script depends on the clock) gets an error instead of the call, and the turn says which
+/// earlier cell ended differently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_makes_no_call_the_journal_does_not_hold() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let store: Arc<dyn ravi_kernel::Store> = Arc::new(ravi_agents::durable::MemoryStore::new());
+    let blobs = Arc::new(ravi_agents::blob::MemoryBlobStore::new());
+    let fetches = Arc::new(AtomicU32::new(0));
+    let (invoker, conv) = durable_process(&store, &blobs, &fetches, 0).await;
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 1.0;
+    let script = format!("import time\nif time.time() > {soon}:\n    fetch(n=1)\nx = 1");
+    let (s, _, err) = cell(&invoker, &conv, json!({"script": script, "session": true})).await;
+    assert_eq!(s, ChainStatus::Ok, "{err}");
+    drop((invoker, conv));
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let (invoker, conv) = durable_process(&store, &blobs, &fetches, 1).await;
+    let (_, out, err) = cell(
+        &invoker,
+        &conv,
+        json!({"script": "'x' in globals()", "session": true}),
+    )
+    .await;
+    assert_eq!(fetches.load(Ordering::SeqCst), 0, "the rebuild ran no tool");
+    assert!(out.starts_with("False\n"), "{out} {err}");
+    assert!(
+        out.contains("earlier cell 1 ended differently this time")
+            && out.contains("makes no new one"),
+        "{out}"
+    );
+}

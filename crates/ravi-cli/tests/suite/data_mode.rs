@@ -106,3 +106,84 @@ fn ravi_serve_engine_cpython_answers_the_python_sdk_with_text_and_the_chart() {
         "{result:#}"
     );
 }
+
+/// A `ravi serve --engine cpython` with a durable store: a client's interpreter session
+/// survives the server's `kill -9`. The restarted server takes the MCP session over from the
+/// store and rebuilds the interpreter from the journal — the DataFrame is back, and the shell
+/// command the first cell ran did not run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_session_is_rebuilt_after_the_server_is_killed() {
+    use std::net::SocketAddr;
+    use std::process::{Command, Stdio};
+    use std::sync::{Arc, Mutex};
+
+    use ravi_integrations::mcp::{McpClient, McpServerSpec};
+    use ravi_kernel::ToolContext;
+
+    use super::gateway::{Served, serving};
+
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("sales.csv"), "region,units\nnorth,10\nsouth,4\nnorth,3\n").unwrap();
+    let store = format!("sqlite:{}", dir.path().join("ravi.db").display());
+    let blobs = format!("file:{}", dir.path().join("blobs").display());
+    let server = || -> (Served, u16) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+        cmd.args(["serve", "--http", "127.0.0.1:0", "--engine", "cpython"])
+            .args(["--store", &store, "--blobs", &blobs, "--sessions", "store"])
+            .args(["--approve", "all", "--lease-secs", "3"])
+            .arg("--workspace")
+            .arg(&ws)
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        let (served, port, _) = serving(cmd);
+        (served, port)
+    };
+    let (mut first, port) = server();
+    let backends = Arc::new(Mutex::new(vec![SocketAddr::from(([127, 0, 0, 1], port))]));
+    let lb = ravi_test_support::http::round_robin(backends.clone());
+    let client = McpClient::connect(McpServerSpec::http("data", format!("http://{lb}/mcp")))
+        .await
+        .unwrap();
+    let ctx = ToolContext::default();
+    let cell = |script: &str| {
+        json!({"script": script, "session": true})
+    };
+    let load = "import io\nimport pandas as pd\n\
+                df = pd.read_csv(io.StringIO(read_file(path='sales.csv')))\n\
+                shell(command='echo loaded >> log.txt')\nprint(len(df))";
+    let out = client
+        .call("tool_chain", cell(load), &ctx, None, "tool_chain")
+        .await
+        .unwrap();
+    assert_ne!(out["isError"], true, "{out}");
+    assert_eq!(out["content"][0]["text"].as_str().unwrap_or_default().lines().next(), Some("3"));
+
+    // The server dies; another takes the session over.
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    let (_second, port) = server();
+    *backends.lock().unwrap() = vec![SocketAddr::from(([127, 0, 0, 1], port))];
+    let out = client
+        .call(
+            "tool_chain",
+            cell("df.groupby('region')['units'].sum().to_dict()"),
+            &ctx,
+            None,
+            "tool_chain",
+        )
+        .await
+        .unwrap();
+    let text = out["content"][0]["text"].as_str().unwrap_or_default();
+    assert_ne!(out["isError"], true, "{out}");
+    assert!(text.starts_with("{'north': 13, 'south': 4}\n"), "{text}");
+    assert!(text.contains("rebuilt from its journal"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("log.txt")).unwrap(),
+        "loaded\n",
+        "the shell command ran once"
+    );
+    client.close().await;
+}

@@ -1,5 +1,5 @@
 //! The CPython engine's benchmarks: cold start with numpy and pandas loaded, a 1M-row pandas
-//! groupby, per-call overhead, memory per live instance.
+//! groupby, per-call overhead, memory per live instance (private, proportional and resident).
 //!
 //! `cargo bench -p ravi-capabilities --features code-mode-cpython --bench chain_cpython --
 //! --ravi-figures [--quick]` prints them as JSON lines (`cargo xtask bench chain` runs it). The
@@ -91,16 +91,6 @@ fn subprocess_ms(python: &PathBuf, script: &str, n: usize) -> Option<f64> {
     }
     times.sort_by(f64::total_cmp);
     Some(percentile(&times, 0.5))
-}
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
 }
 
 /// A 1M-row groupby, timed inside the interpreter (ms printed on the last line).
@@ -214,34 +204,78 @@ fn figures(quick: bool) {
     // Memory per live instance: 100 runs parked inside a tool call at once; then 100 that each
     // built a small DataFrame first.
     let live = if quick { 50 } else { 100 };
-    let idle = live_rss(&rt, &sb, live, "park()\n");
-    figure(
-        "chain_cpython/rss_per_live_instance",
-        idle,
-        "MiB",
-        None,
-        None,
-    );
-    let with_frame = live_rss(
+    let idle = live_memory(&rt, &sb, live, "park()\n");
+    let with_frame = live_memory(
         &rt,
         &sb,
         live,
         "import pandas as pd\ndf = pd.DataFrame({'a': range(100)})\npark()\n",
     );
-    figure(
-        "chain_cpython/rss_per_live_instance_with_dataframe",
-        with_frame,
-        "MiB",
-        None,
-        None,
-    );
+    for (suffix, m) in [("", idle), ("_with_dataframe", with_frame)] {
+        figure(
+            &format!("chain_cpython/private_per_live_instance{suffix}"),
+            m.private,
+            "MiB",
+            None,
+            None,
+        );
+        figure(
+            &format!("chain_cpython/pss_per_live_instance{suffix}"),
+            m.pss,
+            "MiB",
+            None,
+            None,
+        );
+        figure(
+            &format!("chain_cpython/rss_per_live_instance{suffix}"),
+            m.rss,
+            "MiB",
+            None,
+            None,
+        );
+    }
 }
 
-/// The growth of the process's resident set per instance while `live` runs of `script` are
-/// parked in a tool call at once, in MiB.
-fn live_rss(rt: &tokio::runtime::Runtime, sb: &Arc<Sandbox>, live: usize, script: &str) -> f64 {
+/// What the process's memory grew by per live instance, in MiB.
+struct PerInstance {
+    /// Pages no other mapping shares (`Private_Clean` + `Private_Dirty`): what each instance
+    /// costs on its own.
+    private: f64,
+    /// The proportional set size: private pages, plus each shared page divided among the
+    /// mappings that share it (the snapshot image every instance maps).
+    pss: f64,
+    /// The resident set, which counts a page of the shared image once for every instance
+    /// that maps it.
+    rss: f64,
+}
+
+/// `(private, pss, rss)` of the process now, in bytes, from `/proc/self/smaps_rollup`.
+fn memory() -> (u64, u64, u64) {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>()
+            * 1024
+    };
+    (
+        field("Private_Clean:") + field("Private_Dirty:"),
+        field("Pss:"),
+        field("Rss:"),
+    )
+}
+
+/// The growth of the process's memory per instance while `live` runs of `script` are parked
+/// in a tool call at once.
+fn live_memory(
+    rt: &tokio::runtime::Runtime,
+    sb: &Arc<Sandbox>,
+    live: usize,
+    script: &str,
+) -> PerInstance {
     let (parked, park_bindings, release) = support::parking_runner(live);
-    let before = rss_bytes();
+    let before = memory();
     rt.block_on(async {
         let mut handles = Vec::new();
         for _ in 0..live {
@@ -255,12 +289,17 @@ fn live_rss(rt: &tokio::runtime::Runtime, sb: &Arc<Sandbox>, live: usize, script
             }));
         }
         support::wait_parked(&release, live).await;
-        let during = rss_bytes();
+        let during = memory();
         support::release_all(&release);
         for h in handles {
             assert_eq!(h.await.unwrap().status, ChainStatus::Ok);
         }
-        during.saturating_sub(before) as f64 / live as f64 / (1 << 20) as f64
+        let per = |d: u64, b: u64| d.saturating_sub(b) as f64 / live as f64 / (1 << 20) as f64;
+        PerInstance {
+            private: per(during.0, before.0),
+            pss: per(during.1, before.1),
+            rss: per(during.2, before.2),
+        }
     })
 }
 

@@ -303,7 +303,12 @@ fn gc(runs: &[RunRecord], days: f64) -> anyhow::Result<(usize, u64)> {
     let (mut dirs, mut bytes) = (0, 0);
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let expired = match runs.iter().find(|r| r.scope == name) {
+        // A session record shares its conversation's scope and says nothing of whether the
+        // conversation ended: the conversation's own run decides.
+        let owner = runs
+            .iter()
+            .find(|r| r.scope == name && r.kind != RunKind::Session);
+        let expired = match owner {
             Some(r) => {
                 !matches!(
                     r.status,

@@ -26,9 +26,8 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("could not start the async runtime")
 }
 
-/// Who approves a call above the policy's risk threshold (Critical calls always ask), for
-/// every command.
-/// The `--engine` choice of `ravi run` and `ravi serve`: the Python code-mode scripts run on.
+/// The `--engine` choice of `ravi run`, `ravi agent` and `ravi serve`: the Python code-mode
+/// scripts run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineArg {
     /// RustPython: starts in well under a millisecond; the standard library.
@@ -46,6 +45,8 @@ impl From<EngineArg> for ravi_capabilities::chain::PythonEngine {
     }
 }
 
+/// Who approves a call above the policy's risk threshold (Critical calls always ask), for
+/// every command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ApproveMode {
     /// Ask at the terminal running ravi (tool, risk, arguments; yes / no / always for this

@@ -8,6 +8,7 @@ use ravi_kernel::{AnyTool, ToolRegistry};
 use serde::{Deserialize, Serialize};
 
 use super::SandboxError;
+use super::sandbox::PythonEngine;
 use super::tool::{TOOL_CHAIN_NAME, ToolChainTool};
 
 /// The name of the tool that reads the rest of a large result by its ref; offered beside
@@ -85,11 +86,19 @@ pub trait CodeModeAgent: Sized {
     /// trace — and its description's budget taken from the agent's policy (set the policy
     /// first). An agent that already has a `tool_chain` keeps it. Fails only when the sandbox
     /// cannot be loaded.
-    fn with_code_mode(self, mode: CodeMode) -> Result<Self, SandboxError>;
+    fn with_code_mode(self, mode: CodeMode) -> Result<Self, SandboxError> {
+        self.with_code_mode_on(mode, PythonEngine::RustPython)
+    }
+
+    /// [`with_code_mode`](Self::with_code_mode) with the scripts run on `engine` (on
+    /// [`PythonEngine::CPython`], numpy and pandas, and interpreter sessions that keep a
+    /// conversation's state between `tool_chain` calls). Fails when that engine is not built
+    /// in or cannot be loaded.
+    fn with_code_mode_on(self, mode: CodeMode, engine: PythonEngine) -> Result<Self, SandboxError>;
 }
 
 impl CodeModeAgent for ReActAgent {
-    fn with_code_mode(self, mode: CodeMode) -> Result<Self, SandboxError> {
+    fn with_code_mode_on(self, mode: CodeMode, engine: PythonEngine) -> Result<Self, SandboxError> {
         if mode == CodeMode::Off {
             return Ok(self);
         }
@@ -97,7 +106,8 @@ impl CodeModeAgent for ReActAgent {
             self
         } else {
             let inner = Arc::clone(self.tools());
-            let chain = ToolChainTool::for_tools(&inner.all(), self.policy().clone())?;
+            let chain =
+                ToolChainTool::for_tools(&inner.all(), self.policy().clone())?.engine(engine)?;
             let tools: Arc<dyn ToolRegistry> = Arc::new(WithToolChain {
                 inner,
                 chain: AnyTool::Function(Arc::new(chain)),

@@ -128,6 +128,11 @@ pub struct AgentArgs {
     /// offer it. A script's calls go through the same policy and approvals as direct calls.
     #[arg(long, value_name = "on|off|only", default_value_t = CodeMode::On)]
     pub code_mode: CodeMode,
+    /// The Python `tool_chain` scripts run on: `rustpython` (the default) or `cpython` (CPython
+    /// 3.15 with numpy and pandas, and interpreter sessions that keep the conversation's
+    /// variables between scripts; in builds with the `cpython` feature).
+    #[arg(long, value_enum, default_value_t = crate::setup::EngineArg::Rustpython)]
+    pub engine: crate::setup::EngineArg,
     /// Print the whole run (transcript, trace, usage) as JSON at the end.
     #[arg(long)]
     pub json: bool,
@@ -293,13 +298,14 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         .with_observer(display.clone() as Arc<dyn AgentObserver>)
         .with_approval_handler(approval);
     // After the policy: the script's budget in tool_chain's description comes from it.
-    agent = match agent.with_code_mode(args.code_mode) {
+    agent = match agent.with_code_mode_on(args.code_mode, args.engine.into()) {
         Ok(a) => a,
         Err(e) => {
             runtime.block_on(close_all(&clients));
             bail!(
-                "--code-mode {}: the code-mode sandbox cannot start: {e}",
-                args.code_mode
+                "--code-mode {} --engine {}: the code-mode sandbox cannot start: {e}",
+                args.code_mode,
+                ravi_capabilities::chain::PythonEngine::from(args.engine).as_str()
             );
         }
     };

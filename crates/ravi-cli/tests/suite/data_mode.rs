@@ -187,3 +187,82 @@ async fn a_served_session_is_rebuilt_after_the_server_is_killed() {
     );
     client.close().await;
 }
+
+/// One streamed OpenAI chat turn that calls `tool` with `arguments`.
+fn tool_call_turn(id: &str, tool: &str, arguments: &Value) -> String {
+    let start = json!({"id": id, "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "tool_calls": [
+            {"index": 0, "id": format!("call_{id}"), "type": "function",
+             "function": {"name": tool, "arguments": arguments.to_string()}}]},
+        "finish_reason": null}]});
+    let end = json!({"id": id, "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
+    format!("data: {start}\n\ndata: {end}\n\ndata: [DONE]\n\n")
+}
+
+/// `ravi agent --engine cpython`: the model's scripts run on CPython with pandas, and with
+/// `session` its second script sees the DataFrame its first one loaded.
+#[tokio::test]
+async fn ravi_agent_engine_cpython_keeps_a_session_across_scripts() {
+    use ravi_test_support::model_server::{cassette, sse};
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer};
+
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("sales.csv"), "region,units\nnorth,10\nsouth,4\nnorth,3\n")
+        .unwrap();
+    let first = json!({"script": "import io\nimport pandas as pd\ndf = pd.read_csv(io.StringIO(read_file(path='sales.csv')))\nlen(df)", "session": true});
+    let second = json!({"script": "df.groupby('region')['units'].sum().to_dict()", "session": true});
+    let server = MockServer::start().await;
+    for (i, body) in [
+        tool_call_turn("1", "tool_chain", &first),
+        tool_call_turn("2", "tool_chain", &second),
+        cassette("openai_chat/text_stream.sse"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        Mock::given(method("POST"))
+            .respond_with(sse(body))
+            .up_to_n_times(1)
+            .with_priority(u8::try_from(i + 1).unwrap())
+            .mount(&server)
+            .await;
+    }
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let w = ws.path().to_str().unwrap().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        crate::ravi()
+            .args(["agent", "--model", &spec, "--engine", "cpython", "--yes"])
+            .args(["--workspace", &w, "Sum the units by region."])
+            .env_remove(["OPENAI_API_KEY", "OPENAI_BASE_URL"])
+            .output()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bodies: Vec<Value> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(bodies.len(), 3);
+    let last_tool = |b: &Value| -> String {
+        b["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(last_tool(&bodies[1]).starts_with("3\n"), "{}", last_tool(&bodies[1]));
+    assert!(
+        last_tool(&bodies[2]).starts_with("{'north': 13, 'south': 4}\n"),
+        "{}",
+        last_tool(&bodies[2])
+    );
+}

@@ -242,14 +242,7 @@ impl Sandbox {
         cancel: Option<CancellationToken>,
         rebuild: Rebuild,
     ) -> (SandboxRun, TurnReport) {
-        let Turn {
-            key,
-            reset,
-            script,
-            filename,
-            tools,
-            limits,
-        } = turn;
+        let (key, reset, tools, limits) = (turn.key, turn.reset, turn.tools, turn.limits);
         let started = Instant::now();
         let ended = TurnReport::default();
         if self.engine() != PythonEngine::CPython {
@@ -262,7 +255,7 @@ impl Sandbox {
         };
         let deadline = started + limits.timeout;
         let cancel = cancel.unwrap_or_default();
-        let request = match encode_request(script, filename, tools) {
+        let request = match encode_request(turn.script, turn.filename, tools) {
             Ok(r) => r,
             Err(e) => return (refused(started, &e), ended),
         };
@@ -445,7 +438,8 @@ async fn run_cell(live: &mut Live, source: &str) -> wasmtime::Result<()> {
     Ok(())
 }
 
-fn refused(started: Instant, why: &str) -> SandboxRun {
+/// A turn refused before its script ran: a `SessionError` saying why.
+pub(crate) fn refused(started: Instant, why: &str) -> SandboxRun {
     SandboxRun {
         status: ChainStatus::Error,
         stdout: String::new(),

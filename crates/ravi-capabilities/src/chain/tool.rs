@@ -21,7 +21,7 @@ use super::bridge::{ArtifactHandle, BridgeOutcome, ToolBridge};
 use super::describe::{bindings, chain_description_for};
 use super::cells::{self, Cell};
 use super::sandbox::{PythonEngine, Sandbox, SandboxLimits, ScriptFile, ToolBinding};
-use super::session::{Rebuild, ReplayCell, Turn, TurnReport};
+use super::session::{Rebuild, ReplayCell, Turn, TurnReport, refused};
 
 /// How long past a run's wall clock the invoker waits for the sandbox to end it and report.
 const RUN_GRACE: Duration = Duration::from_secs(2);
@@ -453,9 +453,9 @@ impl ToolChainTool {
         let earlier: Vec<Cell> = match cells::load(&*store, key).await {
             Ok(c) => c.into_iter().filter(|c| c.run != cell.run).collect(),
             Err(e) => {
-                return session_refusal(
+                return refused(
                     started,
-                    format!(
+                    &format!(
                         "this conversation's interpreter session could not be read from the \
                          store ({e}); nothing ran"
                     ),
@@ -477,7 +477,7 @@ impl ToolChainTool {
                     seed: Some(run_seed(earlier.first().map_or(&cell.run, |c| &c.run))),
                     cells,
                 },
-                Err(why) => return session_refusal(started, why),
+                Err(why) => return refused(started, &why),
             }
         };
         let (run, report) = self
@@ -564,18 +564,6 @@ impl ToolChainTool {
             });
         }
         Ok(out)
-    }
-}
-
-/// A session turn refused before anything ran.
-fn session_refusal(started: Instant, why: String) -> super::SandboxRun {
-    super::SandboxRun {
-        status: ChainStatus::Error,
-        stdout: String::new(),
-        stderr: String::new(),
-        error: Some(ravi_kernel::ChainError::new("SessionError", why, "")),
-        duration: started.elapsed(),
-        files: Vec::new(),
     }
 }
 

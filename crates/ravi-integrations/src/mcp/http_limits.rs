@@ -1,6 +1,8 @@
 //! The limits of the HTTP listener, so abusive clients cannot hold the server: connections
 //! (in all and per client address), time to send the request headers (slow clients), header
-//! size and count, requests in flight, and the request body's size (rmcp's own limit).
+//! size and count, requests in flight, the request body's size, the bytes of all bodies being
+//! received at once, JSON nesting, JSON-RPC batches (none: the protocol has none since
+//! 2025-06-18, so one is refused before it is parsed) and event streams per MCP session.
 //!
 //! The accept loop is hyper's HTTP/1 connection builder driven by hand rather than
 //! `axum::serve`, which sets no timer and so cannot time out a client that never finishes its
@@ -41,6 +43,19 @@ pub struct HttpLimits {
     /// Deepest nesting of arrays and objects in a JSON body (default 64); deeper gets `400`
     /// before any parser sees it.
     pub max_json_depth: usize,
+    /// Bytes of all request bodies being received at once (default 64 MiB): a body that would
+    /// take the total past it gets `503` with `Retry-After`, so many slow uploads cannot add
+    /// up to `max_in_flight` × `max_body_bytes` of memory.
+    pub max_body_bytes_in_flight: usize,
+    /// The same, for the bodies one client address is sending (default 16 MiB), so one client
+    /// cannot take the whole budget from the others.
+    pub max_body_bytes_in_flight_per_client: usize,
+    /// Time a client has to send a request's body once its head arrived (default 30 s); past
+    /// it the request gets `408` and its bytes are let go.
+    pub body_read_timeout: Duration,
+    /// Event streams (`GET` with the session's `Mcp-Session-Id`) one MCP session may hold
+    /// open at once (default 8); one more gets `429` with `Retry-After`.
+    pub max_streams_per_session: usize,
 }
 
 impl Default for HttpLimits {
@@ -55,6 +70,10 @@ impl Default for HttpLimits {
             queue_timeout: Duration::from_secs(5),
             max_body_bytes: 4 << 20,
             max_json_depth: 64,
+            max_body_bytes_in_flight: 64 << 20,
+            max_body_bytes_in_flight_per_client: 16 << 20,
+            body_read_timeout: Duration::from_secs(30),
+            max_streams_per_session: 8,
         }
     }
 }
@@ -150,7 +169,10 @@ pub(super) async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        // The body limits count bytes per client address.
+        let service = hyper_util::service::TowerToHyperService::new(
+            router.clone().layer(axum::Extension(ClientAddr(peer.ip()))),
+        );
         let limits = limits.clone();
         let stop = stop.clone();
         connections.spawn(async move {
@@ -207,37 +229,221 @@ fn json_depth_over(bytes: &[u8], limit: usize) -> bool {
     false
 }
 
-/// `router` with POSTed bodies checked for depth (see [`json_depth`]); applied inside the
-/// authentication layer, so an unauthenticated client cannot make the server read its body.
-pub(super) fn with_json_depth(router: axum::Router, limits: &HttpLimits) -> axum::Router {
-    router.layer(axum::middleware::from_fn_with_state(
-        (limits.max_body_bytes, limits.max_json_depth),
-        json_depth,
-    ))
+/// The limits on request bodies and event streams that apply inside the authentication layer
+/// (so an unauthenticated client cannot make the server read its body): see [`check_body`]
+/// and [`count_streams`].
+pub(super) fn with_body_limits(router: axum::Router, limits: &HttpLimits) -> axum::Router {
+    let bodies = BodyLimits {
+        max_body: limits.max_body_bytes,
+        max_depth: limits.max_json_depth,
+        read_timeout: limits.body_read_timeout,
+        budget: Arc::new(Mutex::new(BodyBytes {
+            total: 0,
+            by_client: HashMap::new(),
+            max_total: limits.max_body_bytes_in_flight,
+            max_per_client: limits.max_body_bytes_in_flight_per_client,
+        })),
+    };
+    let streams = StreamLimits {
+        max: limits.max_streams_per_session.max(1),
+        open: Arc::new(Mutex::new(HashMap::new())),
+    };
+    router
+        .layer(axum::middleware::from_fn_with_state(bodies, check_body))
+        .layer(axum::middleware::from_fn_with_state(streams, count_streams))
 }
 
-/// Reads a POSTed body (up to the size limit: `413` past it) and refuses JSON nested deeper
-/// than the limit with a JSON-RPC parse error (`400`), before rmcp's parser recurses into it.
-async fn json_depth(
-    axum::extract::State((max_body, max_depth)): axum::extract::State<(usize, usize)>,
+/// The address a request's connection comes from.
+#[derive(Debug, Clone, Copy)]
+struct ClientAddr(IpAddr);
+
+/// What [`check_body`] holds bodies to.
+#[derive(Clone)]
+struct BodyLimits {
+    max_body: usize,
+    max_depth: usize,
+    read_timeout: Duration,
+    budget: Arc<Mutex<BodyBytes>>,
+}
+
+/// The bytes of the bodies being received, in all and by client address, with their bounds.
+struct BodyBytes {
+    total: usize,
+    by_client: HashMap<IpAddr, usize>,
+    max_total: usize,
+    max_per_client: usize,
+}
+
+/// Bytes of bodies one request holds; dropping it gives them back.
+struct HeldBytes {
+    budget: Arc<Mutex<BodyBytes>>,
+    client: IpAddr,
+    bytes: usize,
+}
+
+impl HeldBytes {
+    /// Takes `n` more bytes for this request; `false` (and nothing taken) when the total or the
+    /// client's share would pass its bound.
+    fn take(&mut self, n: usize) -> bool {
+        let Ok(mut b) = self.budget.lock() else {
+            return false;
+        };
+        let mine = b.by_client.get(&self.client).copied().unwrap_or(0);
+        if b.total.saturating_add(n) > b.max_total || mine.saturating_add(n) > b.max_per_client
+        {
+            return false;
+        }
+        b.total += n;
+        *b.by_client.entry(self.client).or_insert(0) += n;
+        self.bytes += n;
+        true
+    }
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        if let Ok(mut b) = self.budget.lock() {
+            b.total = b.total.saturating_sub(self.bytes);
+            if let Some(n) = b.by_client.get_mut(&self.client) {
+                *n = n.saturating_sub(self.bytes);
+                if *n == 0 {
+                    b.by_client.remove(&self.client);
+                }
+            }
+        }
+    }
+}
+
+/// Reads a POSTed body under the limits, and answers what no MCP handler should parse:
+/// - larger than `max_body`: `413`;
+/// - the bodies being received at once would pass `max_body_bytes_in_flight`: `503` with
+///   `Retry-After` (the bytes are counted as they arrive and held until the answer is ready);
+/// - JSON nested deeper than `max_depth`, or not JSON at all: `400` with a JSON-RPC parse
+///   error (`-32700`), before any recursive parser sees it;
+/// - a JSON-RPC batch (an array), or JSON that is not a JSON-RPC 2.0 message: `400` with an
+///   invalid-request error (`-32600`).
+async fn check_body(
+    axum::extract::State(limits): axum::extract::State<BodyLimits>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
+    use futures::StreamExt as _;
     if request.method() != http::Method::POST {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, max_body).await else {
-        return refuse(
+    let too_large = || {
+        refuse(
             http::StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            &format!("the request body is larger than this server accepts ({max_body} bytes)"),
-        );
+            &format!(
+                "the request body is larger than this server accepts ({} bytes)",
+                limits.max_body
+            ),
+        )
     };
-    if json_depth_over(&bytes, max_depth) {
+    let (parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limits.max_body) {
+        return too_large();
+    }
+    // The bytes are reserved as they arrive (all at once when the length is declared), never
+    // waited for: a server full of uploads turns the next away rather than queueing it.
+    let client = parts
+        .extensions
+        .get::<ClientAddr>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0);
+    let mut held = HeldBytes {
+        budget: Arc::clone(&limits.budget),
+        client,
+        bytes: 0,
+    };
+    let busy = || {
+        let mut response = refuse(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "the server is receiving as much request data as it allows (from this client, or \
+             in all); try again in a moment",
+        );
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
+        response
+    };
+    if let Some(n) = declared
+        && !held.take(n)
+    {
+        return busy();
+    }
+    let mut bytes = bytes::BytesMut::with_capacity(declared.unwrap_or(0).min(limits.max_body));
+    let mut stream = body.into_data_stream();
+    let deadline = tokio::time::Instant::now() + limits.read_timeout;
+    loop {
+        let chunk = match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(chunk))) => chunk,
+            Ok(None) => break,
+            Ok(Some(Err(_))) => {
+                return refuse(
+                    http::StatusCode::BAD_REQUEST,
+                    "body_unreadable",
+                    "the request body could not be read to its end",
+                );
+            }
+            Err(_) => {
+                return refuse(
+                    http::StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    &format!(
+                        "the request body did not arrive within {} s",
+                        limits.read_timeout.as_secs_f64()
+                    ),
+                );
+            }
+        };
+        if bytes.len() + chunk.len() > limits.max_body {
+            return too_large();
+        }
+        if declared.is_none() && !held.take(chunk.len()) {
+            return busy();
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let is_json = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.trim_start().starts_with("application/json"));
+    if is_json && let Some(refusal) = not_a_message(&bytes, limits.max_depth) {
+        return refusal;
+    }
+    let response = next
+        .run(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes.freeze()),
+        ))
+        .await;
+    drop(held);
+    response
+}
+
+/// The JSON-RPC error answer (`400`) for a body that is not one JSON-RPC 2.0 message, or
+/// `None` when it is one.
+fn not_a_message(bytes: &[u8], max_depth: usize) -> Option<axum::response::Response> {
+    /// Just enough of a message to tell one: every other field is skipped unparsed.
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow, default)]
+        jsonrpc: Option<std::borrow::Cow<'a, str>>,
+    }
+    let answer = |code: i32, message: String| {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-            "code": -32700,
-            "message": format!("parse error: the JSON nests deeper than {max_depth} levels"),
+            "code": code, "message": message,
         }})
         .to_string();
         let mut response = axum::response::Response::new(axum::body::Body::from(body));
@@ -246,13 +452,119 @@ async fn json_depth(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
+        Some(response)
+    };
+    if json_depth_over(bytes, max_depth) {
+        return answer(
+            -32700,
+            format!("parse error: the JSON nests deeper than {max_depth} levels"),
+        );
+    }
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return answer(
+            -32600,
+            "invalid request: JSON-RPC batches are not accepted (MCP has had none since \
+             protocol 2025-06-18); send one message per request"
+                .into(),
+        );
+    }
+    match serde_json::from_slice::<Probe<'_>>(bytes) {
+        Ok(Probe {
+            jsonrpc: Some(v), ..
+        }) if v == "2.0" => None,
+        Ok(_) => answer(
+            -32600,
+            "invalid request: a JSON-RPC message needs `\"jsonrpc\": \"2.0\"`".into(),
+        ),
+        Err(e) if e.is_data() => answer(
+            -32600,
+            format!("invalid request: a JSON-RPC message is a JSON object ({e})"),
+        ),
+        Err(e) => answer(-32700, format!("parse error: the body is not JSON ({e})")),
+    }
+}
+
+/// Open event streams by MCP session.
+#[derive(Clone)]
+struct StreamLimits {
+    max: usize,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One open event stream of a session; dropping it (the stream's body ended or its
+/// connection closed) frees its place.
+struct OpenStream {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    session: String,
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.open.lock()
+            && let Some(n) = open.get_mut(&self.session)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.session);
+            }
+        }
+    }
+}
+
+/// Holds each MCP session to `max` event streams (`GET` requests carrying its
+/// `Mcp-Session-Id`) open at once; one more gets `429` with `Retry-After`. The count falls as
+/// each stream's response body is dropped.
+async fn count_streams(
+    axum::extract::State(limits): axum::extract::State<StreamLimits>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let session = (request.method() == http::Method::GET)
+        .then(|| request.headers().get("mcp-session-id"))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let Some(session) = session else {
+        return next.run(request).await;
+    };
+    let admitted = {
+        let Ok(mut open) = limits.open.lock() else {
+            return next.run(request).await;
+        };
+        let n = open.entry(session.clone()).or_insert(0);
+        if *n >= limits.max {
+            false
+        } else {
+            *n += 1;
+            true
+        }
+    };
+    if !admitted {
+        let mut response = refuse(
+            http::StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            &format!(
+                "this MCP session holds {} event streams open, the most this server allows; \
+                 close one (or reuse it) before opening another",
+                limits.max
+            ),
+        );
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
         return response;
     }
-    next.run(axum::extract::Request::from_parts(
-        parts,
-        axum::body::Body::from(bytes),
-    ))
-    .await
+    let guard = OpenStream {
+        open: Arc::clone(&limits.open),
+        session,
+    };
+    let (parts, body) = next.run(request).await.into_parts();
+    let body = futures::StreamExt::map(body.into_data_stream(), move |chunk| {
+        let _held = &guard;
+        chunk
+    });
+    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
 }
 
 /// A JSON answer with `status`.

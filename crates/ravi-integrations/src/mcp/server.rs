@@ -1076,7 +1076,7 @@ impl McpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let mut router = super::http_limits::with_json_depth(
+        let mut router = super::http_limits::with_body_limits(
             axum::Router::new().nest_service(&opts.path, service),
             &opts.limits,
         );

@@ -23,6 +23,11 @@ pub const TARGETS: &[&str] = &[
     "artifact_refs",
     "jwt",
     "provider_schemas",
+    "provider_streams",
+    "config_files",
+    "workspace_fs",
+    "http_requests",
+    "mcp_stdio",
 ];
 
 /// Entry point: `args` are the task's arguments.

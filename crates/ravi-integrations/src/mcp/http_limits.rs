@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
 /// Limits of `ravi serve --http` (and any server bound with [`HttpOptions`]).
@@ -160,10 +160,22 @@ pub(super) async fn serve(
                      application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{BODY}",
                     BODY.len()
                 );
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    stream.write_all(answer.as_bytes()),
-                )
+                // Answer, end our side, and read what the client sent before closing: closing
+                // with its request unread would reset the connection, and a reset can discard
+                // the answer before the client reads it.
+                let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                    stream.write_all(answer.as_bytes()).await?;
+                    stream.shutdown().await?;
+                    let mut sink = [0u8; 4096];
+                    let mut drained = 0usize;
+                    while drained < 64 << 10 {
+                        match stream.read(&mut sink).await? {
+                            0 => break,
+                            n => drained += n,
+                        }
+                    }
+                    std::io::Result::Ok(())
+                })
                 .await;
             });
             continue;
@@ -183,6 +195,9 @@ pub(super) async fn serve(
                 .header_read_timeout(limits.header_read_timeout)
                 .max_buf_size(limits.max_header_bytes.max(8192))
                 .max_headers(limits.max_headers)
+                // No half-closed connections (hyper's default): a client that ends its side
+                // has gone, and an event stream it held ends with it rather than lingering
+                // until the next keep-alive write finds the socket closed.
                 .keep_alive(true);
             let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             let mut conn = std::pin::pin!(conn);

@@ -344,6 +344,12 @@ pub(crate) fn decode_response(v: &Value) -> Result<ChatResponse, ModelError> {
     ))
 }
 
+/// A decoder for the fuzz targets (see `providers::fuzzing`).
+#[cfg(fuzzing)]
+pub(crate) fn fuzz_decoder() -> impl StreamDecoder {
+    AnthropicStreamDecoder::default()
+}
+
 /// Rebuilds the message from `content_block_*` events.
 #[derive(Debug, Default)]
 struct AnthropicStreamDecoder {

@@ -19,6 +19,45 @@ mod openai_responses;
 mod spec;
 pub mod sse;
 
+/// What the fuzz targets (`fuzz/`, cargo-fuzz) drive: each provider's stream decoder on SSE
+/// events the fuzzer wrote. Compiled only with `--cfg fuzzing`, which cargo-fuzz sets; not
+/// part of the API.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    use ravi_kernel::{ChatResponse, ModelError, StreamEvent};
+
+    use super::common::StreamDecoder;
+    use super::sse::SseEvent;
+
+    /// The providers whose decoders [`decode`] drives, by index.
+    pub const PROVIDERS: [&str; 3] = ["openai_chat", "openai_responses", "anthropic"];
+
+    /// Feeds `events` to the stream decoder of `PROVIDERS[provider % 3]` as the client does
+    /// (stopping at the event that ends the stream or the first error), then asks for the
+    /// response: the kernel events it yielded, and the outcome.
+    pub fn decode(
+        provider: usize,
+        events: &[SseEvent],
+    ) -> (Vec<StreamEvent>, Result<ChatResponse, ModelError>) {
+        let mut decoder: Box<dyn StreamDecoder> = match provider % 3 {
+            0 => Box::new(super::openai_chat::ChatStreamDecoder::default()),
+            1 => Box::new(super::openai_responses::fuzz_decoder()),
+            _ => Box::new(super::anthropic::fuzz_decoder()),
+        };
+        let mut out = Vec::new();
+        for e in events {
+            match decoder.on_event(e, &mut out) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(err) => return (out, Err(err)),
+            }
+        }
+        let response = decoder.finish();
+        (out, response)
+    }
+}
+
 pub use anthropic::{
     ANTHROPIC_PROVIDER, ANTHROPIC_VERSION, AnthropicModel, DEFAULT_MAX_TOKENS, TOOL_SEARCH_BETA,
 };

@@ -523,6 +523,15 @@ pub(crate) fn decode_response(v: &Value, tools: &[AnyTool]) -> Result<ChatRespon
     decode_with_types(v, &call_type_map(tools))
 }
 
+/// A decoder for the fuzz targets (see `providers::fuzzing`).
+#[cfg(fuzzing)]
+pub(crate) fn fuzz_decoder() -> impl StreamDecoder {
+    ResponsesStreamDecoder {
+        call_types: HashMap::new(),
+        response: None,
+    }
+}
+
 /// Streams deltas and takes the final response from `response.completed`.
 struct ResponsesStreamDecoder {
     call_types: HashMap<String, String>,

@@ -476,3 +476,4 @@ async fn clients_that_never_read_their_answers_do_not_hold_the_server() {
     good_client(&srv.url(), 5).await;
     srv.shutdown().await.unwrap();
 }
+

@@ -22,13 +22,19 @@ fuzz_target!(|input: &[u8]| {
         let path = Path::new("/skills/fuzzed/SKILL.md");
         if let Err(e) = ravi_agents::skills::parse_skill(path, text) {
             let said = e.to_string();
-            assert!(said.contains("SKILL.md"), "a refusal that names no file: {said}");
+            assert!(
+                said.contains("SKILL.md"),
+                "a refusal that names no file: {said}"
+            );
         }
     } else {
         let path = Path::new("/project/ravi.toml");
         if let Err(e) = config::RaviConfig::parse(text, path) {
             let said = format!("{e:#}");
-            assert!(said.contains("ravi.toml"), "a refusal that names no file: {said}");
+            assert!(
+                said.contains("ravi.toml"),
+                "a refusal that names no file: {said}"
+            );
         }
     }
 });

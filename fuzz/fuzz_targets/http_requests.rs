@@ -28,7 +28,11 @@ impl Tool for Echo {
     fn input_schema(&self) -> Value {
         serde_json::json!({"type": "object"})
     }
-    async fn execute(&self, _: &ToolContext, args: Value) -> Result<ToolExecutionResult, ToolError> {
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
         Ok(ToolExecutionResult::text(args.to_string()))
     }
 }
@@ -76,7 +80,8 @@ fn server() -> SocketAddr {
 /// that ends its side as gone (hyper's default), so the answer may be cut or empty.
 fn exchange(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(1000))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(1000)))
+        .unwrap();
     let _ = s.write_all(bytes);
     let _ = s.shutdown(std::net::Shutdown::Write);
     let mut out = Vec::new();
@@ -87,7 +92,8 @@ fn exchange(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
 /// The answer to a well-formed health check (which asks the server to close afterwards).
 fn health(addr: SocketAddr) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(2000))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(2000)))
+        .unwrap();
     let _ = s.write_all(HEALTH);
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);

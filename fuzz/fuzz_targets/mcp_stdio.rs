@@ -24,7 +24,11 @@ impl Tool for Echo {
     fn input_schema(&self) -> Value {
         serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}})
     }
-    async fn execute(&self, _: &ToolContext, args: Value) -> Result<ToolExecutionResult, ToolError> {
+    async fn execute(
+        &self,
+        _: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
         Ok(ToolExecutionResult::text(args.to_string()))
     }
 }
@@ -52,14 +56,17 @@ fuzz_target!(|data: &[u8]| {
         let _ = client_write.shutdown().await;
         drop(client_write);
         let mut out = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(5), client_read.read_to_end(&mut out)).await;
-        assert!(read.is_ok(), "the server did not stop after its input ended");
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), client_read.read_to_end(&mut out)).await;
+        assert!(
+            read.is_ok(),
+            "the server did not stop after its input ended"
+        );
         let ended = tokio::time::timeout(Duration::from_secs(5), serving).await;
         assert!(ended.is_ok(), "the server task did not end");
         for line in out.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let v: Value = serde_json::from_slice(line).unwrap_or_else(|e| {
-                panic!("not JSON ({e}): {}", String::from_utf8_lossy(line))
-            });
+            let v: Value = serde_json::from_slice(line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(line)));
             assert_eq!(v["jsonrpc"], "2.0", "{v}");
         }
     });

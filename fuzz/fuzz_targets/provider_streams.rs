@@ -11,9 +11,9 @@ use ravi_kernel::ChatResponse;
 /// Where to cut `data`: lengths drawn from a generator seeded by the data itself, so an input
 /// always replays the same way (the first byte picks the provider, the rest is the stream).
 fn cuts(data: &[u8]) -> Vec<usize> {
-    let mut x = data
-        .iter()
-        .fold(0x9e37_79b9_7f4a_7c15_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+    let mut x = data.iter().fold(0x9e37_79b9_7f4a_7c15_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    });
     let mut out = Vec::new();
     let mut at = 0;
     while at < data.len() {
@@ -55,6 +55,9 @@ fuzz_target!(|input: &[u8]| {
     if let Ok(response) = outcome {
         let wire = serde_json::to_string(&response).expect("a response serialises");
         let back: ChatResponse = serde_json::from_str(&wire).expect("and reads back");
-        assert_eq!(back, response, "the wire format changed the response: {wire}");
+        assert_eq!(
+            back, response,
+            "the wire format changed the response: {wire}"
+        );
     }
 });

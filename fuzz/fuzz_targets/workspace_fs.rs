@@ -36,14 +36,19 @@ fn tree() -> &'static Tree {
         };
         link(std::path::Path::new("../outside"), "link_out");
         link(&outside.join(SECRET_NAME), "link_secret_abs");
-        link(std::path::Path::new("../outside/outside-secret-7f3a.txt"), "link_secret");
+        link(
+            std::path::Path::new("../outside/outside-secret-7f3a.txt"),
+            "link_secret",
+        );
         link(&outside, "link_out_abs");
         link(std::path::Path::new("sub"), "link_in");
         link(std::path::Path::new("missing/nowhere"), "dangling");
         link(std::path::Path::new("loop"), "loop");
         std::os::unix::fs::symlink("../../outside", root.join("sub/deeper/up")).unwrap();
         let backend = LocalBackend::open(&root).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         Tree {
             outside,
             backend,
@@ -102,11 +107,7 @@ fuzz_target!(|input: &[u8]| {
                 }
             }
             _ => {
-                let written = t
-                    .backend
-                    .write(FilesWrite::new(path, "fuzz"))
-                    .await
-                    .is_ok();
+                let written = t.backend.write(FilesWrite::new(path, "fuzz")).await.is_ok();
                 outside_untouched(t, path);
                 if written {
                     // Keep the tree as it was: remove what the write made, inside the root.

@@ -43,7 +43,10 @@ use tokio_util::sync::CancellationToken;
 async fn server() -> HttpServerHandle {
     let echo: Arc<dyn Tool> = Arc::new(TestTool::new("echo", |_, a| Outcome::text(a.to_string())));
     McpServer::new(Arc::new(DirectTools::new(vec![echo])))
-        .bind_http(SocketAddr::from(([127, 0, 0, 1], 0)), HttpOptions::default())
+        .bind_http(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            HttpOptions::default(),
+        )
         .await
         .unwrap()
 }
@@ -149,7 +152,12 @@ async fn start(name: &str, addr: SocketAddr, stop: &CancellationToken) {
             tokio::spawn(hammer(8, addr, post(&bomb, ""), stop.clone()));
         }
         "deep_json" => {
-            tokio::spawn(hammer(9, addr, post(&"[".repeat(100_000), ""), stop.clone()));
+            tokio::spawn(hammer(
+                9,
+                addr,
+                post(&"[".repeat(100_000), ""),
+                stop.clone(),
+            ));
         }
         "abandoned_streams" => {
             let http = reqwest::Client::new();
@@ -164,7 +172,10 @@ async fn start(name: &str, addr: SocketAddr, stop: &CancellationToken) {
                     .send()
                     .await
                     .unwrap();
-                let id = resp.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+                let id = resp.headers()["mcp-session-id"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
                 let _ = resp.bytes().await;
                 let mut s = connect_from(10, addr).await.unwrap();
                 s.write_all(
@@ -182,12 +193,12 @@ async fn start(name: &str, addr: SocketAddr, stop: &CancellationToken) {
         }
         "deaf_clients" => {
             let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                "name": "echo", "arguments": {"big": "x".repeat(256 << 10)},
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientInfo": {"name": "deaf", "version": "1"},
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                }}})
+            "name": "echo", "arguments": {"big": "x".repeat(256 << 10)},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "deaf", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }}})
             .to_string();
             let request = post(
                 &call,

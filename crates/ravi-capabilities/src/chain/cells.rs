@@ -82,7 +82,10 @@ mod tests {
         let a = record_id("alice\u{1f}scope_1");
         assert_eq!(a, record_id("alice\u{1f}scope_1"));
         assert_ne!(a, record_id("bob\u{1f}scope_1"));
-        assert!(a.starts_with("session_") && a.len() == "session_".len() + 32, "{a}");
+        assert!(
+            a.starts_with("session_") && a.len() == "session_".len() + 32,
+            "{a}"
+        );
         assert!(!a.contains("alice"));
     }
 

@@ -28,11 +28,11 @@ mod bridge;
 mod cpython;
 mod describe;
 // Shared verbatim with the guest builder, which precompiles for exactly this engine.
+mod cells;
 #[allow(missing_docs)]
 mod engine_config;
 mod output;
 mod sandbox;
-mod cells;
 mod session;
 mod tool;
 

@@ -223,7 +223,9 @@ impl Sandbox {
             tools,
             limits,
         };
-        self.run_turn(turn, bridge, cancel, Rebuild::default()).await.0
+        self.run_turn(turn, bridge, cancel, Rebuild::default())
+            .await
+            .0
     }
 
     /// Whether the session `key` has a live interpreter in this process.
@@ -278,7 +280,10 @@ impl Sandbox {
             }
             if !reset && !rebuild.cells.is_empty() {
                 let Some(live) = guard.as_mut() else {
-                    return (refused(started, "the interpreter could not be opened"), ended);
+                    return (
+                        refused(started, "the interpreter could not be opened"),
+                        ended,
+                    );
                 };
                 match replay(live, rebuild.cells, tools, limits, deadline, &cancel).await {
                     Ok((n, diverged)) => {

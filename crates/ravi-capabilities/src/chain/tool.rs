@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use super::SandboxError;
 use super::abi::Budget;
 use super::bridge::{ArtifactHandle, BridgeOutcome, ToolBridge};
-use super::describe::{bindings, chain_description_for};
 use super::cells::{self, Cell};
+use super::describe::{bindings, chain_description_for};
 use super::sandbox::{PythonEngine, Sandbox, SandboxLimits, ScriptFile, ToolBinding};
 use super::session::{Rebuild, ReplayCell, Turn, TurnReport, refused};
 
@@ -529,13 +529,15 @@ impl ToolChainTool {
     ) -> Result<Vec<ReplayCell>, String> {
         let mut out = Vec::with_capacity(earlier.len());
         for cell in earlier {
-            let journal = RunJournal::open(Arc::clone(store), &cell.run).await.map_err(|e| {
-                format!(
-                    "this conversation's interpreter session could not be rebuilt: the \
+            let journal = RunJournal::open(Arc::clone(store), &cell.run)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "this conversation's interpreter session could not be rebuilt: the \
                      journal of its cell `{}` could not be read ({e}); nothing ran",
-                    cell.run
-                )
-            })?;
+                        cell.run
+                    )
+                })?;
             let recorded = u64::try_from(journal.replayed()).unwrap_or(u64::MAX);
             let guard = invoker.session_guard_in(session.scope().clone());
             let mut replay = guard

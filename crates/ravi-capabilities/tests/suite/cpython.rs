@@ -596,7 +596,9 @@ async fn durable_process(
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .blob_store(blobs)
         .build();
-    let journal = RunJournal::open(Arc::clone(store), "run_conv").await.unwrap();
+    let journal = RunJournal::open(Arc::clone(store), "run_conv")
+        .await
+        .unwrap();
     journal.skip_to(next);
     let session = invoker
         .open_session_in(BlobScope::root("ses_conv"))

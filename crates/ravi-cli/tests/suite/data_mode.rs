@@ -125,7 +125,11 @@ async fn a_served_session_is_rebuilt_after_the_server_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    std::fs::write(ws.join("sales.csv"), "region,units\nnorth,10\nsouth,4\nnorth,3\n").unwrap();
+    std::fs::write(
+        ws.join("sales.csv"),
+        "region,units\nnorth,10\nsouth,4\nnorth,3\n",
+    )
+    .unwrap();
     let store = format!("sqlite:{}", dir.path().join("ravi.db").display());
     let blobs = format!("file:{}", dir.path().join("blobs").display());
     let server = || -> (Served, u16) {
@@ -148,9 +152,7 @@ async fn a_served_session_is_rebuilt_after_the_server_is_killed() {
         .await
         .unwrap();
     let ctx = ToolContext::default();
-    let cell = |script: &str| {
-        json!({"script": script, "session": true})
-    };
+    let cell = |script: &str| json!({"script": script, "session": true});
     let load = "import io\nimport pandas as pd\n\
                 df = pd.read_csv(io.StringIO(read_file(path='sales.csv')))\n\
                 shell(command='echo loaded >> log.txt')\nprint(len(df))";
@@ -159,7 +161,14 @@ async fn a_served_session_is_rebuilt_after_the_server_is_killed() {
         .await
         .unwrap();
     assert_ne!(out["isError"], true, "{out}");
-    assert_eq!(out["content"][0]["text"].as_str().unwrap_or_default().lines().next(), Some("3"));
+    assert_eq!(
+        out["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .lines()
+            .next(),
+        Some("3")
+    );
 
     // The server dies; another takes the session over.
     first.0.kill().unwrap();
@@ -209,10 +218,14 @@ async fn ravi_agent_engine_cpython_keeps_a_session_across_scripts() {
     use wiremock::{Mock, MockServer};
 
     let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("sales.csv"), "region,units\nnorth,10\nsouth,4\nnorth,3\n")
-        .unwrap();
+    std::fs::write(
+        ws.path().join("sales.csv"),
+        "region,units\nnorth,10\nsouth,4\nnorth,3\n",
+    )
+    .unwrap();
     let first = json!({"script": "import io\nimport pandas as pd\ndf = pd.read_csv(io.StringIO(read_file(path='sales.csv')))\nlen(df)", "session": true});
-    let second = json!({"script": "df.groupby('region')['units'].sum().to_dict()", "session": true});
+    let second =
+        json!({"script": "df.groupby('region')['units'].sum().to_dict()", "session": true});
     let server = MockServer::start().await;
     for (i, body) in [
         tool_call_turn("1", "tool_chain", &first),
@@ -259,7 +272,11 @@ async fn ravi_agent_engine_cpython_keeps_a_session_across_scripts() {
             .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
             .unwrap_or_default()
     };
-    assert!(last_tool(&bodies[1]).starts_with("3\n"), "{}", last_tool(&bodies[1]));
+    assert!(
+        last_tool(&bodies[1]).starts_with("3\n"),
+        "{}",
+        last_tool(&bodies[1])
+    );
     assert!(
         last_tool(&bodies[2]).starts_with("{'north': 13, 'south': 4}\n"),
         "{}",

@@ -304,8 +304,7 @@ impl HeldBytes {
             return false;
         };
         let mine = b.by_client.get(&self.client).copied().unwrap_or(0);
-        if b.total.saturating_add(n) > b.max_total || mine.saturating_add(n) > b.max_per_client
-        {
+        if b.total.saturating_add(n) > b.max_total || mine.saturating_add(n) > b.max_per_client {
             return false;
         }
         b.total += n;

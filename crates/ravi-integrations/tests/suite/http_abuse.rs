@@ -192,9 +192,7 @@ async fn oversized_heads_and_bodies_are_refused() {
 /// 127.0.0.0/8 to the loopback device), so a test can play several client addresses.
 async fn connect_from(from: [u8; 4], addr: SocketAddr) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket
-        .bind(SocketAddr::from((from, 0)))
-        .unwrap();
+    socket.bind(SocketAddr::from((from, 0))).unwrap();
     socket.connect(addr).await.unwrap()
 }
 
@@ -260,14 +258,21 @@ async fn slow_uploads_are_bounded_in_all_and_per_client() {
         let answer = answer_within(&mut s, Duration::from_millis(300)).await;
         if answer.starts_with("HTTP/1.1 503") {
             assert!(answer.contains("overloaded"), "{answer}");
-            assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
+            assert!(
+                answer.to_ascii_lowercase().contains("retry-after: 1"),
+                "{answer}"
+            );
             turned_away += 1;
         } else {
             assert_eq!(answer, "", "an admitted upload is still waiting");
             held.push(s);
         }
     }
-    assert_eq!((held.len(), turned_away), (3, 7), "3 MiB per client: three uploads");
+    assert_eq!(
+        (held.len(), turned_away),
+        (3, 7),
+        "3 MiB per client: three uploads"
+    );
     // Another client is served meanwhile.
     let during = good_client(&srv.url(), 20).await;
     eprintln!("stalled uploads: good client's median {during:?}");
@@ -290,7 +295,10 @@ async fn slow_uploads_are_bounded_in_all_and_per_client() {
     .await
     .unwrap();
     let answer = answer_within(&mut s, Duration::from_secs(3)).await;
-    assert!(!answer.starts_with("HTTP/1.1 503"), "bytes given back: {answer}");
+    assert!(
+        !answer.starts_with("HTTP/1.1 503"),
+        "bytes given back: {answer}"
+    );
     // A chunked body that grows past the size limit.
     let mut s = connect_from([127, 0, 0, 3], addr).await;
     s.write_all(
@@ -330,7 +338,11 @@ async fn batches_and_non_messages_get_json_rpc_errors() {
     let cases = [
         (bomb, -32600, "batches are not accepted"),
         (r#"{"jsonrpc":"2.0","id":1,"#.to_owned(), -32700, "not JSON"),
-        (r#"{"id":1,"method":"ping"}"#.to_owned(), -32600, "\"jsonrpc\": \"2.0\""),
+        (
+            r#"{"id":1,"method":"ping"}"#.to_owned(),
+            -32600,
+            "\"jsonrpc\": \"2.0\"",
+        ),
         ("42".to_owned(), -32600, "JSON object"),
     ];
     for (body, code, says) in cases {
@@ -343,7 +355,10 @@ async fn batches_and_non_messages_get_json_rpc_errors() {
             "{v}"
         );
     }
-    eprintln!("four refusals, the 2 MB batch among them, in {:?}", started.elapsed());
+    eprintln!(
+        "four refusals, the 2 MB batch among them, in {:?}",
+        started.elapsed()
+    );
     good_client(&srv.url(), 5).await;
     srv.shutdown().await.unwrap();
 }
@@ -370,7 +385,10 @@ async fn event_streams_per_session_are_bounded_and_abandoned_ones_cost_little() 
             .send()
             .await
             .unwrap();
-        let id = resp.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let id = resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
         let _ = resp.bytes().await;
         id
     };
@@ -423,7 +441,11 @@ async fn event_streams_per_session_are_bounded_and_abandoned_ones_cost_little() 
         "100 abandoned streams: good client's median {during:?}, the process grew {} KiB",
         grown >> 10
     );
-    assert!(grown < 64 << 20, "100 abandoned streams took {} MiB", grown >> 20);
+    assert!(
+        grown < 64 << 20,
+        "100 abandoned streams took {} MiB",
+        grown >> 20
+    );
     drop(abandoned);
     srv.shutdown().await.unwrap();
 }
@@ -437,12 +459,12 @@ async fn clients_that_never_read_their_answers_do_not_hold_the_server() {
     let addr = srv.local_addr();
     let big = "x".repeat(256 << 10);
     let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "echo", "arguments": {"big": big},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "deaf", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }}})
+    "name": "echo", "arguments": {"big": big},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "deaf", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}})
     .to_string();
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
@@ -476,4 +498,3 @@ async fn clients_that_never_read_their_answers_do_not_hold_the_server() {
     good_client(&srv.url(), 5).await;
     srv.shutdown().await.unwrap();
 }
-

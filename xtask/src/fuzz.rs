@@ -28,6 +28,7 @@ pub const TARGETS: &[&str] = &[
     "workspace_fs",
     "http_requests",
     "mcp_stdio",
+    "bridge_frames",
 ];
 
 /// Entry point: `args` are the task's arguments.

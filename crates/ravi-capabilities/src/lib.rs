@@ -46,6 +46,9 @@ pub use tools::HttpPolicy;
 
 #[cfg(feature = "code-mode")]
 pub mod chain;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing;
 
 /// The examples of `docs/builtin-tools.md`, compiled and run as doctests.
 #[cfg(doctest)]

@@ -17,6 +17,7 @@ use wasmtime::{Caller, Extern, InstancePre, Store};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::abi::Op;
+use super::frames;
 use super::sandbox::{
     MAX_SCRIPT_FILES_BYTES, RunState, ScriptFile, guest_bytes, guest_memory, serve,
 };
@@ -170,14 +171,23 @@ async fn door(
         let frame = guest_bytes(&memory, &caller, ptr, len)?
             .get(1..)
             .unwrap_or_default();
-        match script_file(frame) {
+        let file = frames::file(frame).map(|f| ScriptFile {
+            path: f.path,
+            media_type: f.media_type,
+            data: bytes::Bytes::copy_from_slice(f.data),
+        });
+        match file {
             Some(file) => keep_file(caller.data_mut(), file),
             None => return Ok(DOOR_FAULT),
         }
         Vec::new()
     } else {
         let op = Op::try_from(i32::from(op))?;
-        serve(&mut caller, op, ptr + 1, len - 1).await?
+        // The payload after the operation byte (`ptr` is in memory, so `ptr + 1` fits).
+        let Some(payload) = ptr.checked_add(1) else {
+            return Ok(DOOR_FAULT);
+        };
+        serve(&mut caller, op, payload, len - 1).await?
     };
     let alloc = caller
         .get_export("host_alloc")
@@ -194,28 +204,6 @@ async fn door(
     memory.write(&mut caller, usize::try_from(out_ptr_ptr)?, &p.to_le_bytes())?;
     memory.write(&mut caller, usize::try_from(out_len_ptr)?, &n.to_le_bytes())?;
     Ok(0)
-}
-
-/// A [`DOOR_FILE`] frame's file, or `None` when the frame is malformed.
-fn script_file(frame: &[u8]) -> Option<ScriptFile> {
-    #[derive(serde::Deserialize)]
-    struct Header {
-        path: String,
-        media_type: String,
-    }
-    let (len, rest) = frame.split_first_chunk::<4>()?;
-    let len = usize::try_from(u32::from_le_bytes(*len)).ok()?;
-    let header = rest.get(..len)?;
-    let data = rest.get(len..)?;
-    let header: Header = serde_json::from_slice(header).ok()?;
-    if !header.path.starts_with("/tmp/") || header.media_type.len() > 255 {
-        return None;
-    }
-    Some(ScriptFile {
-        path: header.path,
-        media_type: header.media_type,
-        data: bytes::Bytes::copy_from_slice(data),
-    })
 }
 
 /// Keeps `file` unless the run's files would exceed [`MAX_SCRIPT_FILES_BYTES`]; one left out

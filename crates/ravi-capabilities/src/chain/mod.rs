@@ -31,6 +31,7 @@ mod describe;
 mod cells;
 #[allow(missing_docs)]
 mod engine_config;
+mod frames;
 mod output;
 mod sandbox;
 mod session;

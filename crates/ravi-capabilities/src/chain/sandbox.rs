@@ -23,13 +23,11 @@ use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 
-use super::abi::{
-    self, CallRequest, Envelope, Exhausted, Failure, FailureKind, Finish, MAX_BATCH, Op,
-    RunRequest, ScriptError,
-};
+use super::abi::{self, CallRequest, Envelope, Exhausted, Finish, Op, RunRequest, ScriptError};
 use super::bridge::ToolBridge;
 use super::cpython;
 use super::engine_config::{MAX_GUEST_MEMORY_BYTES, engine_config};
+use super::frames::{self, FrameError};
 use super::output::TurnPipe;
 use super::session::Sessions;
 use super::{SandboxError, cpython::CpythonConfig};
@@ -38,9 +36,6 @@ pub use super::abi::ToolBinding;
 
 /// How often the epoch advances: the granularity of wall-clock deadlines and of yields.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// Largest request or answer that crosses the bridge in one piece.
-const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// Resolution of the clocks a script sees (`time.time()`, `time.perf_counter()`, ...).
 const CLOCK_RESOLUTION: Duration = Duration::from_millis(1);
@@ -626,24 +621,6 @@ enum Interrupt {
     Cancelled,
 }
 
-/// The guest broke the ABI (a guest bug: a script cannot reach the raw bridge); the run ends.
-#[derive(Debug, thiserror::Error)]
-enum ProtocolError {
-    #[error(transparent)]
-    UnknownOp(#[from] abi::UnknownOp),
-    #[error("the guest sent a malformed {what}: {source}")]
-    Malformed {
-        what: &'static str,
-        source: serde_json::Error,
-    },
-}
-
-impl ProtocolError {
-    fn malformed(what: &'static str) -> impl FnOnce(serde_json::Error) -> wasmtime::Error {
-        move |source| wasmtime::Error::new(Self::Malformed { what, source })
-    }
-}
-
 struct Limiter {
     /// What the script may use: beyond `base`.
     memory_cap: usize,
@@ -769,21 +746,16 @@ pub(super) fn guest_memory(
     Ok(m)
 }
 
-/// The guest's request bytes, borrowed from its memory.
+/// The guest's request bytes, borrowed from its memory (see [`frames::message_range`]).
 pub(super) fn guest_bytes<'a>(
     memory: &wasmtime::Memory,
     caller: &'a Caller<'_, RunState>,
     ptr: i32,
     len: i32,
 ) -> wasmtime::Result<&'a [u8]> {
-    let start = usize::try_from(ptr)?;
-    let len = usize::try_from(len)?;
-    if len > MAX_MESSAGE_BYTES {
-        wasmtime::bail!("bridge message of {len} bytes exceeds {MAX_MESSAGE_BYTES}");
-    }
-    memory
-        .data(caller)
-        .get(start..start.saturating_add(len))
+    let data = memory.data(caller);
+    let range = frames::message_range(ptr, len, data.len()).map_err(wasmtime::Error::new)?;
+    data.get(range)
         .ok_or_else(|| wasmtime::format_err!("bridge message out of bounds"))
 }
 
@@ -793,7 +765,7 @@ async fn host_call(
     ptr: i32,
     len: i32,
 ) -> wasmtime::Result<i64> {
-    let op = Op::try_from(op).map_err(ProtocolError::from)?;
+    let op = Op::try_from(op).map_err(|e| wasmtime::Error::new(FrameError::from(e)))?;
     let answer = serve(&mut caller, op, ptr, len).await?;
     let n = i64::try_from(answer.len())?;
     caller.data_mut().pending = answer;
@@ -812,9 +784,8 @@ pub(super) async fn serve(
     let mut answer = Vec::new();
     match op {
         Op::Call => {
-            let calls: Vec<CallRequest> =
-                serde_json::from_slice(guest_bytes(&memory, caller, ptr, len)?)
-                    .map_err(ProtocolError::malformed("call batch"))?;
+            let calls = frames::calls(guest_bytes(&memory, caller, ptr, len)?)
+                .map_err(wasmtime::Error::new)?;
             let bridge = caller.data().bridge.clone();
             let envelopes = call_batch(bridge.as_ref(), calls).await;
             // A run stopped while it waited does not get its answers: the script would carry
@@ -832,8 +803,8 @@ pub(super) async fn serve(
             serde_json::to_writer(&mut answer, &budget)?;
         }
         Op::Finish => {
-            let finish: Finish = serde_json::from_slice(guest_bytes(&memory, caller, ptr, len)?)
-                .map_err(ProtocolError::malformed("finish record"))?;
+            let finish = frames::finish(guest_bytes(&memory, caller, ptr, len)?)
+                .map_err(wasmtime::Error::new)?;
             caller.data_mut().finish = Some(finish);
             caller.data_mut().pending.clear();
         }
@@ -843,15 +814,8 @@ pub(super) async fn serve(
 
 /// Runs a batch of calls concurrently (one call is a batch of one) and answers each, in order.
 async fn call_batch(bridge: &dyn ToolBridge, mut calls: Vec<CallRequest>) -> Vec<Envelope> {
-    if calls.len() > MAX_BATCH {
-        let failure = Failure::new(
-            FailureKind::Error,
-            format!(
-                "parallel() takes at most {MAX_BATCH} calls, got {}",
-                calls.len()
-            ),
-        );
-        return vec![Envelope::Error(failure); calls.len()];
+    if let Some(refused) = frames::over_batch(calls.len()) {
+        return refused;
     }
     if calls.len() == 1
         && let Some(c) = calls.pop()

@@ -12,30 +12,11 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use ravi_integrations::mcp::{DirectTools, HttpLimits, HttpOptions, McpServer};
-use ravi_kernel::{Tool, ToolContext, ToolError, ToolExecutionResult, async_trait};
-use serde_json::Value;
+use ravi_kernel::Tool;
 
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn name(&self) -> &str {
-        "echo"
-    }
-    fn description(&self) -> &str {
-        "Echoes its arguments."
-    }
-    fn input_schema(&self) -> Value {
-        serde_json::json!({"type": "object"})
-    }
-    async fn execute(
-        &self,
-        _: &ToolContext,
-        args: Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
-        Ok(ToolExecutionResult::text(args.to_string()))
-    }
-}
+#[path = "shared/echo.rs"]
+mod echo;
+use echo::Echo;
 
 /// The server, on a runtime of its own threads.
 fn server() -> SocketAddr {

@@ -7,31 +7,13 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use ravi_integrations::mcp::{DirectTools, McpServer};
-use ravi_kernel::{Tool, ToolContext, ToolError, ToolExecutionResult, async_trait};
+use ravi_kernel::Tool;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn name(&self) -> &str {
-        "echo"
-    }
-    fn description(&self) -> &str {
-        "Echoes its arguments."
-    }
-    fn input_schema(&self) -> Value {
-        serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}})
-    }
-    async fn execute(
-        &self,
-        _: &ToolContext,
-        args: Value,
-    ) -> Result<ToolExecutionResult, ToolError> {
-        Ok(ToolExecutionResult::text(args.to_string()))
-    }
-}
+#[path = "shared/echo.rs"]
+mod echo;
+use echo::Echo;
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();

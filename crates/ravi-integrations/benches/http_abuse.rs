@@ -74,9 +74,7 @@ async fn good_p50(url: &str, n: usize) -> f64 {
 
 /// A connection to `addr` from the loopback address `127.0.0.<host>`.
 async fn connect_from(host: u8, addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = tokio::net::TcpSocket::new_v4()?;
-    socket.bind(SocketAddr::from(([127, 0, 0, host], 0)))?;
-    socket.connect(addr).await
+    ravi_test_support::http::connect_from([127, 0, 0, host], addr).await
 }
 
 /// A POST of `body` with its length declared.

@@ -105,3 +105,16 @@ pub fn round_robin(backends: Arc<std::sync::Mutex<Vec<SocketAddr>>>) -> SocketAd
     });
     addr
 }
+
+/// A TCP connection to `addr` from the loopback address `from` (Linux routes all of
+/// 127.0.0.0/8 to the loopback device), so a test or bench can play several client addresses
+/// against per-client limits.
+#[cfg(feature = "fixtures")]
+pub async fn connect_from(
+    from: [u8; 4],
+    addr: SocketAddr,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::from((from, 0)))?;
+    socket.connect(addr).await
+}

@@ -12,6 +12,7 @@ use ravi_integrations::mcp::{
     DirectTools, HttpLimits, HttpOptions, HttpServerHandle, McpClient, McpServer, McpServerSpec,
 };
 use ravi_kernel::{Tool, ToolContext};
+use ravi_test_support::http::connect_from;
 use ravi_test_support::tools::{Outcome, TestTool};
 use serde_json::json;
 
@@ -188,14 +189,6 @@ async fn oversized_heads_and_bodies_are_refused() {
     srv.shutdown().await.unwrap();
 }
 
-/// A raw connection to `addr` from the loopback address `from` (Linux routes all of
-/// 127.0.0.0/8 to the loopback device), so a test can play several client addresses.
-async fn connect_from(from: [u8; 4], addr: SocketAddr) -> tokio::net::TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::from((from, 0))).unwrap();
-    socket.connect(addr).await.unwrap()
-}
-
 /// What arrives on `s` within `wait` (until the server closes it, or the time is up).
 async fn answer_within(s: &mut tokio::net::TcpStream, wait: Duration) -> String {
     use tokio::io::AsyncReadExt as _;
@@ -248,7 +241,7 @@ async fn slow_uploads_are_bounded_in_all_and_per_client() {
     // Ten uploads of 1,000,000 bytes from 127.0.0.2 that stall after a few bytes.
     let mut stalled = Vec::new();
     for _ in 0..10 {
-        let mut s = connect_from([127, 0, 0, 2], addr).await;
+        let mut s = connect_from([127, 0, 0, 2], addr).await.unwrap();
         s.write_all(head(1_000_000).as_bytes()).await.unwrap();
         stalled.push(s);
     }
@@ -282,7 +275,7 @@ async fn slow_uploads_are_bounded_in_all_and_per_client() {
         assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
         assert!(answer.contains("body_timeout"), "{answer}");
     }
-    let mut s = connect_from([127, 0, 0, 2], addr).await;
+    let mut s = connect_from([127, 0, 0, 2], addr).await.unwrap();
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     s.write_all(
         format!(
@@ -300,7 +293,7 @@ async fn slow_uploads_are_bounded_in_all_and_per_client() {
         "bytes given back: {answer}"
     );
     // A chunked body that grows past the size limit.
-    let mut s = connect_from([127, 0, 0, 3], addr).await;
+    let mut s = connect_from([127, 0, 0, 3], addr).await.unwrap();
     s.write_all(
         b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
           Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -423,7 +416,7 @@ async fn event_streams_per_session_are_bounded_and_abandoned_ones_cost_little() 
     let mut abandoned = Vec::new();
     for _ in 0..100 {
         let id = open_session().await;
-        let mut s = connect_from([127, 0, 0, 4], addr).await;
+        let mut s = connect_from([127, 0, 0, 4], addr).await.unwrap();
         s.write_all(
             format!(
                 "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\
@@ -475,7 +468,7 @@ async fn clients_that_never_read_their_answers_do_not_hold_the_server() {
     let before = rss();
     let mut deaf = Vec::new();
     for _ in 0..50 {
-        let mut s = connect_from([127, 0, 0, 5], addr).await;
+        let mut s = connect_from([127, 0, 0, 5], addr).await.unwrap();
         // Eight pipelined calls each, none of whose answers is ever read.
         for _ in 0..8 {
             if tokio::time::timeout(Duration::from_millis(200), s.write_all(request.as_bytes()))

@@ -22,7 +22,17 @@ struct Tree {
 fn tree() -> &'static Tree {
     static TREE: OnceLock<Tree> = OnceLock::new();
     TREE.get_or_init(|| {
-        let base = std::env::temp_dir().join(format!("ravi-fuzz-ws-{}", std::process::id()));
+        // One tree per process; the trees of earlier processes that have ended are removed.
+        let tmp = std::env::temp_dir();
+        for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("ravi-fuzz-ws-")
+                && !std::path::Path::new("/proc").join(pid).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let base = tmp.join(format!("ravi-fuzz-ws-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let root = base.join("root");
         let outside = base.join("outside");

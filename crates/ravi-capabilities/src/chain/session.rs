@@ -69,6 +69,9 @@ pub(crate) struct TurnReport {
     pub(crate) ran: bool,
     /// The interpreter did not survive the turn: its state is gone.
     pub(crate) ended: bool,
+    /// The turn opened a new interpreter (none was live for its key when it took the
+    /// session).
+    pub(crate) opened: bool,
     /// How many earlier cells were run again to rebuild the interpreter first.
     pub(crate) rebuilt: usize,
 }
@@ -164,11 +167,18 @@ impl Sessions {
         }
     }
 
-    /// Whether `key` has a live interpreter (or one busy with a turn).
+    /// Whether `key` has a live interpreter (or one busy with a turn). A live one is marked
+    /// used now, so that it does not reach its idle limit between this answer and the turn
+    /// that asked.
     fn is_live(&self, key: &str) -> bool {
         self.sweep();
-        let Some(entry) = self.map().get(key).map(|(e, _)| e.clone()) else {
-            return false;
+        let entry = {
+            let mut map = self.map();
+            let Some((entry, used)) = map.get_mut(key) else {
+                return false;
+            };
+            *used = Instant::now();
+            entry.clone()
         };
         entry.try_lock().map_or(true, |live| live.is_some())
     }
@@ -272,7 +282,10 @@ impl Sandbox {
                 .open_live(limits, bridge.clone(), &cancel, deadline, rebuild.seed)
                 .await;
             match opened {
-                Ok(live) => *guard = Some(live),
+                Ok(live) => {
+                    *guard = Some(live);
+                    report.opened = true;
+                }
                 Err(e) => {
                     self.sessions().end(key);
                     return (refused(started, &e), ended);

@@ -480,10 +480,21 @@ impl ToolChainTool {
                 Err(why) => return refused(started, &why),
             }
         };
-        let (run, report) = self
+        let (mut run, report) = self
             .sandbox
             .run_turn(turn, bridge, Some(cancel.clone()), rebuild)
             .await;
+        // The interpreter was live when asked but gone when the turn took it (ended by a
+        // concurrent turn of the same conversation, or let go in between): this turn ran in a
+        // fresh interpreter without the earlier cells, so they are no longer its history.
+        let fresh = report.ran && report.opened && report.rebuilt < earlier.len();
+        if fresh {
+            run.stderr.insert_str(
+                0,
+                "ravi: this conversation's interpreter session ended just before this turn; it \
+                 ran in a fresh interpreter, without what earlier cells defined\n",
+            );
+        }
         for g in guards {
             g.close().await;
         }
@@ -496,6 +507,7 @@ impl ToolChainTool {
             // stays as it was.
             TurnReport { ran: false, .. } => return run,
             TurnReport { ended: true, .. } => Vec::new(),
+            _ if fresh => vec![cell],
             _ => earlier.into_iter().chain([cell]).collect(),
         };
         let scope = ctx

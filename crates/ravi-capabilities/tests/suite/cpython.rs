@@ -680,6 +680,52 @@ async fn a_durable_session_is_rebuilt_from_its_journal_in_a_new_process() {
     assert!(out.contains("its 1 earlier cell run again"), "{out}");
 }
 
+/// A turn that finds the interpreter gone when it takes the session (a concurrent turn of the
+/// same conversation ended it) runs in a fresh interpreter, says so, and its record starts
+/// afresh with it: a later rebuild does not restore state this interpreter never had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_finds_its_interpreter_ended_starts_the_record_afresh() {
+    let store: Arc<dyn ravi_kernel::Store> = Arc::new(ravi_agents::durable::MemoryStore::new());
+    let blobs = Arc::new(ravi_agents::blob::MemoryBlobStore::new());
+    let fetches = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (invoker, conv) = durable_process(&store, &blobs, &fetches, 0).await;
+    let (s, _, err) = cell(&invoker, &conv, json!({"script": "x = 1", "session": true})).await;
+    assert_eq!(s, ChainStatus::Ok, "{err}");
+    // The first turn holds the interpreter for a while and then ends it (the process exits);
+    // the second asks while the first runs, so it finds the session live, and waits.
+    let ending =
+        "import time, os\nt = time.time()\nwhile time.time() - t < 1.5:\n    pass\nos._exit(3)";
+    let first = cell(&invoker, &conv, json!({"script": ending, "session": true}));
+    let second = async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        cell(
+            &invoker,
+            &conv,
+            json!({"script": "z = 5\n'x' in globals()", "session": true}),
+        )
+        .await
+    };
+    let ((s1, _, _), (s2, out, err)) = tokio::join!(first, second);
+    assert_ne!(s1, ChainStatus::Ok);
+    assert_eq!(s2, ChainStatus::Ok, "{err}");
+    assert!(out.starts_with("False\n"), "{out}");
+    assert!(
+        out.contains("ended just before this turn; it ran in a fresh interpreter"),
+        "{out}"
+    );
+    drop((invoker, conv));
+    // Another process rebuilds from the second turn alone.
+    let (invoker, conv) = durable_process(&store, &blobs, &fetches, 3).await;
+    let (_, out, err) = cell(
+        &invoker,
+        &conv,
+        json!({"script": "('x' in globals(), z)", "session": true}),
+    )
+    .await;
+    assert!(out.starts_with("(False, 5)\n"), "{out} {err}");
+    assert!(out.contains("its 1 earlier cell run again"), "{out}");
+}
+
 /// A rebuild has no effects: a cell that would make a call its journal does not hold (its
 /// script depends on the clock) gets an error instead of the call, and the turn says which
 /// earlier cell ended differently.

@@ -20,7 +20,7 @@ use ravi_kernel::{ChainStatus, ToolCall, ToolContext};
 use serde_json::json;
 
 mod support;
-use ravi_test_support::bench::Figure;
+use ravi_test_support::bench::{Figure, Memory};
 use support::{BenchTool, noop_invoker, noop_runner};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -81,16 +81,6 @@ fn python_subprocess_ms(n: usize) -> Option<f64> {
     }
     times.sort_by(f64::total_cmp);
     Some(percentile(&times, 0.5))
-}
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
 }
 
 fn figures(quick: bool) {
@@ -245,8 +235,8 @@ fn figures(quick: bool) {
     // Memory per live instance: 100 runs parked inside a tool call at once.
     let live = 100;
     let (parked, park_bindings, release) = support::parking_runner(live);
-    let before = rss_bytes();
-    let per_instance_mib = rt.block_on(async {
+    let before = Memory::now();
+    let (private, pss, rss) = rt.block_on(async {
         let mut handles = Vec::new();
         for _ in 0..live {
             let sb = sb.clone();
@@ -265,20 +255,24 @@ fn figures(quick: bool) {
             }));
         }
         support::wait_parked(&release, live).await;
-        let during = rss_bytes();
+        let during = Memory::now();
         support::release_all(&release);
         for h in handles {
             assert_eq!(h.await.unwrap().status, ChainStatus::Ok);
         }
-        during.saturating_sub(before) as f64 / live as f64 / (1 << 20) as f64
+        during.per_instance_mib(&before, live)
     });
-    figure(
-        "chain/rss_per_live_instance",
-        per_instance_mib,
-        "MiB",
-        None,
-        None,
-    );
+    // Private memory is what each instance costs on its own; the resident set also counts
+    // the shared snapshot image once per instance that maps it.
+    for (name, v) in [("private", private), ("pss", pss), ("rss", rss)] {
+        figure(
+            &format!("chain/{name}_per_live_instance"),
+            v,
+            "MiB",
+            None,
+            None,
+        );
+    }
 
     // Throughput: 1,000 concurrent short runs.
     let total = if quick { 300 } else { 1000 };

@@ -22,7 +22,7 @@ use ravi_kernel::{ChainStatus, ToolContext};
 
 #[allow(dead_code)]
 mod support;
-use ravi_test_support::bench::Figure;
+use ravi_test_support::bench::{Figure, Memory};
 use support::{BenchTool, noop_invoker};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -249,23 +249,6 @@ struct PerInstance {
     rss: f64,
 }
 
-/// `(private, pss, rss)` of the process now, in bytes, from `/proc/self/smaps_rollup`.
-fn memory() -> (u64, u64, u64) {
-    let text = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
-    let field = |name: &str| -> u64 {
-        text.lines()
-            .filter(|l| l.starts_with(name))
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .sum::<u64>()
-            * 1024
-    };
-    (
-        field("Private_Clean:") + field("Private_Dirty:"),
-        field("Pss:"),
-        field("Rss:"),
-    )
-}
-
 /// The growth of the process's memory per instance while `live` runs of `script` are parked
 /// in a tool call at once.
 fn live_memory(
@@ -275,7 +258,7 @@ fn live_memory(
     script: &str,
 ) -> PerInstance {
     let (parked, park_bindings, release) = support::parking_runner(live);
-    let before = memory();
+    let before = Memory::now();
     rt.block_on(async {
         let mut handles = Vec::new();
         for _ in 0..live {
@@ -289,17 +272,13 @@ fn live_memory(
             }));
         }
         support::wait_parked(&release, live).await;
-        let during = memory();
+        let during = Memory::now();
         support::release_all(&release);
         for h in handles {
             assert_eq!(h.await.unwrap().status, ChainStatus::Ok);
         }
-        let per = |d: u64, b: u64| d.saturating_sub(b) as f64 / live as f64 / (1 << 20) as f64;
-        PerInstance {
-            private: per(during.0, before.0),
-            pss: per(during.1, before.1),
-            rss: per(during.2, before.2),
-        }
+        let (private, pss, rss) = during.per_instance_mib(&before, live);
+        PerInstance { private, pss, rss }
     })
 }
 

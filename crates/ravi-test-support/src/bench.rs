@@ -110,3 +110,46 @@ pub fn process_cpu(pid: u32) -> std::time::Duration {
     }
     std::time::Duration::from_nanos(ns)
 }
+
+/// This process's memory at one moment, in bytes, from `/proc/self/smaps_rollup` (zeros where
+/// that is not readable).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Pages no other mapping shares (`Private_Clean` + `Private_Dirty`).
+    pub private: u64,
+    /// The proportional set size: private pages, plus each shared page divided among the
+    /// mappings that share it.
+    pub pss: u64,
+    /// The resident set, which counts a shared page once for every mapping of it.
+    pub rss: u64,
+}
+
+impl Memory {
+    /// Reads this process's memory now.
+    pub fn now() -> Self {
+        let text = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+        let field = |name: &str| -> u64 {
+            text.lines()
+                .filter(|l| l.starts_with(name))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+                * 1024
+        };
+        Self {
+            private: field("Private_Clean:") + field("Private_Dirty:"),
+            pss: field("Pss:"),
+            rss: field("Rss:"),
+        }
+    }
+
+    /// The growth from `before` to `self` per one of `n` instances, in MiB:
+    /// `(private, pss, rss)`.
+    pub fn per_instance_mib(&self, before: &Self, n: usize) -> (f64, f64, f64) {
+        let per = |d: u64, b: u64| d.saturating_sub(b) as f64 / n.max(1) as f64 / (1 << 20) as f64;
+        (
+            per(self.private, before.private),
+            per(self.pss, before.pss),
+            per(self.rss, before.rss),
+        )
+    }
+}

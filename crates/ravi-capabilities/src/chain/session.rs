@@ -85,6 +85,10 @@ type Entry = Arc<tokio::sync::Mutex<Option<Live>>>;
 pub(super) struct Sessions {
     live: Mutex<HashMap<String, (Entry, Instant)>>,
     limits: Mutex<SessionLimits>,
+    /// Per conversation key, the lock a durable turn holds from reading the session's record
+    /// to writing it back, so that concurrent turns of one conversation (a model's parallel
+    /// calls) each add their cell instead of overwriting each other's.
+    records: Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
 }
 
 struct Live {
@@ -102,7 +106,20 @@ impl Sessions {
         Self {
             live: Mutex::new(HashMap::new()),
             limits: Mutex::new(SessionLimits::default()),
+            records: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The record lock of `key` (see `records`), shared by every turn holding it now.
+    fn record_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(lock) = map.get(key).and_then(std::sync::Weak::upgrade) {
+            return lock;
+        }
+        map.retain(|_, l| l.strong_count() > 0);
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        map.insert(key.to_owned(), Arc::downgrade(&lock));
+        lock
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Entry, Instant)>> {
@@ -236,6 +253,12 @@ impl Sandbox {
         self.run_turn(turn, bridge, cancel, Rebuild::default())
             .await
             .0
+    }
+
+    /// Holds the session `key`'s record for one durable turn: concurrent turns of one
+    /// conversation read and write its list of cells one after the other.
+    pub(crate) async fn hold_session_record(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        self.sessions().record_lock(key).lock_owned().await
     }
 
     /// Whether the session `key` has a live interpreter in this process.

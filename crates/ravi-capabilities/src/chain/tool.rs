@@ -447,6 +447,9 @@ impl ToolChainTool {
             return run;
         };
         let key = turn.key;
+        // Held until the record is written back: a concurrent turn of this conversation reads
+        // the list this one leaves.
+        let _record = self.sandbox.hold_session_record(key).await;
         let store = Arc::clone(journal.store());
         cell.run = journal.run_id().to_owned();
         // A call made again (a resumed run re-issuing it) is not one of its own earlier cells.
@@ -484,9 +487,9 @@ impl ToolChainTool {
             .sandbox
             .run_turn(turn, bridge, Some(cancel.clone()), rebuild)
             .await;
-        // The interpreter was live when asked but gone when the turn took it (ended by a
-        // concurrent turn of the same conversation, or let go in between): this turn ran in a
-        // fresh interpreter without the earlier cells, so they are no longer its history.
+        // The interpreter was live when asked but gone when the turn took it (its idle limit
+        // ran out in between, or `Sandbox::end_session`): this turn ran in a fresh
+        // interpreter without the earlier cells, so they are no longer its history.
         let fresh = report.ran && report.opened && report.rebuilt < earlier.len();
         if fresh {
             run.stderr.insert_str(

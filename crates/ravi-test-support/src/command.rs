@@ -11,9 +11,37 @@ use std::time::Duration;
 
 use crate::memory::status_kib;
 
-/// The state directory the `ravi` runs of this test process share.
+/// The prefix of the state directories of test processes, each followed by its process id.
+const STATE_PREFIX: &str = "ravi-test-state-";
+
+/// The state directory the `ravi` runs of this test process share. A test binary has no hook
+/// at its exit, so the first call removes the directories of test processes that have ended
+/// instead (a durable store and artifacts: hundreds of megabytes after a full run).
 pub fn state_home() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("ravi-test-state-{}", std::process::id()))
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(remove_ended_states);
+    std::env::temp_dir().join(format!("{STATE_PREFIX}{}", std::process::id()))
+}
+
+/// Removes the state directories whose test process is no longer running (where that can be
+/// told: Linux's `/proc`).
+fn remove_ended_states() {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(STATE_PREFIX)) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !proc.join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// One run of the `ravi` binary (or any program), built up and then run with
@@ -165,4 +193,25 @@ pub fn stdout(output: &Output) -> String {
 /// What the process printed on stderr, as text.
 pub fn stderr(output: &Output) -> String {
     text(&output.stderr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ended_test_processes_lose_their_state_directories() {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        // No process has this id (above the kernel's maximum, 2^22).
+        let ended = std::env::temp_dir().join(format!("{STATE_PREFIX}4294967294"));
+        let mine = std::env::temp_dir().join(format!("{STATE_PREFIX}{}", std::process::id()));
+        std::fs::create_dir_all(ended.join("artifacts")).unwrap();
+        std::fs::create_dir_all(&mine).unwrap();
+        remove_ended_states();
+        assert!(!ended.exists());
+        assert!(mine.exists());
+        std::fs::remove_dir_all(&mine).unwrap();
+    }
 }

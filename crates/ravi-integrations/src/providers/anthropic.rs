@@ -362,6 +362,11 @@ struct AnthropicStreamDecoder {
     stopped: bool,
 }
 
+/// The start of a value's JSON, for an error message.
+fn preview(v: &Value) -> String {
+    v.to_string().chars().take(80).collect()
+}
+
 /// Sets a streamed block's `input` from the JSON text its deltas carried.
 ///
 /// Text that is not JSON (typically a call cut off by `max_tokens`) is kept as a JSON string,
@@ -388,9 +393,25 @@ impl StreamDecoder for AnthropicStreamDecoder {
         let v = event_json(event)?;
         let index = u32::try_from(u64_at(&v, "/index")).unwrap_or(u32::MAX);
         match str_at(&v, "/type") {
-            "message_start" => self.message = Some(v["message"].clone()),
+            "message_start" => {
+                let message = v["message"].clone();
+                if !message.is_object() {
+                    return Err(ModelError::Decode(format!(
+                        "`message_start` event: `message` is not an object: {}",
+                        preview(&message)
+                    )));
+                }
+                self.message = Some(message);
+            }
             "content_block_start" => {
                 let block = v["content_block"].clone();
+                if !block.is_object() {
+                    return Err(ModelError::Decode(format!(
+                        "`content_block_start` event for block {index}: `content_block` is not \
+                         an object: {}",
+                        preview(&block)
+                    )));
+                }
                 if block["type"] == "tool_use" {
                     out.push(StreamEvent::ToolUseStart {
                         index,
@@ -509,7 +530,14 @@ impl StreamDecoder for AnthropicStreamDecoder {
             message["stop_reason"] = json!(s);
         }
         if let Some(n) = self.output_tokens {
-            message["usage"]["output_tokens"] = json!(n);
+            // `message_start`'s usage is replaced when it is not an object (a provider's or a
+            // proxy's mistake must not be able to take the process down).
+            match message.get_mut("usage") {
+                Some(Value::Object(usage)) => {
+                    usage.insert("output_tokens".into(), json!(n));
+                }
+                _ => message["usage"] = json!({ "output_tokens": n }),
+            }
         }
         decode_response(&message)
     }
@@ -518,6 +546,61 @@ impl StreamDecoder for AnthropicStreamDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode_events(events: &[(&str, Value)]) -> Result<ChatResponse, ModelError> {
+        let mut decoder = AnthropicStreamDecoder::default();
+        let mut out = Vec::new();
+        for (kind, data) in events {
+            let event = crate::providers::sse::SseEvent {
+                event: Some((*kind).to_owned()),
+                data: data.to_string(),
+                id: None,
+            };
+            if decoder.on_event(&event, &mut out)? {
+                break;
+            }
+        }
+        decoder.finish()
+    }
+
+    /// Found by the `provider_streams` fuzz target: a `message_start` whose `usage` is a
+    /// string took the process down when `message_delta` reported output tokens.
+    #[test]
+    fn malformed_stream_shapes_are_decode_errors_or_repaired_never_panics() {
+        let stop = ("message_stop", json!({"type": "message_stop"}));
+        let delta = (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                   "usage": {"output_tokens": 97}}),
+        );
+        let start = |message: Value| {
+            (
+                "message_start",
+                json!({"type": "message_start", "message": message}),
+            )
+        };
+        let r = decode_events(&[
+            start(json!({"id": "m", "role": "assistant", "content": [], "usage": "claut"})),
+            delta.clone(),
+            stop.clone(),
+        ])
+        .unwrap();
+        assert_eq!(r.usage.output_tokens, 97);
+
+        let e = decode_events(&[start(json!("a string")), delta.clone(), stop.clone()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`message` is not an object"), "{e}");
+
+        let block = (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": "text"}),
+        );
+        let e = decode_events(&[start(json!({"id": "m", "content": []})), block, stop])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`content_block` is not an object"), "{e}");
+    }
 
     #[test]
     fn consecutive_user_turns_fold_and_errors_are_flagged() {

@@ -4,7 +4,7 @@
 //! (feature `mcp`, on by default) and the model provider clients for OpenAI Chat
 //! Completions, OpenAI Responses and Anthropic Messages (feature `providers`, on by default),
 //! and the durable store on SQLite or PostgreSQL (features `store-sqlite`, `store-postgres`,
-//! module [`store`]). The local blob stores live in `ravi-agents`, which needs no network.
+//! module `store`). The local blob stores live in `ravi-agents`, which needs no network.
 //!
 //! ```
 //! # #[cfg(feature = "mcp")]

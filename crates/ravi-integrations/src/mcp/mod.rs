@@ -20,6 +20,7 @@
 
 mod client;
 mod convert;
+mod direct;
 mod error;
 mod http_auth;
 mod http_limits;

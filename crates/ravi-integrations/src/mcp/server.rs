@@ -230,7 +230,7 @@ fn from_wire<T: serde::de::DeserializeOwned>(mut v: Value, what: &str) -> Result
 
 /// The rmcp server handler behind [`McpServer`].
 #[derive(Clone)]
-struct Handler {
+pub(super) struct Handler {
     tools: Arc<dyn ServerTools>,
     resources: Option<Arc<dyn ResourceHandler>>,
     prompts: Option<Arc<dyn PromptHandler>>,
@@ -251,6 +251,8 @@ struct Handler {
     metrics: Option<Arc<super::GatewayMetrics>>,
     /// Sessions are kept in a store every replica shares ([`HttpOptions::sessions`]).
     shared_sessions: bool,
+    /// The sessions whose plain calls are answered without rmcp's hand-overs (HTTP only).
+    direct: Option<Arc<super::direct::SessionCalls>>,
 }
 
 /// Who to tell that the tool list changed: the clients connected with the `initialize`
@@ -306,7 +308,16 @@ impl Handler {
         if modern && !self.stream {
             return self.tools.open_session(SessionKind::Stateless);
         }
-        Arc::clone(self.session.get_or_init(|| {
+        self.session_in(&self.session, mcp_session)
+    }
+
+    /// The client session kept in `slot` (a session handler's), opened on first use.
+    pub(super) fn session_in(
+        &self,
+        slot: &std::sync::OnceLock<ClientSession>,
+        mcp_session: Option<&str>,
+    ) -> ClientSession {
+        Arc::clone(slot.get_or_init(|| {
             // Sessions shared by replicas: the session's artifacts live in a scope named by
             // the MCP session, so whichever replica serves its next call reads them.
             match mcp_session.filter(|_| self.shared_sessions) {
@@ -348,10 +359,6 @@ impl Handler {
             ctx.progress = Some(sink);
             task
         });
-        let tools = self.tools.clone();
-        let tool = name.clone();
-        let arguments = args.clone();
-        let metrics = self.metrics.clone();
         let session_id = context
             .extensions
             .get::<http::request::Parts>()
@@ -359,8 +366,33 @@ impl Handler {
             .and_then(|v| v.to_str().ok());
         let session = self.session_for(modern, session_id);
         let span =
-            super::trace::server_span(&tool, &context.id.to_string(), session_id, &context.meta);
-        let task = tokio::spawn(tracing::Instrument::instrument(
+            super::trace::server_span(&name, &context.id.to_string(), session_id, &context.meta);
+        let task = self.spawn_call(session, name.clone(), args.clone(), ctx, peer, span);
+        RunningCall {
+            tool: name,
+            arguments: args,
+            task,
+            asks,
+            route,
+            cancel,
+            forward,
+        }
+    }
+
+    /// Runs one call in a task of its own, in `span`, with `peer` as its client; counted in
+    /// the metrics when the server keeps them.
+    pub(super) fn spawn_call(
+        &self,
+        session: ClientSession,
+        tool: String,
+        arguments: Value,
+        ctx: ToolContext,
+        peer: ClientPeer,
+        span: tracing::Span,
+    ) -> tokio::task::JoinHandle<Option<InvocationResult>> {
+        let tools = self.tools.clone();
+        let metrics = self.metrics.clone();
+        tokio::spawn(tracing::Instrument::instrument(
             peer.scope(async move {
                 let Some(metrics) = metrics else {
                     return tools.call(&session, &tool, arguments, ctx).await;
@@ -378,16 +410,60 @@ impl Handler {
                 result
             }),
             span,
-        ));
-        RunningCall {
-            tool: name,
-            arguments: args,
-            task,
-            asks,
-            route,
-            cancel,
-            forward,
-        }
+        ))
+    }
+
+    /// The JSON-RPC response (wire JSON) to the `tools/call` request `id` of `tool`, given
+    /// its outcome (`Err`: the call ended without one, e.g. cancelled).
+    pub(super) fn reply(
+        &self,
+        id: &Value,
+        tool: &str,
+        outcome: Result<Option<InvocationResult>, InvocationResult>,
+    ) -> Value {
+        let result = match outcome {
+            Ok(Some(r)) | Err(r) => r,
+            Ok(None) => {
+                return json!({"jsonrpc": "2.0", "id": id, "error": {
+                    "code": rmcp::model::ErrorCode::INVALID_PARAMS.0,
+                    "message": unknown_tool(tool),
+                    "data": {"tool": tool},
+                }});
+            }
+        };
+        let read_tool = self.tools.read_tool();
+        json!({"jsonrpc": "2.0", "id": id,
+            "result": render_result(&result, read_tool.as_deref())})
+    }
+
+    /// Registers this handler's HTTP session for the direct path (see [`super::direct`]),
+    /// from a request rmcp accepted.
+    fn register(
+        &self,
+        extensions: &rmcp::model::Extensions,
+        peer: &rmcp::Peer<RoleServer>,
+        capabilities: Option<&rmcp::model::ClientCapabilities>,
+    ) {
+        let Some(direct) = &self.direct else {
+            return;
+        };
+        let Some(parts) = extensions.get::<http::request::Parts>() else {
+            return;
+        };
+        let Some(id) = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        else {
+            return;
+        };
+        direct.register(
+            id,
+            &self.session,
+            peer,
+            ClientAbilities::from_capabilities(capabilities),
+            &parts.headers,
+        );
     }
 
     /// Follows a running call to its result, or to its next question (then the call is
@@ -428,7 +504,7 @@ impl Handler {
         };
         let Some(result) = outcome else {
             return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`", call.tool),
+                unknown_tool(&call.tool),
                 Some(json!({"tool": call.tool})),
             ));
         };
@@ -443,6 +519,11 @@ impl Handler {
         )?;
         Ok(wire.into())
     }
+}
+
+/// The message of the error answering a call of a tool the server does not have.
+fn unknown_tool(tool: &str) -> String {
+    format!("unknown tool `{tool}`")
 }
 
 /// The grant the HTTP layer's authenticator attached to the request, if any.
@@ -475,6 +556,8 @@ impl ServerHandler for Handler {
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let capabilities = context.peer.peer_info().map(|i| i.capabilities.clone());
+        self.register(&context.extensions, &context.peer, capabilities.as_ref());
         if let Some(changes) = &self.list_changes
             && let Ok(mut peers) = changes.peers.lock()
         {
@@ -488,6 +571,11 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.register(
+            &context.extensions,
+            &context.peer,
+            context.client_capabilities().as_ref(),
+        );
         let grant = grant_of(&context);
         let tools: Vec<Value> = self
             .tools
@@ -503,6 +591,11 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.register(
+            &context.extensions,
+            &context.peer,
+            context.client_capabilities().as_ref(),
+        );
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let route = Route {
@@ -684,6 +777,9 @@ pub struct HttpOptions {
     /// serving the same store takes a session over without the client re-initializing, and
     /// the session's artifacts follow it (with a blob store the replicas share).
     pub sessions: Option<Arc<dyn ravi_kernel::Store>>,
+    /// How long an MCP session may go without a request before the server closes it
+    /// (default five minutes).
+    pub session_idle_timeout: std::time::Duration,
     /// What `/readyz` checks, by name (the store, the blob store, "not draining"); each must
     /// answer within [`READY_CHECK_TIMEOUT`]. None: ready whenever the process serves.
     pub readiness: Vec<(String, ReadyCheck)>,
@@ -708,6 +804,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("limits", &self.limits)
             .field("routes", &self.routes.is_some())
             .field("sessions", &self.sessions.is_some())
+            .field("session_idle_timeout", &self.session_idle_timeout)
             .field(
                 "readiness",
                 &self.readiness.iter().map(|(n, _)| n).collect::<Vec<_>>(),
@@ -737,6 +834,7 @@ impl Default for HttpOptions {
             limits: super::HttpLimits::default(),
             routes: None,
             sessions: None,
+            session_idle_timeout: std::time::Duration::from_secs(300),
             readiness: Vec::new(),
         }
     }
@@ -965,6 +1063,7 @@ impl McpServer {
                 list_changes: None,
                 metrics: None,
                 shared_sessions: false,
+                direct: None,
             },
         }
     }
@@ -1068,16 +1167,29 @@ impl McpServer {
             config.session_store = Some(Arc::new(StoreSessions(Arc::clone(store))));
             handler.shared_sessions = true;
         }
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(opts.session_idle_timeout);
+        let calls = Arc::new(super::direct::SessionCalls::new(opts.session_idle_timeout));
+        handler.direct = Some(Arc::clone(&calls));
         // rmcp asks for a handler per session (and per stateless request): each gets its own
         // client session, dropped when rmcp drops the handler (client's DELETE, transport
         // closed, or the session manager's idle timeout).
+        let factory = handler.clone();
         let service = StreamableHttpService::new(
-            move || Ok(handler.for_new_session()),
-            Arc::new(LocalSessionManager::default()),
+            move || Ok(factory.for_new_session()),
+            Arc::new(sessions),
             config,
         );
+        let direct = super::direct::DirectCalls {
+            inner: service,
+            handler,
+            calls,
+        };
+        let endpoint = axum::routing::any(move |request: axum::extract::Request| {
+            direct.clone().serve(request)
+        });
         let mut router = super::http_limits::with_body_limits(
-            axum::Router::new().nest_service(&opts.path, service),
+            axum::Router::new().nest_service(&opts.path, endpoint),
             &opts.limits,
         );
         if let Some(auth) = opts.auth.clone() {

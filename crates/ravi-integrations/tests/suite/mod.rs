@@ -4,6 +4,7 @@
 mod blobs_s3;
 mod http_abuse;
 mod mcp_client;
+mod mcp_direct;
 mod mcp_inprocess;
 mod mcp_server;
 mod providers_agent;

@@ -1,0 +1,683 @@
+//! A session's `tools/call`, answered on the request's own task.
+//!
+//! rmcp's streamable HTTP server passes each request of a session from the HTTP connection's
+//! task to the session's worker, to the service loop, to a handler task, and the answer back
+//! the same way, framed as an event stream. For the request a gateway sees most — a
+//! session's `tools/call` — those hand-overs (thread wake-ups, channel sends, timers) cost
+//! more CPU than the call itself (docs/benchmarks.md, gateway). This module answers such a
+//! request itself, with the same handler code, and forwards every other request unchanged
+//! to rmcp. rmcp has no hook for this, which is why it is written here.
+//!
+//! How it stays equivalent to rmcp's path:
+//!
+//! - **Only sessions rmcp already serves, with headers rmcp already accepted.** A session is
+//!   registered when the handler rmcp built for it sees a request (`notifications/initialized`
+//!   or any later one), with that request's `Host`, `Origin`, `Accept`, `Content-Type` and
+//!   `MCP-Protocol-Version` headers. A request is answered here only when those headers are
+//!   byte for byte those of such a request, so rmcp's DNS-rebinding, media-type and version
+//!   checks have passed for exactly these values; any other request goes to rmcp.
+//! - **Only plain calls.** The body must be a JSON-RPC `tools/call` request whose `params`
+//!   hold nothing but `name`, `arguments` and a `_meta` of `progressToken` and trace context
+//!   (`traceparent`, `tracestate`, `baggage`), and the request must carry no `Mcp-Method` or
+//!   `Mcp-Name` header; anything else (resumed input rounds, per-request protocol metadata)
+//!   is rmcp's.
+//! - **The answer.** A call that reports no progress is answered with one JSON response (the
+//!   transport allows it for any request); one that does is answered as an event stream:
+//!   its `notifications/progress`, then the response. Logging and questions to the client
+//!   (elicitation, sampling) go through the session's peer to its standalone stream, as they
+//!   do from rmcp's path, whose call tasks carry no request association either.
+//! - **Cancellation.** `notifications/cancelled` naming a call running here cancels it (its
+//!   context is cancelled; a task still running after [`CANCEL_GRACE`] is aborted); so does
+//!   the client dropping the request.
+//! - **The session's life.** A `DELETE` of the session forgets it here before rmcp closes it;
+//!   a session whose handler rmcp dropped is forgotten at its next request. rmcp's idle
+//!   timeout counts only the requests rmcp sees, so a session's requests go to rmcp whenever
+//!   none has for a fifth of that timeout: a session that only calls tools stays open.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::header::{self, HeaderName};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use ravi_agents::access::Grant;
+use ravi_kernel::{
+    CancellationToken, FailureReason, InvocationResult, ProgressEvent, ProgressKind, ProgressSink,
+    ToolContext,
+};
+use rmcp::RoleServer;
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::{Map, Value, json};
+
+use super::rounds::{CANCEL_GRACE, ClientAbilities, ClientPeer, Route};
+use super::server::{ClientSession, Handler};
+
+/// The session header of the streamable HTTP transport.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The request headers rmcp validates, which must equal those of a request it accepted.
+fn checked_headers() -> [HeaderName; 5] {
+    [
+        header::HOST,
+        header::ORIGIN,
+        header::ACCEPT,
+        header::CONTENT_TYPE,
+        HeaderName::from_static("mcp-protocol-version"),
+    ]
+}
+
+/// Headers whose presence sends a request to rmcp (they are checked against the body).
+const STANDARD_HEADERS: [&str; 2] = ["mcp-method", "mcp-name"];
+
+/// `_meta` entries a call answered here may carry.
+const PLAIN_META: [&str; 4] = ["progressToken", "traceparent", "tracestate", "baggage"];
+
+/// How many different sets of checked header values a session keeps.
+const HEADER_SETS: usize = 4;
+
+/// A session rmcp serves, as the direct path needs it.
+struct Registered {
+    /// The client-session slot of the handler rmcp built for it (dead once rmcp drops it).
+    slot: Weak<OnceLock<ClientSession>>,
+    peer: rmcp::Peer<RoleServer>,
+    abilities: ClientAbilities,
+    /// The values of [`checked_headers`] in requests rmcp accepted: the last
+    /// [`HEADER_SETS`] different ones, newest first.
+    headers: Vec<Vec<Vec<HeaderValue>>>,
+    /// When rmcp last saw a request of this session.
+    seen_by_rmcp: Instant,
+    /// Calls running here, by JSON-RPC id (its JSON text).
+    running: HashMap<String, CancellationToken>,
+}
+
+/// What a request needs to be answered here.
+struct Admitted {
+    slot: Arc<OnceLock<ClientSession>>,
+    peer: rmcp::Peer<RoleServer>,
+    abilities: ClientAbilities,
+}
+
+/// The sessions the direct path may answer for, shared by a server's handlers.
+pub(super) struct SessionCalls {
+    sessions: Mutex<HashMap<String, Registered>>,
+    /// Longest time a session's requests are answered here without one reaching rmcp.
+    refresh: Duration,
+}
+
+impl SessionCalls {
+    /// For sessions rmcp closes after `idle` without a request.
+    pub(super) fn new(idle: Duration) -> Self {
+        Self {
+            sessions: Mutex::default(),
+            refresh: idle / 5,
+        }
+    }
+
+    /// Records that rmcp's handler for session `id` served a request with `headers`.
+    pub(super) fn register(
+        &self,
+        id: &str,
+        slot: &Arc<OnceLock<ClientSession>>,
+        peer: &rmcp::Peer<RoleServer>,
+        abilities: ClientAbilities,
+        headers: &HeaderMap,
+    ) {
+        let values: Vec<Vec<HeaderValue>> = checked_headers()
+            .iter()
+            .map(|h| headers.get_all(h).iter().cloned().collect())
+            .collect();
+        let Ok(mut sessions) = self.sessions.lock() else {
+            return;
+        };
+        match sessions.get_mut(id) {
+            Some(r) if r.slot.ptr_eq(&Arc::downgrade(slot)) => {
+                r.headers.retain(|set| *set != values);
+                r.headers.insert(0, values);
+                r.headers.truncate(HEADER_SETS);
+                r.abilities = abilities;
+                r.seen_by_rmcp = Instant::now();
+            }
+            _ => {
+                sessions.insert(
+                    id.to_owned(),
+                    Registered {
+                        slot: Arc::downgrade(slot),
+                        peer: peer.clone(),
+                        abilities,
+                        headers: vec![values],
+                        seen_by_rmcp: Instant::now(),
+                        running: HashMap::new(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The session's registration, when `headers` may be answered here now.
+    fn admit(&self, id: &str, headers: &HeaderMap) -> Option<Admitted> {
+        if STANDARD_HEADERS.iter().any(|h| headers.contains_key(*h)) {
+            return None;
+        }
+        let mut sessions = self.sessions.lock().ok()?;
+        let r = sessions.get(id)?;
+        let slot = match r.slot.upgrade() {
+            Some(s) if !r.peer.is_transport_closed() => s,
+            _ => {
+                sessions.remove(id);
+                return None;
+            }
+        };
+        if r.seen_by_rmcp.elapsed() >= self.refresh {
+            return None;
+        }
+        let names = checked_headers();
+        let accepted = r.headers.iter().any(|set| {
+            names
+                .iter()
+                .zip(set)
+                .all(|(h, want)| headers.get_all(h).iter().eq(want.iter()))
+        });
+        accepted.then(|| Admitted {
+            slot,
+            peer: r.peer.clone(),
+            abilities: r.abilities,
+        })
+    }
+
+    /// Records that a request of session `id` went to rmcp.
+    fn seen_by_rmcp(&self, id: &str) {
+        if let Ok(mut sessions) = self.sessions.lock()
+            && let Some(r) = sessions.get_mut(id)
+        {
+            r.seen_by_rmcp = Instant::now();
+        }
+    }
+
+    /// Forgets session `id` (its client deleted it), cancelling its calls running here.
+    fn forget(&self, id: &str) {
+        let removed = self.sessions.lock().ok().and_then(|mut s| s.remove(id));
+        for token in removed.into_iter().flat_map(|r| r.running.into_values()) {
+            token.cancel();
+        }
+    }
+
+    /// Cancels the call `request` of session `id` if it runs here.
+    fn cancel(&self, id: &str, request: &str) -> bool {
+        let token = self
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|s| s.get(id)?.running.get(request).cloned());
+        token.inspect(CancellationToken::cancel).is_some()
+    }
+
+    fn start(&self, id: &str, request: &str, token: &CancellationToken) {
+        if let Ok(mut sessions) = self.sessions.lock()
+            && let Some(r) = sessions.get_mut(id)
+        {
+            r.running.insert(request.to_owned(), token.clone());
+        }
+    }
+
+    fn finish(&self, id: &str, request: &str) {
+        if let Ok(mut sessions) = self.sessions.lock()
+            && let Some(r) = sessions.get_mut(id)
+        {
+            r.running.remove(request);
+        }
+    }
+
+    /// How many sessions are registered (for tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.sessions.lock().map(|s| s.len()).unwrap_or(0)
+    }
+}
+
+/// The MCP endpoint: rmcp's service, with a session's plain `tools/call` answered directly.
+#[derive(Clone)]
+pub(super) struct DirectCalls {
+    pub(super) inner: StreamableHttpService<Handler, LocalSessionManager>,
+    pub(super) handler: Handler,
+    pub(super) calls: Arc<SessionCalls>,
+}
+
+/// A plain `tools/call` request.
+struct Call {
+    id: Value,
+    name: String,
+    arguments: Value,
+    meta: Map<String, Value>,
+    progress: Option<Value>,
+}
+
+/// What a POSTed body is, as far as the direct path cares.
+enum Posted {
+    Call(Call),
+    /// `notifications/cancelled` naming this request id (its JSON text).
+    Cancelled(String),
+    Other,
+}
+
+fn classify(body: &[u8]) -> Posted {
+    let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(body) else {
+        return Posted::Other;
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Posted::Other;
+    }
+    let method = match message.remove("method") {
+        Some(Value::String(m)) => m,
+        _ => return Posted::Other,
+    };
+    let params = message.remove("params");
+    match (method.as_str(), message.remove("id")) {
+        ("notifications/cancelled", None) => params
+            .as_ref()
+            .and_then(|p| p.get("requestId"))
+            .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+            .map_or(Posted::Other, |id| Posted::Cancelled(id.to_string())),
+        ("tools/call", Some(id)) if id.is_string() || id.is_i64() || id.is_u64() => {
+            let Some(Value::Object(mut params)) = params else {
+                return Posted::Other;
+            };
+            let Some(Value::String(name)) = params.remove("name") else {
+                return Posted::Other;
+            };
+            let arguments = match params.remove("arguments") {
+                None => Value::Object(Map::new()),
+                Some(a @ Value::Object(_)) => a,
+                Some(_) => return Posted::Other,
+            };
+            let meta = match params.remove("_meta") {
+                None => Map::new(),
+                Some(Value::Object(m)) => m,
+                Some(_) => return Posted::Other,
+            };
+            if !params.is_empty() || meta.keys().any(|k| !PLAIN_META.contains(&k.as_str())) {
+                return Posted::Other;
+            }
+            let progress = meta
+                .get("progressToken")
+                .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+                .cloned();
+            if meta.contains_key("progressToken") && progress.is_none() {
+                return Posted::Other;
+            }
+            Posted::Call(Call {
+                id,
+                name,
+                arguments,
+                meta,
+                progress,
+            })
+        }
+        _ => Posted::Other,
+    }
+}
+
+impl DirectCalls {
+    /// Answers one request of the MCP endpoint.
+    pub(super) async fn serve(self, request: axum::extract::Request) -> axum::response::Response {
+        let session = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let Some(session) = session else {
+            return self.forward(request).await;
+        };
+        if request.method() == Method::DELETE {
+            self.calls.forget(&session);
+            return self.forward(request).await;
+        }
+        let admitted = (request.method() == Method::POST)
+            .then(|| self.calls.admit(&session, request.headers()))
+            .flatten();
+        let Some(admitted) = admitted else {
+            self.calls.seen_by_rmcp(&session);
+            return self.forward(request).await;
+        };
+        let (parts, body) = request.into_parts();
+        // The body-limit layer has already read the body whole and checked its size.
+        let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read to its end",
+            );
+        };
+        match classify(&bytes) {
+            Posted::Call(call) => self.call(session, admitted, &parts, call).await,
+            Posted::Cancelled(id) if self.calls.cancel(&session, &id) => {
+                let mut response = axum::response::Response::new(Body::empty());
+                *response.status_mut() = StatusCode::ACCEPTED;
+                response
+            }
+            _ => {
+                self.calls.seen_by_rmcp(&session);
+                self.forward(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+                    .await
+            }
+        }
+    }
+
+    async fn forward(&self, request: axum::extract::Request) -> axum::response::Response {
+        self.inner.handle(request).await.map(Body::new)
+    }
+
+    /// Runs a plain call and answers it.
+    async fn call(
+        &self,
+        session: String,
+        admitted: Admitted,
+        parts: &http::request::Parts,
+        call: Call,
+    ) -> axum::response::Response {
+        let key = call.id.to_string();
+        let label = match &call.id {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut ctx = ToolContext::new(format!("mcp-{label}"));
+        // The authenticated caller (a gateway's): its calls are held to its grant.
+        if let Some(grant) = parts.extensions.get::<Arc<Grant>>().cloned() {
+            ctx.principal = grant.principal().map(|p| Arc::new(p.clone()));
+            ctx.access = Some(grant as Arc<dyn std::any::Any + Send + Sync>);
+        }
+        let token = CancellationToken::new();
+        ctx.cancellation = token.clone();
+        let (progress_tx, mut progress) = tokio::sync::mpsc::unbounded_channel();
+        if let Some(token) = call.progress.clone() {
+            ctx.progress = Some(Arc::new(DirectProgress {
+                tx: progress_tx,
+                token,
+            }));
+        }
+        let route = Arc::new(Mutex::new(Some(Route {
+            peer: admitted.peer,
+            progress: None,
+        })));
+        let peer = ClientPeer::new(route, admitted.abilities, None);
+        let client_session = self.handler.session_in(&admitted.slot, Some(&session));
+        let span = super::trace::server_span(&call.name, &label, Some(&session), &call.meta);
+        let Call {
+            id,
+            name,
+            arguments,
+            ..
+        } = call;
+        self.calls.start(&session, &key, &token);
+        let mut running = Running {
+            calls: Arc::clone(&self.calls),
+            session,
+            key,
+            token,
+            task: Some(self.handler.spawn_call(
+                client_session,
+                name.clone(),
+                arguments,
+                ctx,
+                peer,
+                span,
+            )),
+        };
+        let reply = |outcome| sse_event(&self.handler.reply(&id, &name, outcome));
+        // Progress before the result turns the answer into an event stream.
+        let first = tokio::select! {
+            biased;
+            outcome = running.join() => {
+                let mut queued = Vec::new();
+                while let Ok(event) = progress.try_recv() {
+                    queued.push(event);
+                }
+                if queued.is_empty() {
+                    return json_response(&self.handler.reply(&id, &name, outcome));
+                }
+                queued.push(reply(outcome));
+                return event_stream(futures::stream::iter(queued.into_iter().map(Ok)).boxed());
+            }
+            Some(event) = progress.recv() => event,
+        };
+        let handler = self.handler.clone();
+        let stream = futures::stream::unfold(
+            (Some(first), progress, Some(running), handler, (id, name)),
+            |(next, mut progress, running, handler, call)| async move {
+                if let Some(event) = next {
+                    return Some((Ok(event), (None, progress, running, handler, call)));
+                }
+                let mut running = running?;
+                tokio::select! {
+                    biased;
+                    Some(event) = progress.recv() => {
+                        Some((Ok(event), (None, progress, Some(running), handler, call)))
+                    }
+                    outcome = running.join() => {
+                        let mut events = Vec::new();
+                        while let Ok(event) = progress.try_recv() {
+                            events.push(event);
+                        }
+                        events.push(sse_event(&handler.reply(&call.0, &call.1, outcome)));
+                        let all = Bytes::from(events.concat());
+                        Some((Ok(all), (None, progress, None, handler, call)))
+                    }
+                }
+            },
+        );
+        event_stream(stream.boxed())
+    }
+}
+
+use futures::StreamExt as _;
+
+/// A call running here: cancelled (and, after [`CANCEL_GRACE`], aborted) when the request
+/// is dropped before the call ends.
+struct Running {
+    calls: Arc<SessionCalls>,
+    session: String,
+    key: String,
+    token: CancellationToken,
+    task: Option<tokio::task::JoinHandle<Option<InvocationResult>>>,
+}
+
+impl Running {
+    /// The call's outcome, or `Err` with why there is none (cancelled by the client, or the
+    /// task failed).
+    async fn join(&mut self) -> Result<Option<InvocationResult>, InvocationResult> {
+        let Some(task) = self.task.as_mut() else {
+            return Err(cancelled());
+        };
+        let outcome = tokio::select! {
+            joined = task => joined,
+            () = self.token.cancelled() => {
+                self.stop();
+                return Err(cancelled());
+            }
+        };
+        self.task = None;
+        self.calls.finish(&self.session, &self.key);
+        outcome.map_err(|e| {
+            InvocationResult::failed(
+                FailureReason::Internal,
+                format!("the call failed inside the server: {e}"),
+            )
+        })
+    }
+
+    /// Cancels the call; a task still running after the grace period is aborted.
+    fn stop(&mut self) {
+        let Some(mut task) = self.task.take() else {
+            return;
+        };
+        self.token.cancel();
+        self.calls.finish(&self.session, &self.key);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if tokio::time::timeout(CANCEL_GRACE, &mut task).await.is_err() {
+                    task.abort();
+                }
+            });
+        } else {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn cancelled() -> InvocationResult {
+    InvocationResult::failed(FailureReason::Cancelled, "the client cancelled the call")
+}
+
+/// Progress of a call answered here, as `notifications/progress` events of its response.
+struct DirectProgress {
+    tx: tokio::sync::mpsc::UnboundedSender<Bytes>,
+    token: Value,
+}
+
+impl ProgressSink for DirectProgress {
+    fn emit(&self, event: ProgressEvent) {
+        if let ProgressKind::Progress {
+            progress,
+            total,
+            message,
+        } = event.kind
+        {
+            let mut params = json!({"progressToken": self.token, "progress": progress});
+            if let Some(total) = total {
+                params["total"] = json!(total);
+            }
+            if let Some(message) = message {
+                params["message"] = json!(message);
+            }
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": params});
+            let _ = self.tx.send(sse_event(&note));
+        }
+    }
+}
+
+/// One server-sent event carrying a JSON-RPC message.
+fn sse_event(message: &Value) -> Bytes {
+    let mut event = b"event: message\ndata: ".to_vec();
+    // A JSON text has no raw newlines, so one `data:` line holds it.
+    if serde_json::to_writer(&mut event, message).is_err() {
+        event.extend_from_slice(b"{}");
+    }
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+fn json_response(message: &Value) -> axum::response::Response {
+    let body = serde_json::to_vec(message).unwrap_or_default();
+    let mut response = axum::response::Response::new(Body::from(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn event_stream(
+    stream: futures::stream::BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
+) -> axum::response::Response {
+    let mut response = axum::response::Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn plain(status: StatusCode, message: &'static str) -> axum::response::Response {
+    let mut response = axum::response::Response::new(Body::from(message));
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn posted(v: Value) -> Posted {
+        classify(v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn a_plain_call_is_taken() {
+        let Posted::Call(c) = posted(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1},
+                "_meta": {"progressToken": "p1", "traceparent": "00-x"}}}))
+        else {
+            panic!("not taken");
+        };
+        assert_eq!(c.id, json!(7));
+        assert_eq!(c.name, "add");
+        assert_eq!(c.arguments, json!({"a": 1}));
+        assert_eq!(c.progress, Some(json!("p1")));
+        let Posted::Call(c) = posted(json!({"jsonrpc": "2.0", "id": "x", "method": "tools/call",
+            "params": {"name": "add"}}))
+        else {
+            panic!("not taken");
+        };
+        assert_eq!(c.arguments, json!({}));
+        assert_eq!(c.progress, None);
+    }
+
+    #[test]
+    fn anything_else_goes_to_rmcp() {
+        for v in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "a"}}),
+            json!({"jsonrpc": "2.0", "id": null, "method": "tools/call", "params": {"name": "a"}}),
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "a"}}),
+            json!({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "a"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 3}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "a", "arguments": [1]}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "a", "requestState": "s"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "a", "_meta": {"io.modelcontextprotocol/protocolVersion": "x"}}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "a", "_meta": {"progressToken": {"a": 1}}}}),
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a"}}]),
+        ] {
+            assert!(matches!(posted(v.clone()), Posted::Other), "taken: {v}");
+        }
+        assert!(matches!(classify(b"{not json"), Posted::Other));
+    }
+
+    #[test]
+    fn a_cancellation_names_its_request() {
+        let Posted::Cancelled(id) = posted(json!({"jsonrpc": "2.0",
+            "method": "notifications/cancelled", "params": {"requestId": 4}}))
+        else {
+            panic!("not a cancellation");
+        };
+        assert_eq!(id, "4");
+        let Posted::Cancelled(id) = posted(json!({"jsonrpc": "2.0",
+            "method": "notifications/cancelled", "params": {"requestId": "4"}}))
+        else {
+            panic!("not a cancellation");
+        };
+        assert_eq!(id, "\"4\"");
+    }
+
+    #[test]
+    fn an_empty_registry_admits_nothing() {
+        let calls = SessionCalls::new(Duration::from_secs(300));
+        assert!(calls.admit("s", &HeaderMap::new()).is_none());
+        assert!(!calls.cancel("s", "1"));
+        assert_eq!(calls.len(), 0);
+    }
+}

@@ -721,7 +721,8 @@ impl McpClient {
                 if let Some(token) = bearer {
                     config = config.auth_header(token.clone());
                 }
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let transport =
+                    StreamableHttpClientTransport::with_client(pooled_http_client(), config);
                 match serve_client(handler.clone(), transport).await {
                     Ok(service) => service,
                     // A server that refuses streamable HTTP may be an older one: try the
@@ -994,6 +995,40 @@ impl CallError {
             other => other,
         }
     }
+}
+
+/// The HTTP client of a streamable HTTP connection: connections are kept and reused between
+/// requests (rmcp's default client opens a new TCP connection for each request, which costs
+/// the server an accept, a handshake and a teardown per call), with `TCP_NODELAY` so a reused
+/// connection never waits on delayed acknowledgements; redirects are followed only within the
+/// server's origin (at most 10), as rmcp's default client does.
+fn pooled_http_client() -> reqwest_mcp::Client {
+    let same_origin = reqwest_mcp::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(|u| {
+            (
+                u.scheme().to_owned(),
+                u.host_str().map(str::to_owned),
+                u.port_or_known_default(),
+            )
+        });
+        let next = attempt.url();
+        let here = (
+            next.scheme().to_owned(),
+            next.host_str().map(str::to_owned),
+            next.port_or_known_default(),
+        );
+        if attempt.previous().len() > 10 || first.is_some_and(|f| f != here) {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    });
+    reqwest_mcp::Client::builder()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(std::time::Duration::from_secs(30))
+        .redirect(same_origin)
+        .build()
+        .unwrap_or_default()
 }
 
 /// A server spec's extra headers as an HTTP header map; a bad name or value names the header.

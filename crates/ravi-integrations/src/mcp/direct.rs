@@ -238,7 +238,6 @@ impl SessionCalls {
 }
 
 /// The MCP endpoint: rmcp's service, with a session's plain `tools/call` answered directly.
-#[derive(Clone)]
 pub(super) struct DirectCalls {
     pub(super) inner: StreamableHttpService<Handler, LocalSessionManager>,
     pub(super) handler: Handler,
@@ -321,7 +320,10 @@ fn classify(body: &[u8]) -> Posted {
 
 impl DirectCalls {
     /// Answers one request of the MCP endpoint.
-    pub(super) async fn serve(self, request: axum::extract::Request) -> axum::response::Response {
+    pub(super) async fn serve(
+        self: Arc<Self>,
+        request: axum::extract::Request,
+    ) -> axum::response::Response {
         let session = request
             .headers()
             .get(SESSION_HEADER)

@@ -1180,13 +1180,13 @@ impl McpServer {
             Arc::new(sessions),
             config,
         );
-        let direct = super::direct::DirectCalls {
+        let direct = Arc::new(super::direct::DirectCalls {
             inner: service,
             handler,
             calls,
-        };
+        });
         let endpoint = axum::routing::any(move |request: axum::extract::Request| {
-            direct.clone().serve(request)
+            Arc::clone(&direct).serve(request)
         });
         let mut router = super::http_limits::with_body_limits(
             axum::Router::new().nest_service(&opts.path, endpoint),

@@ -45,16 +45,19 @@ pub fn toolbox_server_tools(
             t.kind().as_str()
         );
     }
-    let code_mode = match (mode, Sandbox::shared_for(engine)) {
-        (CodeMode::Off, _) => false,
-        (_, Ok(_)) => true,
-        (CodeMode::Only, Err(e)) => {
-            anyhow::bail!("--code-mode only: the code-mode sandbox cannot start: {e}")
-        }
-        (_, Err(e)) => {
-            eprintln!("ravi serve: tool_chain is not offered (code-mode sandbox: {e})");
-            false
-        }
+    // With code mode off the sandbox is never loaded (nor its epoch thread started).
+    let code_mode = match mode {
+        CodeMode::Off => false,
+        _ => match Sandbox::shared_for(engine) {
+            Ok(_) => true,
+            Err(e) if mode == CodeMode::Only => {
+                anyhow::bail!("--code-mode only: the code-mode sandbox cannot start: {e}")
+            }
+            Err(e) => {
+                eprintln!("ravi serve: tool_chain is not offered (code-mode sandbox: {e})");
+                false
+            }
+        },
     };
     let chain_policy = policy.clone();
     let with_chain: Arc<FinishTools> = Arc::new(move |tools| {

@@ -26,9 +26,9 @@
 //!   its `notifications/progress`, then the response. Logging and questions to the client
 //!   (elicitation, sampling) go through the session's peer to its standalone stream, as they
 //!   do from rmcp's path, whose call tasks carry no request association either.
-//! - **Cancellation.** `notifications/cancelled` naming a call running here cancels it (its
-//!   context is cancelled; a task still running after [`CANCEL_GRACE`] is aborted); so does
-//!   the client dropping the request.
+//! - **Cancellation.** `notifications/cancelled` naming a call running here cancels it: its
+//!   context is cancelled and it has [`CANCEL_GRACE`] to stop, as on rmcp's path; so does the
+//!   client dropping the request.
 //! - **The session's life.** A `DELETE` of the session forgets it here before rmcp closes it;
 //!   a session whose handler rmcp dropped is forgotten at its next request. rmcp's idle
 //!   timeout counts only the requests rmcp sees, so a session's requests go to rmcp whenever
@@ -417,7 +417,7 @@ impl DirectCalls {
             session,
             key,
             token,
-            task: Some(self.handler.spawn_call(
+            call: Some(self.handler.call_future(
                 client_session,
                 name.clone(),
                 arguments,
@@ -472,57 +472,56 @@ impl DirectCalls {
     }
 }
 
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 
-/// A call running here: cancelled (and, after [`CANCEL_GRACE`], aborted) when the request
-/// is dropped before the call ends.
+/// A call running here, on the request's own task (a task of its own would cost a thread
+/// wake-up per call). When the request is dropped before the call ends, the call is
+/// cancelled and moved to a task of its own, which gives it [`CANCEL_GRACE`] to stop.
 struct Running {
     calls: Arc<SessionCalls>,
     session: String,
     key: String,
     token: CancellationToken,
-    task: Option<tokio::task::JoinHandle<Option<InvocationResult>>>,
+    call: Option<futures::future::BoxFuture<'static, Option<InvocationResult>>>,
 }
 
 impl Running {
     /// The call's outcome, or `Err` with why there is none (cancelled by the client, or the
     /// task failed).
     async fn join(&mut self) -> Result<Option<InvocationResult>, InvocationResult> {
-        let Some(task) = self.task.as_mut() else {
+        let Some(call) = self.call.as_mut() else {
             return Err(cancelled());
         };
+        // A panicking tool fails its call, not the connection.
         let outcome = tokio::select! {
-            joined = task => joined,
+            joined = std::panic::AssertUnwindSafe(call).catch_unwind() => joined,
             () = self.token.cancelled() => {
                 self.stop();
                 return Err(cancelled());
             }
         };
-        self.task = None;
+        self.call = None;
         self.calls.finish(&self.session, &self.key);
-        outcome.map_err(|e| {
+        outcome.map_err(|_| {
             InvocationResult::failed(
                 FailureReason::Internal,
-                format!("the call failed inside the server: {e}"),
+                "the call failed inside the server (the tool panicked)",
             )
         })
     }
 
-    /// Cancels the call; a task still running after the grace period is aborted.
+    /// Cancels the call and lets it wind down in a task of its own; a call still running
+    /// after the grace period is dropped.
     fn stop(&mut self) {
-        let Some(mut task) = self.task.take() else {
+        let Some(call) = self.call.take() else {
             return;
         };
         self.token.cancel();
         self.calls.finish(&self.session, &self.key);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if tokio::time::timeout(CANCEL_GRACE, &mut task).await.is_err() {
-                    task.abort();
-                }
+                let _ = tokio::time::timeout(CANCEL_GRACE, call).await;
             });
-        } else {
-            task.abort();
         }
     }
 }

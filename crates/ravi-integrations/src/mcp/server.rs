@@ -379,9 +379,8 @@ impl Handler {
         }
     }
 
-    /// Runs one call in a task of its own, in `span`, with `peer` as its client; counted in
-    /// the metrics when the server keeps them.
-    pub(super) fn spawn_call(
+    /// Runs [`call_future`](Self::call_future) in a task of its own.
+    fn spawn_call(
         &self,
         session: ClientSession,
         tool: String,
@@ -390,9 +389,23 @@ impl Handler {
         peer: ClientPeer,
         span: tracing::Span,
     ) -> tokio::task::JoinHandle<Option<InvocationResult>> {
+        tokio::spawn(self.call_future(session, tool, arguments, ctx, peer, span))
+    }
+
+    /// One call as a future, in `span`, with `peer` as its client; counted in the metrics when
+    /// the server keeps them.
+    pub(super) fn call_future(
+        &self,
+        session: ClientSession,
+        tool: String,
+        arguments: Value,
+        ctx: ToolContext,
+        peer: ClientPeer,
+        span: tracing::Span,
+    ) -> futures::future::BoxFuture<'static, Option<InvocationResult>> {
         let tools = self.tools.clone();
         let metrics = self.metrics.clone();
-        tokio::spawn(tracing::Instrument::instrument(
+        Box::pin(tracing::Instrument::instrument(
             peer.scope(async move {
                 let Some(metrics) = metrics else {
                     return tools.call(&session, &tool, arguments, ctx).await;

@@ -83,8 +83,9 @@ pub struct RunJournal {
     /// The entries recorded before this journal was opened, by position.
     pub(crate) recorded: Vec<Option<JournalEntry>>,
     next: AtomicU32,
-    /// The background writer of outcomes that need not be durable one by one.
-    writer: Option<mpsc::UnboundedSender<Write>>,
+    /// The background writer of outcomes that need not be durable one by one, and how a
+    /// flush wakes it.
+    writer: Option<(mpsc::UnboundedSender<Write>, Arc<tokio::sync::Notify>)>,
 }
 
 /// A journaled call's place, as its tool sees it in [`ToolContext::journal`].
@@ -107,11 +108,15 @@ const BATCH: usize = 256;
 /// How long a batch waits for more entries after its first: outcomes written in the
 /// background are not needed for correctness (a resume runs a Safe or idempotent call again),
 /// so a few milliseconds buy one write for many calls.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
+const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Writes batches of entries in the background, in the order they were sent, until the
 /// journal is dropped (then it writes what is left and stops).
-async fn write_batches(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Write>) {
+async fn write_batches(
+    store: Arc<dyn Store>,
+    mut rx: mpsc::UnboundedReceiver<Write>,
+    flush_now: Arc<tokio::sync::Notify>,
+) {
     let mut batch: Vec<JournalEntry> = Vec::new();
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = rx.recv().await {
@@ -129,13 +134,19 @@ async fn write_batches(store: Arc<dyn Store>, mut rx: mpsc::UnboundedReceiver<Wr
                     next = rx.try_recv().ok();
                 }
             }
-            if batch.len() >= BATCH || !waiting.is_empty() {
+            if batch.len() >= BATCH
+                || !waiting.is_empty()
+                || tokio::time::Instant::now() >= deadline
+            {
                 break;
             }
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(w)) => next = Some(w),
-                _ => break,
+            // Entries sent meanwhile wait in the channel without waking this task: one
+            // wake-up per batch rather than per entry. A flush wakes it at once.
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = flush_now.notified() => {}
             }
+            next = rx.try_recv().ok();
         }
         if !batch.is_empty() {
             if let Err(e) = store.record_calls(&batch).await {
@@ -182,8 +193,13 @@ impl RunJournal {
         // Outside a runtime (nothing to run the writer on) every outcome is written in place.
         let writer = tokio::runtime::Handle::try_current().ok().map(|handle| {
             let (tx, rx) = mpsc::unbounded_channel();
-            handle.spawn(write_batches(Arc::clone(&store), rx));
-            tx
+            let flush_now = Arc::new(tokio::sync::Notify::new());
+            handle.spawn(write_batches(
+                Arc::clone(&store),
+                rx,
+                Arc::clone(&flush_now),
+            ));
+            (tx, flush_now)
         });
         Ok(Arc::new(Self {
             store,
@@ -197,11 +213,12 @@ impl RunJournal {
     /// Waits until every outcome handed to the background writer is written: call it before
     /// reporting a run finished.
     pub async fn flush(&self) {
-        let Some(writer) = &self.writer else {
+        let Some((writer, flush_now)) = &self.writer else {
             return;
         };
         let (tx, rx) = oneshot::channel();
         if writer.send(Write::Flush(tx)).is_ok() {
+            flush_now.notify_one();
             let _ = rx.await;
         }
     }
@@ -212,7 +229,7 @@ impl RunJournal {
     /// allows.
     pub(crate) async fn record_later(&self, entry: JournalEntry) {
         let entry = match &self.writer {
-            Some(writer) => match writer.send(Write::Entry(Box::new(entry))) {
+            Some((writer, _)) => match writer.send(Write::Entry(Box::new(entry))) {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(Write::Entry(e))) => *e,
                 Err(_) => return,

@@ -44,15 +44,14 @@ use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use ravi_agents::access::Grant;
 use ravi_kernel::{
-    CancellationToken, FailureReason, InvocationResult, ProgressEvent, ProgressKind, ProgressSink,
-    ToolContext,
+    CancellationToken, FailureReason, InvocationResult, ProgressEvent, ProgressSink, ToolContext,
 };
 use rmcp::RoleServer;
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Map, Value, json};
 
-use super::rounds::{CANCEL_GRACE, ClientAbilities, ClientPeer, Route};
+use super::rounds::{CANCEL_GRACE, ClientAbilities, ClientPeer, Route, reported_progress};
 use super::server::{ClientSession, Handler};
 
 /// The session header of the streamable HTTP transport.
@@ -544,12 +543,7 @@ struct DirectProgress {
 
 impl ProgressSink for DirectProgress {
     fn emit(&self, event: ProgressEvent) {
-        if let ProgressKind::Progress {
-            progress,
-            total,
-            message,
-        } = event.kind
-        {
+        if let Some((progress, total, message)) = reported_progress(event) {
             let mut params = json!({"progressToken": self.token, "progress": progress});
             if let Some(total) = total {
                 params["total"] = json!(total);

@@ -232,15 +232,25 @@ pub(crate) struct ProgressForward {
     tx: mpsc::UnboundedSender<(f64, Option<f64>, Option<String>)>,
 }
 
-impl ProgressSink for ProgressForward {
-    fn emit(&self, event: ProgressEvent) {
-        if let ProgressKind::Progress {
+/// What a progress event reports as MCP progress (`progress`, `total`, `message`); `None` for
+/// the other kinds of event, which MCP has no notification for.
+pub(crate) fn reported_progress(
+    event: ProgressEvent,
+) -> Option<(f64, Option<f64>, Option<String>)> {
+    match event.kind {
+        ProgressKind::Progress {
             progress,
             total,
             message,
-        } = event.kind
-        {
-            let _ = self.tx.send((progress, total, message));
+        } => Some((progress, total, message)),
+        _ => None,
+    }
+}
+
+impl ProgressSink for ProgressForward {
+    fn emit(&self, event: ProgressEvent) {
+        if let Some(report) = reported_progress(event) {
+            let _ = self.tx.send(report);
         }
     }
 }

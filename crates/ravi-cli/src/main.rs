@@ -16,12 +16,6 @@ mod tokens;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc instead of the C library's allocator: a served call allocates and frees many small
-/// objects on the runtime's threads, and glibc's allocator took about an eighth of the
-/// gateway's CPU per call (docs/benchmarks.md, gateway).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Ravi: define tools once, run every call through one enforcement pipeline.
 #[derive(Debug, Parser)]
 #[command(name = "ravi", version, about, long_about = None, propagate_version = true)]

@@ -60,8 +60,13 @@ pub fn init(endpoint: Option<&str>, capture_content: bool) -> anyhow::Result<Tel
                 let only_ravi = tracing_subscriber::filter::Targets::new()
                     .with_target("ravi::tool", tracing::Level::INFO)
                     .with_target("ravi::mcp", tracing::Level::INFO);
+                // No thread names or busy/idle times on spans: neither is in the semantic
+                // conventions, and every span paid for them (a thread-name copy, a clock
+                // read on every poll of an instrumented future).
                 let layer = tracing_opentelemetry::layer()
                     .with_tracer(tracer)
+                    .with_threads(false)
+                    .with_tracked_inactivity(false)
                     .with_filter(only_ravi);
                 (Some(provider), Some(layer))
             }

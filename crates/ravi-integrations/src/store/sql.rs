@@ -124,6 +124,9 @@ impl SqlStore {
             .max_connections(if backend == Backend::Sqlite { 4 } else { 8 })
             .acquire_timeout(Duration::from_secs(10));
         if backend == Backend::Sqlite {
+            // A connection to a local file does not go stale: no ping before each use (for
+            // SQLite a round trip to the connection's thread, paid by every journal batch).
+            options = options.test_before_acquire(false);
             // Durable against a crash of the process (the OS holds the written pages); a power
             // cut may lose the last transactions. Waits for another process's write instead of
             // failing at once.

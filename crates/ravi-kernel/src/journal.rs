@@ -859,3 +859,14 @@ pub trait Store: Send + Sync {
     /// polls at most every 50 ms.
     async fn wait_decided(&self, id: &str, limit: Duration) -> Result<ApprovalState, StoreError>;
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn now_ms_is_the_calendar_time_in_milliseconds() {
+        let before = chrono::Utc::now().timestamp_millis();
+        let now = super::now_ms();
+        let after = chrono::Utc::now().timestamp_millis();
+        assert!(before <= now && now <= after, "{before} <= {now} <= {after}");
+    }
+}

@@ -867,6 +867,9 @@ mod tests {
         let before = chrono::Utc::now().timestamp_millis();
         let now = super::now_ms();
         let after = chrono::Utc::now().timestamp_millis();
-        assert!(before <= now && now <= after, "{before} <= {now} <= {after}");
+        assert!(
+            before <= now && now <= after,
+            "{before} <= {now} <= {after}"
+        );
     }
 }

@@ -2,13 +2,16 @@
 //!
 //! Steps, all inside `<target>/ravi-sandbox` (target directories of their own, so the nested
 //! builds never wait on the outer build's lock):
-//! 1. at the same time, in two target directories: `cargo build --release --target
-//!    wasm32-wasip1` of `crates/ravi-sandbox-guest` (RustPython + the prelude; installing the
-//!    wasm target with rustup if it is missing) and `cargo build --release` of
-//!    `ravi-sandbox-builder` (wasmtime with Cranelift, wizer) — one is mostly one long crate
+//! 1. the guest's wasm module: the committed one (`crates/ravi-sandbox-guest/prebuilt/`) when
+//!    its key file names exactly the guest's current sources, otherwise (or with
+//!    `RAVI_GUEST_FROM_SOURCE=1`) `cargo build --release --target wasm32-wasip1` of
+//!    `crates/ravi-sandbox-guest` (RustPython + the prelude; installing the wasm target with
+//!    rustup if it is missing), beside
+//! 2. `cargo build --release` of `ravi-sandbox-builder` (wasmtime with Cranelift, wizer) —
+//!    when both are built they run at the same time: one is mostly one long crate
 //!    (`rustpython-vm`), the other another (`cranelift-codegen`), so together they keep two
 //!    cores busy where one after the other would not;
-//! 2. `ravi-sandbox-builder`: wizer pre-initialisation, then precompilation to
+//! 3. `ravi-sandbox-builder`: wizer pre-initialisation, then precompilation to
 //!    `ravi-guest-<key>.cwasm` with the host's engine settings
 //!    (`ravi-capabilities/src/chain/engine_config.rs`).
 //!
@@ -92,7 +95,7 @@ fn cpython() -> BuildResult<PathBuf> {
         Some(d) => PathBuf::from(d),
         None => target_dir()?.join("ravi-sandbox"),
     };
-    let key = cache_key(&inputs)?;
+    let key = digest(&inputs, true)?;
     let out = sandbox_dir.join(format!("cpython-{}", key.get(..16).unwrap_or(&key)));
     if out.join("python.cwasm").is_file() {
         return Ok(out);
@@ -179,8 +182,11 @@ fn run() -> BuildResult<PathBuf> {
     for f in &inputs {
         println!("cargo:rerun-if-changed={}", f.display());
     }
+    let prebuilt = guest_dir.join(PREBUILT_WASM);
+    println!("cargo:rerun-if-changed={}", prebuilt.display());
     println!("cargo:rerun-if-env-changed=RAVI_SANDBOX_DIR");
     println!("cargo:rerun-if-env-changed=RAVI_GUEST_CWASM");
+    println!("cargo:rerun-if-env-changed=RAVI_GUEST_FROM_SOURCE");
 
     // A prebuilt artefact (a CI cache, a packaged build) skips the nested build entirely.
     if let Some(prebuilt) = std::env::var_os("RAVI_GUEST_CWASM") {
@@ -194,20 +200,55 @@ fn run() -> BuildResult<PathBuf> {
         ));
     }
 
+    // The committed guest stands in for the nested RustPython build when it was built from
+    // exactly these sources (and nobody asked for a build from source).
+    let guest_key = digest(&guest_files(&guest_dir, &shared[1])?, false)?;
+    let from_source =
+        std::env::var("RAVI_GUEST_FROM_SOURCE").is_ok_and(|v| !v.is_empty() && v != "0");
+    let committed_key = std::fs::read_to_string(guest_dir.join(PREBUILT_KEY))
+        .ok()
+        .and_then(|text| key_of(&text));
+    let use_prebuilt =
+        !from_source && prebuilt.is_file() && committed_key.as_deref() == Some(guest_key.as_str());
+    if !from_source && !use_prebuilt {
+        let why = if prebuilt.is_file() {
+            "was built from other sources than these"
+        } else {
+            "is missing"
+        };
+        println!(
+            "cargo:warning=ravi code mode: the committed guest ({}) {why}, so it is built from \
+             source (minutes); `cargo xtask guest` refreshes the committed one",
+            prebuilt.display()
+        );
+    }
+
     let sandbox_dir = match std::env::var_os("RAVI_SANDBOX_DIR") {
         Some(d) => PathBuf::from(d),
         None => target_dir()?.join("ravi-sandbox"),
     };
     std::fs::create_dir_all(&sandbox_dir)
         .map_err(|e| format!("creating {}: {e}", sandbox_dir.display()))?;
-    let key = cache_key(&inputs)?;
+    // The committed wasm is not hashed byte by byte (27 MB, in a script built unoptimised):
+    // its key file, hashed with the other inputs, names the sources it was built from, and
+    // the mode keeps artefacts made from the committed wasm and from a build of their own
+    // apart.
+    let mut key_text = digest(&inputs, true)?;
+    key_text.push_str(if use_prebuilt {
+        "-committed"
+    } else {
+        "-source"
+    });
+    let key = digest_str(&key_text);
     // The artefact is named by its key, so checkouts of different guest versions sharing a
     // target directory never load each other's guest.
     let cwasm = sandbox_dir.join(format!(
         "ravi-guest-{}.cwasm",
         key.get(..16).unwrap_or(&key)
     ));
-    if cwasm.is_file() {
+    // An explicit build from source (`cargo xtask guest`) always runs the nested build (a
+    // no-op when it is up to date), so the wasm and key it reads are those of these sources.
+    if cwasm.is_file() && !from_source {
         return Ok(cwasm);
     }
     // One nested build at a time per target directory: two would overwrite each other's
@@ -217,25 +258,27 @@ fn run() -> BuildResult<PathBuf> {
         .map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
     lock.lock()
         .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
-    if cwasm.is_file() {
+    if cwasm.is_file() && !from_source {
         return Ok(cwasm);
     }
 
-    ensure_wasm_target();
     let manifest = guest_dir.join("Cargo.toml");
     let guest_target = sandbox_dir.join("guest");
     let builder_target = sandbox_dir.join("builder");
-    let guest = {
+    let guest = if use_prebuilt {
+        None
+    } else {
+        ensure_wasm_target();
         let mut cmd = cargo(&guest_target);
         cmd.args(["build", "--release", "--locked", "--ignore-rust-version"])
             .args(["--target", "wasm32-wasip1", "-p", "ravi-sandbox-guest"])
             .arg("--manifest-path")
             .arg(&manifest);
-        std::thread::spawn(move || {
+        Some(std::thread::spawn(move || {
             cmd.status_ok(
                 "building the guest (RustPython for wasm32-wasip1; minutes the first time)",
             )
-        })
+        }))
     };
     let built_builder = cargo(&builder_target)
         .args([
@@ -248,21 +291,79 @@ fn run() -> BuildResult<PathBuf> {
         .arg("--manifest-path")
         .arg(&manifest)
         .status_ok("building the guest builder (wizer + precompiler)");
-    let built_guest = guest
-        .join()
-        .map_err(|_| "the thread building the guest panicked".to_owned())?;
-    built_guest?;
+    let wasm = match guest {
+        None => prebuilt,
+        Some(guest) => {
+            guest
+                .join()
+                .map_err(|_| "the thread building the guest panicked".to_owned())??;
+            let wasm = guest_target.join("wasm32-wasip1/release/ravi_sandbox_guest.wasm");
+            // Beside the wasm, the key of the sources it was built from: what
+            // `cargo xtask guest` commits with it.
+            let key_file = wasm.with_extension("wasm.key");
+            std::fs::write(&key_file, key_file_text(&guest_key))
+                .map_err(|e| format!("writing {}: {e}", key_file.display()))?;
+            wasm
+        }
+    };
     built_builder?;
+    if cwasm.is_file() {
+        return Ok(cwasm);
+    }
     let builder = builder_target
         .join("release")
         .join(exe("ravi-sandbox-builder"));
-    let wasm = guest_target.join("wasm32-wasip1/release/ravi_sandbox_guest.wasm");
     Command::new(&builder)
         .arg(&wasm)
         .arg(&cwasm)
         .status_ok("pre-initialising and precompiling the guest")?;
     drop(lock);
     Ok(cwasm)
+}
+
+/// The committed guest, built from source by `cargo xtask guest` (relative to the guest
+/// crate). Building RustPython for wasm is the largest part of a first build (about 700
+/// CPU-seconds, over six minutes on two cores); a wasm module is the same on every host, so
+/// it is built once per change of its sources and committed, and CI rebuilds it and checks
+/// that the bytes match.
+const PREBUILT_WASM: &str = "prebuilt/ravi_sandbox_guest.wasm";
+
+/// The key of the sources [`PREBUILT_WASM`] was built from.
+const PREBUILT_KEY: &str = "prebuilt/ravi_sandbox_guest.wasm.key";
+
+/// The guest's own sources: what the wasm module is built from (not the builder, not the
+/// engine settings, which shape only the precompiled artefact).
+fn guest_files(guest_dir: &Path, abi: &Path) -> BuildResult<Vec<PathBuf>> {
+    let mut files = vec![
+        guest_dir.join("Cargo.toml"),
+        guest_dir.join("Cargo.lock"),
+        abi.to_path_buf(),
+    ];
+    files.extend(files_in(&guest_dir.join("src"))?);
+    Ok(files)
+}
+
+/// A key file's text: a comment, then `key <hex>` and the toolchain it was built with (for
+/// information: the key names sources only).
+fn key_file_text(key: &str) -> String {
+    let rustc = Command::new(rustc())
+        .arg("-V")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    format!(
+        "# The sources the wasm beside this file was built from (crates/ravi-sandbox-artifact/build.rs);\n\
+         # `cargo xtask guest` rebuilds the wasm and rewrites this file.\n\
+         key {key}\n\
+         built-with {rustc}\n"
+    )
+}
+
+/// The `key` line's value in a key file.
+fn key_of(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("key "))
+        .map(|k| k.trim().to_owned())
 }
 
 fn env(name: &str) -> BuildResult<String> {
@@ -279,19 +380,25 @@ fn input_files(guest_dir: &Path, shared: &[PathBuf]) -> BuildResult<Vec<PathBuf>
         guest_dir.join("Cargo.toml"),
         guest_dir.join("Cargo.lock"),
         guest_dir.join("builder/Cargo.toml"),
+        guest_dir.join(PREBUILT_KEY),
     ];
     files.extend_from_slice(shared);
     for dir in [guest_dir.join("src"), guest_dir.join("builder/src")] {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| format!("reading {}: {e}", dir.display()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
-        found.sort();
-        files.extend(found);
+        files.extend(files_in(&dir)?);
     }
     Ok(files)
+}
+
+/// The files directly in `dir`, sorted.
+fn files_in(dir: &Path) -> BuildResult<Vec<PathBuf>> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("reading {}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    Ok(found)
 }
 
 /// Two 64-bit FNV-1a lanes over the inputs (128 bits). Written here rather than taken from a
@@ -323,23 +430,37 @@ impl CacheHasher {
     }
 }
 
-fn cache_key(files: &[PathBuf]) -> BuildResult<String> {
+/// The digest of `files` (name, length and bytes of each; a missing file counts as absent),
+/// and of the toolchain when `toolchain` is set.
+fn digest(files: &[PathBuf], toolchain: bool) -> BuildResult<String> {
     let mut h = CacheHasher::new();
     for f in files {
-        let data = std::fs::read(f).map_err(|e| format!("reading {}: {e}", f.display()))?;
         h.update(
             f.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         );
-        h.update((data.len() as u64).to_le_bytes());
-        h.update(&data);
+        match std::fs::read(f) {
+            Ok(data) => {
+                h.update((data.len() as u64).to_le_bytes());
+                h.update(&data);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => h.update(u64::MAX.to_le_bytes()),
+            Err(e) => return Err(format!("reading {}: {e}", f.display())),
+        }
     }
     // The toolchain is an input too: a .cwasm from another rustc/wasmtime build is rebuilt.
-    if let Ok(out) = Command::new(rustc()).arg("-vV").output() {
+    if toolchain && let Ok(out) = Command::new(rustc()).arg("-vV").output() {
         h.update(&out.stdout);
     }
     Ok(h.hex())
+}
+
+/// The digest of a string.
+fn digest_str(text: &str) -> String {
+    let mut h = CacheHasher::new();
+    h.update(text);
+    h.hex()
 }
 
 fn rustc() -> String {

@@ -5,10 +5,11 @@
 //! | `setup` | installs what the checks need (rustfmt, clippy, cargo-deny) if missing |
 //! | `lint` | rustfmt check, clippy `-D warnings` on all targets, layer-check, cargo-deny |
 //! | `layer-check [--manifest-path P]` | checks that Ravi crates depend only downward |
-//! | `test` | `lint`, `mcp-setup`, every test of the workspace (unit, scenario, doc, MCP interop), the docs build, `conformance` and a fuzz smoke run; without the MCP harness it fails unless `RAVI_REQUIRE_MCP_HARNESS=0` |
+//! | `test` | `lint`, `mcp-setup`, `guest --check`, every test of the workspace (unit, scenario, doc, MCP interop), the docs build, `conformance` and a fuzz smoke run; without the MCP harness it fails unless `RAVI_REQUIRE_MCP_HARNESS=0` |
 //! | `bench [NAME] [--json] [--quick]` | runs benchmarks, each figure next to its peer |
 //! | `mcp-setup` | installs Node 22, the MCP conformance suite, reference servers, the Python SDK and Playwright (the console's browser tests; Chromium comes from the OS packages) |
 //! | `conformance` | runs the official MCP conformance suite against Ravi's server and client |
+//! | `guest [--check]` | builds the code-mode guest's wasm from source and copies it to `crates/ravi-sandbox-guest/prebuilt/` (`--check`: fails unless the committed one was built from the current sources and has the shape of the fresh build) |
 //! | `fuzz [TARGET] [--secs N]` | runs the fuzz targets of `fuzz/` (nightly, cargo-fuzz); `test` runs each for 20 s |
 
 #![allow(clippy::print_stdout)] // a command-line tool's job is to print
@@ -17,6 +18,7 @@ mod bench;
 mod conformance;
 mod eval;
 mod fuzz;
+mod guest;
 mod layers;
 mod services;
 mod util;
@@ -58,6 +60,7 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
         },
         "conformance" => conformance::run(rest),
         "fuzz" => fuzz::run(rest),
+        "guest" => guest::run(rest),
         "crash" => crash(rest),
         "eval" => eval::run(rest),
         "help" | "--help" | "-h" => {
@@ -82,10 +85,24 @@ fn print_usage() {
          bench [NAME] [--json] [--quick] run benchmarks next to their peers\n  \
          mcp-setup                      install the MCP conformance suite and test peers\n  \
          conformance                    run the MCP conformance suite (server and client)\n  \
+         guest [--check]                rebuild the committed code-mode guest (--check: verify it)\n  \
          fuzz [TARGET] [--secs N]       run the fuzz targets (nightly, cargo-fuzz), 60 s each by default\n  \
          crash [--runs N]               the crash suite's long form: N scenarios per crash point (200)\n  \
          eval search [--json] [--limit N] capability search on BFCL data, next to BM25 and MiniLM"
     );
+}
+
+/// The sandbox directory the build script uses (`RAVI_SANDBOX_DIR`, else
+/// `<target>/ravi-sandbox`), and the target directory.
+pub(crate) fn sandbox_dirs(root: &std::path::Path) -> (PathBuf, PathBuf) {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .unwrap_or_else(|| root.join("target"));
+    let sandbox = std::env::var_os("RAVI_SANDBOX_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target.join("ravi-sandbox"));
+    (target, sandbox)
 }
 
 /// Installs what `lint` and `test` need on a fresh machine. Idempotent.
@@ -145,14 +162,7 @@ fn lint() -> anyhow::Result<()> {
         // target, `--ignore-rust-version`, the committed lock) and in the same target
         // directories (`guest`, `builder`), so its dependencies are not checked from scratch in
         // others. The builder runs on the host, so it is checked for the host.
-        let sandbox_dir = match std::env::var_os("RAVI_SANDBOX_DIR") {
-            Some(dir) => PathBuf::from(dir),
-            None => std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .filter(|d| d.is_absolute())
-                .unwrap_or_else(|| root.join("target"))
-                .join("ravi-sandbox"),
-        };
+        let (_, sandbox_dir) = sandbox_dirs(&root);
         let guest_dir = sandbox_dir.join("guest").to_string_lossy().into_owned();
         let builder_dir = sandbox_dir.join("builder").to_string_lossy().into_owned();
         let guest = [
@@ -309,6 +319,9 @@ fn test() -> anyhow::Result<()> {
         }
         Ok(())
     })?;
+    // The committed code-mode guest must be what its sources build (the host's builds take it
+    // instead of building RustPython themselves).
+    util::step("guest", || guest::run(&["--check".to_owned()]))?;
     util::step("tests", || {
         let flag = if harness { "1" } else { "0" };
         util::run_env(

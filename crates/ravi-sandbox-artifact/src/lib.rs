@@ -1,16 +1,21 @@
 //! Where the precompiled code-mode guest is.
 //!
-//! The build script builds `crates/ravi-sandbox-guest` (RustPython compiled to
-//! wasm32-wasip1 with Ravi's prelude), pre-initialises it with wizer and precompiles it with
-//! the host's engine settings, all inside `<target>/ravi-sandbox`; [`GUEST_CWASM`] is the
-//! resulting file. `ravi-capabilities` loads it (its `code-mode` feature depends on this
+//! The build script takes the guest, `crates/ravi-sandbox-guest` (RustPython compiled to
+//! wasm32-wasip1 with Ravi's prelude) — the committed build in its `prebuilt/` folder when
+//! that was made from the current sources, otherwise a build of its own — pre-initialises it
+//! with wizer and precompiles it with the host's engine settings, all inside
+//! `<target>/ravi-sandbox`; [`GUEST_CWASM`] is the resulting file. `ravi-capabilities` loads it (its `code-mode` feature depends on this
 //! crate); nobody else needs to.
 //!
 //! ```
 //! assert!(ravi_sandbox_artifact::GUEST_CWASM.ends_with(".cwasm"));
 //! ```
 //!
-//! Setting `RAVI_GUEST_CWASM` at build time to a prebuilt artefact skips the guest build.
+//! Setting `RAVI_GUEST_CWASM` at build time to a prebuilt artefact skips the guest build;
+//! `RAVI_GUEST_FROM_SOURCE=1` builds the wasm from source even when the committed one is
+//! current. `cargo xtask guest` rebuilds the committed wasm after a change to the guest's
+//! sources, and `cargo xtask guest --check` (part of `cargo xtask test`) checks that it is
+//! byte for byte what those sources build.
 
 /// Path of the precompiled guest (`ravi-guest-<key>.cwasm`) this build produced, or the
 /// prebuilt one `RAVI_GUEST_CWASM` named at build time.

@@ -210,6 +210,18 @@ fn run() -> BuildResult<PathBuf> {
         .and_then(|text| key_of(&text));
     let use_prebuilt =
         !from_source && prebuilt.is_file() && committed_key.as_deref() == Some(guest_key.as_str());
+    println!("cargo:rerun-if-env-changed=RAVI_GUEST_REQUIRE_COMMITTED");
+    let require_committed =
+        std::env::var("RAVI_GUEST_REQUIRE_COMMITTED").is_ok_and(|v| !v.is_empty() && v != "0");
+    if require_committed && !from_source && !use_prebuilt {
+        // CI: a change to the guest's sources must come with its rebuilt module.
+        return Err(format!(
+            "the committed guest ({}) was not built from the current sources (its key file \
+             names other ones) and RAVI_GUEST_REQUIRE_COMMITTED is set: run `cargo xtask guest` \
+             and commit crates/ravi-sandbox-guest/prebuilt/",
+            prebuilt.display()
+        ));
+    }
     if !from_source && !use_prebuilt {
         let why = if prebuilt.is_file() {
             "was built from other sources than these"

@@ -5,11 +5,11 @@
 //! | `setup` | installs what the checks need (rustfmt, clippy, cargo-deny) if missing |
 //! | `lint` | rustfmt check, clippy `-D warnings` on all targets, layer-check, cargo-deny |
 //! | `layer-check [--manifest-path P]` | checks that Ravi crates depend only downward |
-//! | `test` | `lint`, `mcp-setup`, `guest --check`, every test of the workspace (unit, scenario, doc, MCP interop), the docs build, `conformance` and a fuzz smoke run; without the MCP harness it fails unless `RAVI_REQUIRE_MCP_HARNESS=0` |
+//! | `test` | `lint`, `mcp-setup`, every test of the workspace (unit, scenario, doc, MCP interop), the docs build, `conformance` and a fuzz smoke run; without the MCP harness it fails unless `RAVI_REQUIRE_MCP_HARNESS=0` |
 //! | `bench [NAME] [--json] [--quick]` | runs benchmarks, each figure next to its peer |
 //! | `mcp-setup` | installs Node 22, the MCP conformance suite, reference servers, the Python SDK and Playwright (the console's browser tests; Chromium comes from the OS packages) |
 //! | `conformance` | runs the official MCP conformance suite against Ravi's server and client |
-//! | `guest [--check]` | builds the code-mode guest's wasm from source and copies it to `crates/ravi-sandbox-guest/prebuilt/` (`--check`: fails unless the committed one was built from the current sources and has the shape of the fresh build) |
+//! | `guest [--check]` | builds the code-mode guest's wasm from source and copies it to `crates/ravi-sandbox-guest/prebuilt/` (`--check`: fails unless the committed one was built from the current sources and has the shape of the fresh build; CI checks only the first, with `RAVI_GUEST_REQUIRE_COMMITTED=1`) |
 //! | `fuzz [TARGET] [--secs N]` | runs the fuzz targets of `fuzz/` (nightly, cargo-fuzz); `test` runs each for 20 s |
 
 #![allow(clippy::print_stdout)] // a command-line tool's job is to print
@@ -319,9 +319,6 @@ fn test() -> anyhow::Result<()> {
         }
         Ok(())
     })?;
-    // The committed code-mode guest must be what its sources build (the host's builds take it
-    // instead of building RustPython themselves).
-    util::step("guest", || guest::run(&["--check".to_owned()]))?;
     util::step("tests", || {
         let flag = if harness { "1" } else { "0" };
         util::run_env(

@@ -13,9 +13,9 @@
 //!
 //! Setting `RAVI_GUEST_CWASM` at build time to a prebuilt artefact skips the guest build;
 //! `RAVI_GUEST_FROM_SOURCE=1` builds the wasm from source even when the committed one is
-//! current. `cargo xtask guest` rebuilds the committed wasm after a change to the guest's
-//! sources, and `cargo xtask guest --check` (part of `cargo xtask test`) checks that it is
-//! byte for byte what those sources build.
+//! current, and `RAVI_GUEST_REQUIRE_COMMITTED=1` (set by CI) makes a stale committed wasm an
+//! error instead. `cargo xtask guest` rebuilds the committed wasm after a change to the
+//! guest's sources; `cargo xtask guest --check` rebuilds it and compares.
 
 /// Path of the precompiled guest (`ravi-guest-<key>.cwasm`) this build produced, or the
 /// prebuilt one `RAVI_GUEST_CWASM` named at build time.

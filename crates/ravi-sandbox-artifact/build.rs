@@ -1,30 +1,24 @@
-//! Builds the code-mode guest.
+//! Finds or builds the code-mode guest's wasm module.
 //!
-//! Steps, all inside `<target>/ravi-sandbox` (target directories of their own, so the nested
-//! builds never wait on the outer build's lock):
-//! 1. the guest's wasm module: the committed one (`crates/ravi-sandbox-guest/prebuilt/`) when
-//!    its key file names exactly the guest's current sources, otherwise (or with
-//!    `RAVI_GUEST_FROM_SOURCE=1`) `cargo build --release --target wasm32-wasip1` of
-//!    `crates/ravi-sandbox-guest` (RustPython + the prelude; installing the wasm target with
-//!    rustup if it is missing), beside
-//! 2. `cargo build --release` of `ravi-sandbox-builder` (wasmtime with Cranelift, wizer) —
-//!    when both are built they run at the same time: one is mostly one long crate
-//!    (`rustpython-vm`), the other another (`cranelift-codegen`), so together they keep two
-//!    cores busy where one after the other would not;
-//! 3. `ravi-sandbox-builder`: wizer pre-initialisation, then precompilation to
-//!    `ravi-guest-<key>.cwasm` with the host's engine settings
-//!    (`ravi-capabilities/src/chain/engine_config.rs`).
+//! The module is the committed one (`crates/ravi-sandbox-guest/prebuilt/`) when its key file
+//! names exactly the guest's current sources; otherwise (or with `RAVI_GUEST_FROM_SOURCE=1`)
+//! it is `cargo build --release --target wasm32-wasip1` of `crates/ravi-sandbox-guest`
+//! (RustPython + the prelude; installing the wasm target with rustup if it is missing),
+//! inside `<target>/ravi-sandbox` (a target directory of its own, so the nested build never
+//! waits on the outer build's lock; a file lock serialises nested builds).
 //!
-//! This crate has no dependencies, so cargo runs this script at the very start of a build,
-//! beside the host's dependencies (a build script waits for its package's dependencies).
+//! The library learns the module's path (`RAVI_GUEST_WASM_BUILT`), a key naming everything the
+//! prepared guest depends on besides the engine (`RAVI_GUEST_KEY_BUILT`: the guest's sources,
+//! the ABI, the engine settings, the toolchain) and the folder `ravi-capabilities` caches the
+//! prepared guest in (`RAVI_SANDBOX_DIR_BUILT`). Preparing — the wizer snapshot of the
+//! interpreter's boot and its precompilation — happens in the host on first use, with the
+//! host's own wasmtime: doing it here needed a second wasmtime with Cranelift built for a
+//! helper binary, minutes of a new user's first build.
 //!
-//! The key is a digest of every input file and the toolchain, so an incremental build does
-//! nothing unless the guest, the builder, the engine settings or the host↔guest ABI
-//! (`ravi-capabilities/src/chain/abi.rs`, compiled into the guest too) changed, and checkouts
-//! of different versions sharing a target directory keep separate artefacts. A file lock
-//! serialises nested builds in one target directory. The artefact's path reaches the library
-//! as `RAVI_GUEST_CWASM_BUILT`. Setting `RAVI_GUEST_CWASM` to a prebuilt artefact skips all of
-//! this.
+//! This crate has no dependencies, so cargo can run this script early (a build script waits
+//! for its package's dependencies). Setting `RAVI_GUEST_CWASM` to a prepared guest skips all
+//! of this. With the `cpython` feature the script also prepares the CPython engine, whose
+//! builder (`crates/ravi-sandbox-guest/builder`) still runs here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,7 +27,17 @@ type BuildResult<T> = Result<T, String>;
 
 fn main() {
     match run() {
-        Ok(path) => println!("cargo:rustc-env=RAVI_GUEST_CWASM_BUILT={}", path.display()),
+        Ok(guest) => {
+            println!(
+                "cargo:rustc-env=RAVI_GUEST_WASM_BUILT={}",
+                guest.wasm.display()
+            );
+            println!("cargo:rustc-env=RAVI_GUEST_KEY_BUILT={}", guest.key);
+            println!(
+                "cargo:rustc-env=RAVI_SANDBOX_DIR_BUILT={}",
+                guest.cache_dir.display()
+            );
+        }
         Err(msg) => {
             // A failed guest build must fail the build loudly: code mode cannot work without it.
             eprintln!("error: building the code-mode guest failed:\n{msg}");
@@ -164,15 +168,22 @@ fn cpython() -> BuildResult<PathBuf> {
     Ok(out)
 }
 
-fn run() -> BuildResult<PathBuf> {
+/// What the library learns about the guest.
+struct Guest {
+    wasm: PathBuf,
+    key: String,
+    cache_dir: PathBuf,
+}
+
+fn run() -> BuildResult<Guest> {
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
     let host_dir = manifest_dir.join("../ravi-capabilities");
     let guest_dir = manifest_dir.join("../ravi-sandbox-guest");
     let guest_dir = guest_dir
         .canonicalize()
         .map_err(|e| format!("guest crate not found at {}: {e}", guest_dir.display()))?;
-    // Host files the guest side compiles too: the engine settings (the builder) and the ABI
-    // (the guest).
+    // Host files the guest side depends on too: the ABI (compiled into the guest) and the
+    // engine settings (which shape the prepared guest).
     let shared = [
         host_dir.join("src/chain/engine_config.rs"),
         host_dir.join("src/chain/abi.rs"),
@@ -187,17 +198,29 @@ fn run() -> BuildResult<PathBuf> {
     println!("cargo:rerun-if-env-changed=RAVI_SANDBOX_DIR");
     println!("cargo:rerun-if-env-changed=RAVI_GUEST_CWASM");
     println!("cargo:rerun-if-env-changed=RAVI_GUEST_FROM_SOURCE");
+    let sandbox_dir = match std::env::var_os("RAVI_SANDBOX_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => target_dir()?.join("ravi-sandbox"),
+    };
 
-    // A prebuilt artefact (a CI cache, a packaged build) skips the nested build entirely.
-    if let Some(prebuilt) = std::env::var_os("RAVI_GUEST_CWASM") {
-        let prebuilt = PathBuf::from(prebuilt);
-        if prebuilt.is_file() {
-            return Ok(prebuilt);
+    // A prepared guest (a CI cache, a package) is loaded instead; nothing is built.
+    if let Some(prepared) = std::env::var_os("RAVI_GUEST_CWASM") {
+        let prepared = PathBuf::from(prepared);
+        if !prepared.is_file() {
+            return Err(format!(
+                "RAVI_GUEST_CWASM points at {}, which is not a file",
+                prepared.display()
+            ));
         }
-        return Err(format!(
-            "RAVI_GUEST_CWASM points at {}, which is not a file",
-            prebuilt.display()
-        ));
+        println!(
+            "cargo:rustc-env=RAVI_GUEST_CWASM_PREBUILT={}",
+            prepared.display()
+        );
+        return Ok(Guest {
+            wasm: prebuilt,
+            key: "0000000000000000".to_owned(),
+            cache_dir: sandbox_dir,
+        });
     }
 
     // The committed guest stands in for the nested RustPython build when it was built from
@@ -235,16 +258,10 @@ fn run() -> BuildResult<PathBuf> {
         );
     }
 
-    let sandbox_dir = match std::env::var_os("RAVI_SANDBOX_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => target_dir()?.join("ravi-sandbox"),
-    };
-    std::fs::create_dir_all(&sandbox_dir)
-        .map_err(|e| format!("creating {}: {e}", sandbox_dir.display()))?;
     // The committed wasm is not hashed byte by byte (27 MB, in a script built unoptimised):
     // its key file, hashed with the other inputs, names the sources it was built from, and
-    // the mode keeps artefacts made from the committed wasm and from a build of their own
-    // apart.
+    // the mode keeps guests prepared from the committed wasm and from a build of their own
+    // apart. The host adds the engine's settings to the cached file's name.
     let mut key_text = digest(&inputs, true)?;
     key_text.push_str(if use_prebuilt {
         "-committed"
@@ -252,85 +269,44 @@ fn run() -> BuildResult<PathBuf> {
         "-source"
     });
     let key = digest_str(&key_text);
-    // The artefact is named by its key, so checkouts of different guest versions sharing a
-    // target directory never load each other's guest.
-    let cwasm = sandbox_dir.join(format!(
-        "ravi-guest-{}.cwasm",
-        key.get(..16).unwrap_or(&key)
-    ));
-    // An explicit build from source (`cargo xtask guest`) always runs the nested build (a
-    // no-op when it is up to date), so the wasm and key it reads are those of these sources.
-    if cwasm.is_file() && !from_source {
-        return Ok(cwasm);
+    let key = key.get(..16).unwrap_or(&key).to_owned();
+    if use_prebuilt {
+        return Ok(Guest {
+            wasm: prebuilt,
+            key,
+            cache_dir: sandbox_dir,
+        });
     }
+
     // One nested build at a time per target directory: two would overwrite each other's
-    // intermediate wasm between the build and the snapshot.
+    // wasm and key file.
+    std::fs::create_dir_all(&sandbox_dir)
+        .map_err(|e| format!("creating {}: {e}", sandbox_dir.display()))?;
     let lock_path = sandbox_dir.join("build.lock");
     let lock = std::fs::File::create(&lock_path)
         .map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
     lock.lock()
         .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
-    if cwasm.is_file() && !from_source {
-        return Ok(cwasm);
-    }
-
-    let manifest = guest_dir.join("Cargo.toml");
+    ensure_wasm_target();
     let guest_target = sandbox_dir.join("guest");
-    let builder_target = sandbox_dir.join("builder");
-    let guest = if use_prebuilt {
-        None
-    } else {
-        ensure_wasm_target();
-        let mut cmd = cargo(&guest_target);
-        cmd.args(["build", "--release", "--locked", "--ignore-rust-version"])
-            .args(["--target", "wasm32-wasip1", "-p", "ravi-sandbox-guest"])
-            .arg("--manifest-path")
-            .arg(&manifest);
-        Some(std::thread::spawn(move || {
-            cmd.status_ok(
-                "building the guest (RustPython for wasm32-wasip1; minutes the first time)",
-            )
-        }))
-    };
-    let built_builder = cargo(&builder_target)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "-p",
-            "ravi-sandbox-builder",
-        ])
+    cargo(&guest_target)
+        .args(["build", "--release", "--locked", "--ignore-rust-version"])
+        .args(["--target", "wasm32-wasip1", "-p", "ravi-sandbox-guest"])
         .arg("--manifest-path")
-        .arg(&manifest)
-        .status_ok("building the guest builder (wizer + precompiler)");
-    let wasm = match guest {
-        None => prebuilt,
-        Some(guest) => {
-            guest
-                .join()
-                .map_err(|_| "the thread building the guest panicked".to_owned())??;
-            let wasm = guest_target.join("wasm32-wasip1/release/ravi_sandbox_guest.wasm");
-            // Beside the wasm, the key of the sources it was built from: what
-            // `cargo xtask guest` commits with it.
-            let key_file = wasm.with_extension("wasm.key");
-            std::fs::write(&key_file, key_file_text(&guest_key))
-                .map_err(|e| format!("writing {}: {e}", key_file.display()))?;
-            wasm
-        }
-    };
-    built_builder?;
-    if cwasm.is_file() {
-        return Ok(cwasm);
-    }
-    let builder = builder_target
-        .join("release")
-        .join(exe("ravi-sandbox-builder"));
-    Command::new(&builder)
-        .arg(&wasm)
-        .arg(&cwasm)
-        .status_ok("pre-initialising and precompiling the guest")?;
+        .arg(guest_dir.join("Cargo.toml"))
+        .status_ok("building the guest (RustPython for wasm32-wasip1; minutes the first time)")?;
+    let wasm = guest_target.join("wasm32-wasip1/release/ravi_sandbox_guest.wasm");
+    // Beside the wasm, the key of the sources it was built from: what `cargo xtask guest`
+    // commits with it.
+    let key_file = wasm.with_extension("wasm.key");
+    std::fs::write(&key_file, key_file_text(&guest_key))
+        .map_err(|e| format!("writing {}: {e}", key_file.display()))?;
     drop(lock);
-    Ok(cwasm)
+    Ok(Guest {
+        wasm,
+        key,
+        cache_dir: sandbox_dir,
+    })
 }
 
 /// The committed guest, built from source by `cargo xtask guest` (relative to the guest
@@ -391,13 +367,10 @@ fn input_files(guest_dir: &Path, shared: &[PathBuf]) -> BuildResult<Vec<PathBuf>
     let mut files = vec![
         guest_dir.join("Cargo.toml"),
         guest_dir.join("Cargo.lock"),
-        guest_dir.join("builder/Cargo.toml"),
         guest_dir.join(PREBUILT_KEY),
     ];
     files.extend_from_slice(shared);
-    for dir in [guest_dir.join("src"), guest_dir.join("builder/src")] {
-        files.extend(files_in(&dir)?);
-    }
+    files.extend(files_in(&guest_dir.join("src"))?);
     Ok(files)
 }
 

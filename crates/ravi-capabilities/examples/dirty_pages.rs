@@ -15,10 +15,10 @@ fn main() {
     let path = std::env::args()
         .nth(1)
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(ravi_capabilities::chain::default_cwasm_path);
+        .unwrap_or_else(|| ravi_capabilities::chain::prepared_guest().unwrap());
     let script = std::env::args().nth(2).unwrap_or("print(1)".into());
     let engine = Engine::new(&engine_config(None)).unwrap();
-    // SAFETY: the artefact our build script produced for this wasmtime and engine config.
+    // SAFETY: the guest this build prepared for this wasmtime and engine config.
     let module = unsafe { Module::deserialize_file(&engine, &path) }.unwrap();
     let mut linker: Linker<S> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut S| &mut s.wasi).unwrap();

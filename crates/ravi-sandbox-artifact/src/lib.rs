@@ -1,25 +1,39 @@
-//! Where the precompiled code-mode guest is.
+//! Where the code-mode guest is.
 //!
-//! The build script takes the guest, `crates/ravi-sandbox-guest` (RustPython compiled to
-//! wasm32-wasip1 with Ravi's prelude) — the committed build in its `prebuilt/` folder when
-//! that was made from the current sources, otherwise a build of its own — pre-initialises it
-//! with wizer and precompiles it with the host's engine settings, all inside
-//! `<target>/ravi-sandbox`; [`GUEST_CWASM`] is the resulting file. `ravi-capabilities` loads it (its `code-mode` feature depends on this
-//! crate); nobody else needs to.
+//! The guest is `crates/ravi-sandbox-guest`: RustPython compiled to wasm32-wasip1 with Ravi's
+//! prelude. The build script takes the committed build in its `prebuilt/` folder when that
+//! was made from the current sources, and otherwise builds it (inside
+//! `<target>/ravi-sandbox`). [`GUEST_WASM`] is the module, [`GUEST_KEY`] names its sources,
+//! and [`CACHE_DIR`] is where `ravi-capabilities` (its `code-mode` feature depends on this
+//! crate; nobody else needs to) keeps the guest it prepares from it on first use: the
+//! interpreter's boot snapshotted with wizer, then precompiled with the host's own engine.
 //!
 //! ```
-//! assert!(ravi_sandbox_artifact::GUEST_CWASM.ends_with(".cwasm"));
+//! assert!(ravi_sandbox_artifact::GUEST_WASM.ends_with(".wasm"));
+//! assert_eq!(ravi_sandbox_artifact::GUEST_KEY.len(), 16);
 //! ```
 //!
-//! Setting `RAVI_GUEST_CWASM` at build time to a prebuilt artefact skips the guest build;
-//! `RAVI_GUEST_FROM_SOURCE=1` builds the wasm from source even when the committed one is
-//! current, and `RAVI_GUEST_REQUIRE_COMMITTED=1` (set by CI) makes a stale committed wasm an
-//! error instead. `cargo xtask guest` rebuilds the committed wasm after a change to the
-//! guest's sources; `cargo xtask guest --check` rebuilds it and compares.
+//! Setting `RAVI_GUEST_CWASM` at build time to a prepared guest (a `.cwasm`) makes it
+//! [`PREBUILT_CWASM`], loaded instead; `RAVI_GUEST_FROM_SOURCE=1` builds the wasm from source
+//! even when the committed one is current, and `RAVI_GUEST_REQUIRE_COMMITTED=1` (set by CI)
+//! makes a stale committed wasm an error instead. `cargo xtask guest` rebuilds the committed
+//! wasm after a change to the guest's sources; `cargo xtask guest --check` rebuilds it and
+//! compares.
 
-/// Path of the precompiled guest (`ravi-guest-<key>.cwasm`) this build produced, or the
-/// prebuilt one `RAVI_GUEST_CWASM` named at build time.
-pub const GUEST_CWASM: &str = env!("RAVI_GUEST_CWASM_BUILT");
+/// Path of the guest's wasm module: the committed one, or the one this build made from source.
+pub const GUEST_WASM: &str = env!("RAVI_GUEST_WASM_BUILT");
+
+/// A digest (16 hex digits) of everything the prepared guest depends on besides the engine:
+/// the guest's sources, the host↔guest ABI, the engine settings and the toolchain.
+pub const GUEST_KEY: &str = env!("RAVI_GUEST_KEY_BUILT");
+
+/// The folder the prepared guest is cached in (`<target>/ravi-sandbox`, or `RAVI_SANDBOX_DIR`
+/// at build time).
+pub const CACHE_DIR: &str = env!("RAVI_SANDBOX_DIR_BUILT");
+
+/// A prepared guest named by `RAVI_GUEST_CWASM` at build time (a package, a CI cache), loaded
+/// instead of preparing [`GUEST_WASM`].
+pub const PREBUILT_CWASM: Option<&str> = option_env!("RAVI_GUEST_CWASM_PREBUILT");
 
 /// Folder of the CPython engine's artefacts (`python.cwasm`, `lib/python315.zip`, `LICENSES/`)
 /// this build produced (feature `cpython`), or the one `RAVI_CPYTHON_DIR` named at build time.

@@ -33,6 +33,7 @@ mod cells;
 mod engine_config;
 mod frames;
 mod output;
+mod prepare;
 mod sandbox;
 mod session;
 mod tool;
@@ -44,7 +45,7 @@ pub use cpython::{CpythonConfig, default_cpython_dir};
 pub use describe::{bindings, chain_description, chain_description_for, python_name, signature};
 pub use sandbox::{
     MAX_SCRIPT_FILES_BYTES, PythonEngine, Sandbox, SandboxConfig, SandboxLimits, SandboxRun,
-    ScriptFile, ToolBinding, default_cwasm_path,
+    ScriptFile, ToolBinding, prepared_guest,
 };
 pub use session::SessionLimits;
 pub use tool::{
@@ -61,10 +62,18 @@ use std::path::PathBuf;
 pub enum SandboxError {
     /// The precompiled guest is not where it should be.
     #[error(
-        "the code-mode guest {0} does not exist; build ravi-capabilities with the `code-mode` \
-         feature (its build script produces it) or set RAVI_GUEST_CWASM to its path"
+        "the code-mode guest {0} does not exist; unset RAVI_GUEST_CWASM (the guest this build \
+         was made with is then prepared on first use) or point it at a prepared guest"
     )]
     GuestMissing(PathBuf),
+    /// The guest's wasm module could not be snapshotted and precompiled on first use.
+    #[error("preparing the code-mode guest from {wasm} failed: {reason}")]
+    GuestPreparation {
+        /// The guest's wasm module (the committed one, or the one built from source).
+        wasm: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// The file is not a guest this engine can load (another wasmtime version or settings).
     #[error("the code-mode guest {path} cannot be loaded: {reason}; rebuild ravi-capabilities")]
     GuestInvalid {

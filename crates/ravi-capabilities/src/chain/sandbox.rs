@@ -29,6 +29,7 @@ use super::cpython;
 use super::engine_config::{MAX_GUEST_MEMORY_BYTES, engine_config};
 use super::frames::{self, FrameError};
 use super::output::TurnPipe;
+use super::prepare;
 use super::session::Sessions;
 use super::{SandboxError, cpython::CpythonConfig};
 
@@ -148,8 +149,10 @@ impl std::str::FromStr for PythonEngine {
 /// Sizing of a [`Sandbox`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
-    /// The precompiled guest.
-    pub cwasm: PathBuf,
+    /// A precompiled guest to load. `None` (the default unless `RAVI_GUEST_CWASM` is set)
+    /// loads the guest this build was made with, prepared on first use (see
+    /// [`prepared_guest`]).
+    pub cwasm: Option<PathBuf>,
     /// How many runs may be live at once (pool slots); further runs wait for a slot.
     pub max_concurrent_runs: u32,
 }
@@ -157,18 +160,36 @@ pub struct SandboxConfig {
 impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
-            cwasm: default_cwasm_path(),
+            cwasm: std::env::var_os("RAVI_GUEST_CWASM").map(PathBuf::from),
             max_concurrent_runs: 256,
         }
     }
 }
 
-/// Where the precompiled guest is: `$RAVI_GUEST_CWASM` when set, otherwise the artefact the
-/// build script produced.
-pub fn default_cwasm_path() -> PathBuf {
-    std::env::var_os("RAVI_GUEST_CWASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(ravi_sandbox_artifact::GUEST_CWASM))
+/// The precompiled guest this build was made with, for an engine of the default settings:
+/// `$RAVI_GUEST_CWASM` when set, otherwise the cached one, prepared first if it is not there
+/// yet (a snapshot of the interpreter's boot, precompiled; tens of seconds, once per build).
+/// [`Sandbox::load`] does the same; this is for tools that want the file itself.
+pub fn prepared_guest() -> Result<PathBuf, SandboxError> {
+    if let Some(path) = std::env::var_os("RAVI_GUEST_CWASM") {
+        return Ok(PathBuf::from(path));
+    }
+    let engine = Engine::new(&engine_config(None)).map_err(SandboxError::engine)?;
+    build_guest(&engine)
+}
+
+/// The build's own guest, prepared for `engine` (cached per engine settings).
+fn build_guest(engine: &Engine) -> Result<PathBuf, SandboxError> {
+    if let Some(prebuilt) = ravi_sandbox_artifact::PREBUILT_CWASM {
+        return Ok(PathBuf::from(prebuilt));
+    }
+    let cwasm = prepare::cached_path(
+        Path::new(ravi_sandbox_artifact::CACHE_DIR),
+        ravi_sandbox_artifact::GUEST_KEY,
+        engine,
+    );
+    prepare::ensure(engine, Path::new(ravi_sandbox_artifact::GUEST_WASM), &cwasm)?;
+    Ok(cwasm)
 }
 
 /// The engine, the loaded guest and the epoch ticker. Load once, share, run many times.
@@ -215,7 +236,11 @@ impl Sandbox {
     pub fn load(config: &SandboxConfig) -> Result<Self, SandboxError> {
         let slots = config.max_concurrent_runs.max(1);
         let engine = Engine::new(&engine_config(Some(slots))).map_err(SandboxError::engine)?;
-        let module = load_module(&engine, &config.cwasm)?;
+        let cwasm = match &config.cwasm {
+            Some(path) => path.clone(),
+            None => build_guest(&engine)?,
+        };
+        let module = load_module(&engine, &cwasm)?;
         let mut linker: Linker<RunState> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut RunState| &mut s.wasi)
             .map_err(SandboxError::engine)?;
@@ -566,8 +591,8 @@ pub(super) fn load_module(engine: &Engine, path: &Path) -> Result<Module, Sandbo
     }
     // SAFETY: `deserialize_file` trusts the file to be a module precompiled by this exact
     // wasmtime version (it checks the version and engine settings, not the code). The file
-    // is the artefact our build script produced with `engine_config` (or one an operator
-    // pointed `RAVI_GUEST_CWASM` at); it is never taken from a script or the network.
+    // is the guest this host prepared itself into its build's target directory (or one an
+    // operator pointed `RAVI_GUEST_CWASM` at); it is never taken from a script or the network.
     #[allow(unsafe_code)]
     let module = unsafe { Module::deserialize_file(engine, path) };
     module.map_err(|e| SandboxError::GuestInvalid {

@@ -1,0 +1,212 @@
+//! Turns the guest's wasm module into what a run starts from, once per machine: boots the
+//! interpreter inside it with wizer (so every run starts from a snapshot, its modules already
+//! imported) and precompiles the snapshot with the very engine that will load it (so no run
+//! pays for Cranelift). The result is cached as a file beside the build's other artefacts,
+//! named by the guest's key and the engine's compatibility hash; a file lock makes concurrent
+//! first runs (parallel tests, several replicas on one disk) prepare it once.
+//!
+//! This used to happen at build time, in a helper binary with wasmtime and Cranelift of its
+//! own — a second wasmtime build that a new user's first `cargo run` waited minutes for. The
+//! host already has wasmtime; with Cranelift in it, the first run prepares the guest in
+//! seconds instead.
+
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use wasmtime::{Engine, Instance, Linker, Module, Store, Val};
+use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wizer::{InstanceState, SnapshotVal, ValType};
+
+use super::SandboxError;
+
+/// The guest's pre-initialisation entry point (exported by `ravi-sandbox-guest`).
+const INIT_FUNC: &str = "wizer.initialize";
+
+/// Where the precompiled guest for `engine` is cached: `<dir>/ravi-guest-<key>-<engine>.cwasm`,
+/// `key` naming the guest's sources and `engine` the code-generation settings a `.cwasm`
+/// must match to load (wasmtime's own compatibility hash: version, target, flags, tunables).
+pub(super) fn cached_path(dir: &Path, key: &str, engine: &Engine) -> PathBuf {
+    // `DefaultHasher::new` is the same in every process of one build of the host, which is
+    // all a cache inside the build's own target directory needs.
+    let mut h = std::hash::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    dir.join(format!("ravi-guest-{key}-{:016x}.cwasm", h.finish()))
+}
+
+/// Makes sure `cwasm` exists: when it does not, snapshots `wasm` and precompiles it with
+/// `engine` into it. Concurrent callers (threads or processes) wait on a lock file beside it,
+/// and the file appears whole or not at all (written aside, then renamed).
+pub(super) fn ensure(engine: &Engine, wasm: &Path, cwasm: &Path) -> Result<(), SandboxError> {
+    if cwasm.is_file() {
+        return Ok(());
+    }
+    let fail = |reason: String| SandboxError::GuestPreparation {
+        wasm: wasm.to_path_buf(),
+        reason,
+    };
+    let dir = cwasm
+        .parent()
+        .ok_or_else(|| fail(format!("{} has no parent folder", cwasm.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| fail(format!("creating {}: {e}", dir.display())))?;
+    let lock_path = dir.join("ravi-guest.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| fail(format!("creating {}: {e}", lock_path.display())))?;
+    lock.lock()
+        .map_err(|e| fail(format!("locking {}: {e}", lock_path.display())))?;
+    if cwasm.is_file() {
+        return Ok(());
+    }
+    let bytes = std::fs::read(wasm).map_err(|e| fail(format!("reading it: {e}")))?;
+    tracing::info!(
+        wasm = %wasm.display(),
+        "preparing the code-mode guest (once per build: snapshot and precompile)"
+    );
+    let started = std::time::Instant::now();
+    let snapshot = snapshot_blocking(&bytes).map_err(|e| fail(format!("snapshot: {e:#}")))?;
+    let compiled = engine
+        .precompile_module(&snapshot)
+        .map_err(|e| fail(format!("precompiling: {e:#}")))?;
+    let tmp = cwasm.with_extension(format!("cwasm.{}.tmp", std::process::id()));
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(&compiled)?;
+        f.sync_all()
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(format!("writing {}: {e}", tmp.display())));
+    }
+    std::fs::rename(&tmp, cwasm).map_err(|e| {
+        fail(format!(
+            "renaming {} to {}: {e}",
+            tmp.display(),
+            cwasm.display()
+        ))
+    })?;
+    tracing::info!(
+        cwasm = %cwasm.display(),
+        bytes = compiled.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "code-mode guest prepared"
+    );
+    drop(lock);
+    Ok(())
+}
+
+/// [`snapshot`] on a runtime of its own, on a thread of its own: callers may be inside an
+/// async runtime (a server loading its sandbox lazily), where blocking on another one panics.
+fn snapshot_blocking(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread().build()?;
+            rt.block_on(snapshot(wasm))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(wasmtime::format_err!("the snapshot thread panicked")))
+    })
+}
+
+/// Runs the guest's boot (`_initialize`, then [`INIT_FUNC`]) once and returns the module with
+/// the memory and globals it left behind as its initial state.
+async fn snapshot(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
+    // This engine only runs the boot once, and only the memory it leaves behind is kept:
+    // unoptimised code compiles in a fraction of the time and the snapshot is the same.
+    let mut config = wasmtime::Config::new();
+    config.cranelift_opt_level(wasmtime::OptLevel::None);
+    let engine = Engine::new(&config)?;
+    let wasi = WasiCtxBuilder::new().build_p1();
+    let mut store = Store::new(&engine, wasi);
+    let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |cx| cx)?;
+    // The bridge is never called while booting; these stand-ins make that an error.
+    linker.func_wrap(
+        super::abi::IMPORT_MODULE,
+        super::abi::HOST_CALL,
+        |_: i32, _: i32, _: i32| -> wasmtime::Result<i64> {
+            Err(wasmtime::format_err!(
+                "the host bridge is not available during pre-initialisation"
+            ))
+        },
+    )?;
+    linker.func_wrap(
+        super::abi::IMPORT_MODULE,
+        super::abi::HOST_TAKE,
+        |_: i32| -> wasmtime::Result<()> {
+            Err(wasmtime::format_err!(
+                "the host bridge is not available during pre-initialisation"
+            ))
+        },
+    )?;
+    let mut wizer = wasmtime_wizer::Wizer::new();
+    wizer.init_func(INIT_FUNC);
+    // wizer's own wasmtime adapter (its `wasmtime` feature) would turn on wasmtime's cache,
+    // gc, threads, wave and wit-parser features, which Ravi does not use and which cost a
+    // first build minutes; the adapter is these few lines.
+    let (cx, instrumented) = wizer.instrument(wasm)?;
+    let module = Module::new(&engine, &instrumented)?;
+    let instance = linker.instantiate_async(&mut store, &module).await?;
+    for name in ["_initialize", INIT_FUNC] {
+        if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, name) {
+            init.call_async(&mut store, ())
+                .await
+                .map_err(|e| e.context(format!("the guest's `{name}` trapped")))?;
+        } else if name == INIT_FUNC {
+            wasmtime::bail!("the guest does not export `{INIT_FUNC}`");
+        }
+    }
+    let mut state = Snapshot {
+        store: &mut store,
+        instance,
+        missing: None,
+    };
+    let snapshot = wizer.snapshot(&cx, &mut state).await?;
+    match state.missing {
+        Some(what) => Err(wasmtime::format_err!("{what}")),
+        None => Ok(snapshot),
+    }
+}
+
+/// What wizer reads from the initialised instance: its exported globals and memories.
+struct Snapshot<'a, T: 'static> {
+    store: &'a mut Store<T>,
+    instance: Instance,
+    /// The first thing wizer asked for that the instance does not have (the snapshot is then
+    /// discarded).
+    missing: Option<String>,
+}
+
+impl<T: Send> InstanceState for Snapshot<'_, T> {
+    async fn global_get(&mut self, name: &str, _: ValType) -> SnapshotVal {
+        // wizer asks only for globals the instrumented module exports, of these types.
+        match self
+            .instance
+            .get_global(&mut *self.store, name)
+            .map(|g| g.get(&mut *self.store))
+        {
+            Some(Val::I32(x)) => SnapshotVal::I32(x),
+            Some(Val::I64(x)) => SnapshotVal::I64(x),
+            Some(Val::F32(x)) => SnapshotVal::F32(x),
+            Some(Val::F64(x)) => SnapshotVal::F64(x),
+            Some(Val::V128(x)) => SnapshotVal::V128(x.as_u128()),
+            other => {
+                self.missing.get_or_insert_with(|| {
+                    format!("wizer asked for global `{name}`, which is {other:?}")
+                });
+                SnapshotVal::I32(0)
+            }
+        }
+    }
+
+    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
+        match self.instance.get_memory(&mut *self.store, name) {
+            Some(memory) => contents(memory.data(&*self.store)),
+            None => {
+                self.missing.get_or_insert_with(|| {
+                    format!("wizer asked for memory `{name}`, which the guest does not export")
+                });
+                contents(&[]);
+            }
+        }
+    }
+}

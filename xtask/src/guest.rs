@@ -4,7 +4,7 @@
 //! when its key file names the current sources (see `crates/ravi-sandbox-artifact/build.rs`).
 //! This task builds the module from source (the build script with `RAVI_GUEST_FROM_SOURCE=1`,
 //! in a target directory of its own so the workspace's build is not invalidated, and in the
-//! usual sandbox directory so the builder is shared) and copies it and its key there; with
+//! usual sandbox directory so the nested guest build is shared) and copies it and its key there; with
 //! `--check` it copies nothing and fails unless the committed module was built from the
 //! current sources and has the fresh build's shape.
 //!

@@ -210,3 +210,103 @@ impl<T: Send> InstanceState for Snapshot<'_, T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// A module whose `wizer.initialize` sets its exported mutable global `g` (0 at start) to
+    /// 42: a snapshot taken after it must start with 42.
+    const TINY: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+        0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // types: () -> ()
+        0x03, 0x02, 0x01, 0x00, // functions: one of type 0
+        0x05, 0x03, 0x01, 0x00, 0x01, // memory: one page
+        0x06, 0x06, 0x01, 0x7f, 0x01, 0x41, 0x00, 0x0b, // global: mut i32 = 0
+        0x07, 0x21, 0x03, // exports: three
+        0x01, b'g', 0x03, 0x00, // "g": global 0
+        0x10, b'w', b'i', b'z', b'e', b'r', b'.', b'i', b'n', b'i', b't', b'i', b'a', b'l', b'i',
+        b'z', b'e', 0x00, 0x00, // "wizer.initialize": func 0
+        0x06, b'm', b'e', b'm', b'o', b'r', b'y', 0x02, 0x00, // "memory": memory 0
+        0x0a, 0x08, 0x01, 0x06, 0x00, 0x41, 0x2a, 0x24, 0x00, 0x0b, // code: g = 42
+    ];
+
+    fn engine() -> Engine {
+        Engine::new(&wasmtime::Config::new()).unwrap()
+    }
+
+    #[test]
+    fn concurrent_first_uses_prepare_one_snapshot_that_starts_initialised() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("tiny.wasm");
+        std::fs::write(&wasm, TINY).unwrap();
+        let engine = engine();
+        let cwasm = cached_path(&dir.path().join("cache"), "0123456789abcdef", &engine);
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| ensure(&engine, &wasm, &cwasm)))
+                .collect();
+            for w in workers {
+                w.join().unwrap().unwrap();
+            }
+        });
+        // One prepared file and the lock, nothing left aside.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("cache"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names[0].starts_with("ravi-guest-0123456789abcdef-"), "{names:?}");
+        assert_eq!(names[1], "ravi-guest.lock");
+
+        let module = super::super::sandbox::load_module(&engine, &cwasm).unwrap();
+        let mut store = Store::new(&engine, ());
+        let instance = Instance::new(&mut store, &module, &[]).unwrap();
+        let g = instance.get_global(&mut store, "g").unwrap();
+        assert_eq!(g.get(&mut store).i32(), Some(42));
+    }
+
+    #[test]
+    fn the_cache_name_follows_the_engine_settings() {
+        let dir = Path::new("/cache");
+        let a = cached_path(dir, "k", &engine());
+        assert_eq!(a, cached_path(dir, "k", &engine()), "stable for one setting");
+        let mut other = wasmtime::Config::new();
+        other.cranelift_opt_level(wasmtime::OptLevel::None);
+        let b = cached_path(dir, "k", &Engine::new(&other).unwrap());
+        assert_ne!(a, b, "another code generation, another file");
+        assert_ne!(a, cached_path(dir, "j", &engine()), "another guest, another file");
+    }
+
+    #[test]
+    fn a_missing_or_broken_module_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine();
+        let cwasm = dir.path().join("out.cwasm");
+        let missing = dir.path().join("nowhere.wasm");
+        let err = ensure(&engine, &missing, &cwasm).unwrap_err();
+        assert!(
+            matches!(&err, SandboxError::GuestPreparation { wasm, reason }
+                if wasm == &missing && reason.contains("reading it")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("nowhere.wasm"), "{err}");
+
+        let broken = dir.path().join("broken.wasm");
+        std::fs::write(&broken, b"not wasm").unwrap();
+        let err = ensure(&engine, &broken, &cwasm).unwrap_err();
+        assert!(err.to_string().contains("broken.wasm"), "{err}");
+        assert!(err.to_string().contains("snapshot"), "{err}");
+        assert!(!cwasm.exists(), "nothing half-written");
+
+        // A module without the entry point is refused the same way.
+        let bare = dir.path().join("bare.wasm");
+        std::fs::write(&bare, &TINY[..8]).unwrap();
+        let err = ensure(&engine, &bare, &cwasm).unwrap_err();
+        assert!(err.to_string().contains("wizer.initialize"), "{err}");
+        assert!(!cwasm.exists());
+    }
+}

@@ -259,7 +259,10 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names.len(), 2, "{names:?}");
-        assert!(names[0].starts_with("ravi-guest-0123456789abcdef-"), "{names:?}");
+        assert!(
+            names[0].starts_with("ravi-guest-0123456789abcdef-"),
+            "{names:?}"
+        );
         assert_eq!(names[1], "ravi-guest.lock");
 
         let module = super::super::sandbox::load_module(&engine, &cwasm).unwrap();
@@ -273,12 +276,20 @@ mod tests {
     fn the_cache_name_follows_the_engine_settings() {
         let dir = Path::new("/cache");
         let a = cached_path(dir, "k", &engine());
-        assert_eq!(a, cached_path(dir, "k", &engine()), "stable for one setting");
+        assert_eq!(
+            a,
+            cached_path(dir, "k", &engine()),
+            "stable for one setting"
+        );
         let mut other = wasmtime::Config::new();
         other.cranelift_opt_level(wasmtime::OptLevel::None);
         let b = cached_path(dir, "k", &Engine::new(&other).unwrap());
         assert_ne!(a, b, "another code generation, another file");
-        assert_ne!(a, cached_path(dir, "j", &engine()), "another guest, another file");
+        assert_ne!(
+            a,
+            cached_path(dir, "j", &engine()),
+            "another guest, another file"
+        );
     }
 
     #[test]

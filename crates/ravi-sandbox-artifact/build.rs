@@ -295,12 +295,19 @@ fn run() -> BuildResult<Guest> {
         .arg("--manifest-path")
         .arg(guest_dir.join("Cargo.toml"))
         .status_ok("building the guest (RustPython for wasm32-wasip1; minutes the first time)")?;
-    let wasm = guest_target.join("wasm32-wasip1/release/ravi_sandbox_guest.wasm");
+    let built = guest_target.join("wasm32-wasip1/release/ravi_sandbox_guest.wasm");
     // Beside the wasm, the key of the sources it was built from: what `cargo xtask guest`
     // commits with it.
-    let key_file = wasm.with_extension("wasm.key");
+    let key_file = built.with_extension("wasm.key");
     std::fs::write(&key_file, key_file_text(&guest_key))
         .map_err(|e| format!("writing {}: {e}", key_file.display()))?;
+    // The host prepares the guest later, on first use: it gets a copy named by the key, which
+    // the next build from other sources does not overwrite (the nested build's output would be).
+    let wasm = sandbox_dir.join(format!("ravi-guest-{key}.wasm"));
+    let partial = wasm.with_extension("wasm.part");
+    std::fs::copy(&built, &partial)
+        .and_then(|_| std::fs::rename(&partial, &wasm))
+        .map_err(|e| format!("copying {} to {}: {e}", built.display(), wasm.display()))?;
     drop(lock);
     Ok(Guest {
         wasm,

@@ -1,4 +1,4 @@
-//! Turns the guest's wasm module into what a run starts from, once per machine: boots the
+//! Turns the guest's wasm module into what a run starts from, once per build: boots the
 //! interpreter inside it with wizer (so every run starts from a snapshot, its modules already
 //! imported) and precompiles the snapshot with the very engine that will load it (so no run
 //! pays for Cranelift). The result is cached as a file beside the build's other artefacts,

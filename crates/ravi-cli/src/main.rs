@@ -73,6 +73,8 @@ fn main() {
     let cli = Cli::parse();
     // The crash tests' build arms crash points from FAILPOINTS; every other build ignores it.
     ravi_agents::durable::arm_crash_points();
+    // Before any HTTP client is built (the OTLP exporter's is the first): rustls' provider.
+    ravi_integrations::ensure_tls_provider();
     let (endpoint, capture) = match &cli.command {
         Command::Serve(args) => (args.otlp_endpoint.as_deref(), args.otlp_capture_content),
         _ => (None, false),

@@ -24,6 +24,26 @@ pub mod auth;
 
 pub mod blobs;
 
+/// Gives rustls a process-wide crypto provider; call it before building a reqwest 0.13 client
+/// of your own (the MCP client, object_store and the OTLP exporter share that reqwest; this
+/// crate calls it before building its own clients). With `blobs-s3`, reqwest 0.13 is built
+/// with rustls but without a provider of its own — object_store's bundled one would be
+/// `aws-lc-rs`, a C library (the manifest says why not) — and reqwest then panics building any
+/// client, `http://` ones included, unless one is installed. This installs `ring`, which
+/// rustls and jsonwebtoken already build, unless the application installed another first;
+/// without `blobs-s3` it does nothing.
+///
+/// ```
+/// ravi_integrations::ensure_tls_provider();
+/// ravi_integrations::ensure_tls_provider(); // idempotent
+/// ```
+pub fn ensure_tls_provider() {
+    #[cfg(feature = "blobs-s3")]
+    {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 #[cfg(feature = "console")]
 pub mod console;
 

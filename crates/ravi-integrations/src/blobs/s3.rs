@@ -124,10 +124,7 @@ impl S3BlobStore {
     /// A store at `location`, with credentials from `AWS_ACCESS_KEY_ID` and
     /// `AWS_SECRET_ACCESS_KEY` (and the other standard `AWS_*` variables).
     pub fn open(location: &S3Location) -> Result<Self, BlobError> {
-        // object_store's HTTP client is reqwest with rustls and no crypto provider of its own
-        // (Cargo.toml says why): the process's default provider is `ring`, unless the
-        // application installed another first (then this does nothing).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::ensure_tls_provider();
         let mut b = AmazonS3Builder::from_env().with_bucket_name(&location.bucket);
         if let Some(e) = &location.endpoint {
             b = b.with_endpoint(e);

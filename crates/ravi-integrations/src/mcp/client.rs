@@ -1023,6 +1023,7 @@ fn pooled_http_client() -> reqwest_mcp::Client {
             attempt.follow()
         }
     });
+    crate::ensure_tls_provider();
     reqwest_mcp::Client::builder()
         .tcp_nodelay(true)
         .pool_idle_timeout(std::time::Duration::from_secs(30))

@@ -51,6 +51,7 @@ impl SseClientTransport {
             headers.insert(AUTHORIZATION, value);
         }
         let base = reqwest::Url::parse(url).map_err(|e| err(format!("bad URL: {e}")))?;
+        crate::ensure_tls_provider();
         let client = reqwest::Client::new();
         let response = tokio::time::timeout(
             wait,

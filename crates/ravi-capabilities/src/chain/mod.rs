@@ -37,6 +37,8 @@ mod prepare;
 mod sandbox;
 mod session;
 mod tool;
+// Shared verbatim with the CPython engine's builder, which includes the file.
+mod wizer_state;
 
 pub use abi::{Budget, Content};
 pub use agent::{CodeMode, CodeModeAgent};

@@ -14,12 +14,12 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use wasmtime::{Engine, Instance, Linker, Module, Store, Val};
+use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wizer::{InstanceState, SnapshotVal, ValType};
 
 use super::SandboxError;
+use super::wizer_state::Snapshot;
 
 /// The guest's pre-initialisation entry point (exported by `ravi-sandbox-guest`).
 const INIT_FUNC: &str = "wizer.initialize";
@@ -155,60 +155,9 @@ async fn snapshot(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
             wasmtime::bail!("the guest does not export `{INIT_FUNC}`");
         }
     }
-    let mut state = Snapshot {
-        store: &mut store,
-        instance,
-        missing: None,
-    };
+    let mut state = Snapshot::new(&mut store, instance);
     let snapshot = wizer.snapshot(&cx, &mut state).await?;
-    match state.missing {
-        Some(what) => Err(wasmtime::format_err!("{what}")),
-        None => Ok(snapshot),
-    }
-}
-
-/// What wizer reads from the initialised instance: its exported globals and memories.
-struct Snapshot<'a, T: 'static> {
-    store: &'a mut Store<T>,
-    instance: Instance,
-    /// The first thing wizer asked for that the instance does not have (the snapshot is then
-    /// discarded).
-    missing: Option<String>,
-}
-
-impl<T: Send> InstanceState for Snapshot<'_, T> {
-    async fn global_get(&mut self, name: &str, _: ValType) -> SnapshotVal {
-        // wizer asks only for globals the instrumented module exports, of these types.
-        match self
-            .instance
-            .get_global(&mut *self.store, name)
-            .map(|g| g.get(&mut *self.store))
-        {
-            Some(Val::I32(x)) => SnapshotVal::I32(x),
-            Some(Val::I64(x)) => SnapshotVal::I64(x),
-            Some(Val::F32(x)) => SnapshotVal::F32(x),
-            Some(Val::F64(x)) => SnapshotVal::F64(x),
-            Some(Val::V128(x)) => SnapshotVal::V128(x.as_u128()),
-            other => {
-                self.missing.get_or_insert_with(|| {
-                    format!("wizer asked for global `{name}`, which is {other:?}")
-                });
-                SnapshotVal::I32(0)
-            }
-        }
-    }
-
-    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
-        match self.instance.get_memory(&mut *self.store, name) {
-            Some(memory) => contents(memory.data(&*self.store)),
-            None => {
-                self.missing.get_or_insert_with(|| {
-                    format!("wizer asked for memory `{name}`, which the guest does not export")
-                });
-                contents(&[]);
-            }
-        }
-    }
+    state.finish(snapshot)
 }
 
 #[cfg(test)]
@@ -267,7 +216,7 @@ mod tests {
 
         let module = super::super::sandbox::load_module(&engine, &cwasm).unwrap();
         let mut store = Store::new(&engine, ());
-        let instance = Instance::new(&mut store, &module, &[]).unwrap();
+        let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
         let g = instance.get_global(&mut store, "g").unwrap();
         assert_eq!(g.get(&mut store).i32(), Some(42));
     }

@@ -270,13 +270,7 @@ async fn snapshot(wasm: &[u8], prelude: &str, lib: &Path) -> wasmtime::Result<Ve
     if status != 0 {
         wasmtime::bail!("the boot turn ended with status {status} (its traceback is above)");
     }
-    wizer
-        .snapshot(
-            &cx,
-            &mut Snapshot {
-                store: &mut store,
-                instance,
-            },
-        )
-        .await
+    let mut state = Snapshot::new(&mut store, instance);
+    let snapshot = wizer.snapshot(&cx, &mut state).await?;
+    state.finish(snapshot)
 }

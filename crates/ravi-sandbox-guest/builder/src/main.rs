@@ -10,9 +10,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use wasmtime::{Instance, Store, Val};
-use wasmtime_wizer::{InstanceState, SnapshotVal, ValType};
-
 /// The host's RustPython engine settings, whose constants the CPython engine's settings share.
 #[allow(dead_code)]
 mod engine_config {
@@ -42,33 +39,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// What wizer reads from the initialised instance: its exported globals and memories.
-pub(crate) struct Snapshot<'a, T: 'static> {
-    pub(crate) store: &'a mut Store<T>,
-    pub(crate) instance: Instance,
+/// What wizer reads from the initialised instance (shared with the host's preparation).
+mod wizer_state {
+    include!("../../../ravi-capabilities/src/chain/wizer_state.rs");
 }
-
-impl<T: Send> InstanceState for Snapshot<'_, T> {
-    async fn global_get(&mut self, name: &str, _: ValType) -> SnapshotVal {
-        // wizer asks only for globals the instrumented module exports, of these types.
-        match self
-            .instance
-            .get_global(&mut *self.store, name)
-            .map(|g| g.get(&mut *self.store))
-        {
-            Some(Val::I32(x)) => SnapshotVal::I32(x),
-            Some(Val::I64(x)) => SnapshotVal::I64(x),
-            Some(Val::F32(x)) => SnapshotVal::F32(x),
-            Some(Val::F64(x)) => SnapshotVal::F64(x),
-            Some(Val::V128(x)) => SnapshotVal::V128(x.as_u128()),
-            other => panic!("wizer asked for global `{name}`, which is {other:?}"),
-        }
-    }
-
-    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
-        match self.instance.get_memory(&mut *self.store, name) {
-            Some(memory) => contents(memory.data(&*self.store)),
-            None => panic!("wizer asked for memory `{name}`, which the guest does not export"),
-        }
-    }
-}
+pub(crate) use wizer_state::Snapshot;

@@ -108,7 +108,7 @@ const BATCH: usize = 256;
 /// How long a batch waits for more entries after its first: outcomes written in the
 /// background are not needed for correctness (a resume runs a Safe or idempotent call again),
 /// so a few milliseconds buy one write for many calls.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
+const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Writes batches of entries in the background, in the order they were sent, until the
 /// journal is dropped (then it writes what is left and stops).

@@ -318,37 +318,52 @@ fn classify(body: &[u8]) -> Posted {
 }
 
 impl DirectCalls {
-    /// Answers one request of the MCP endpoint.
+    /// Answers a request of the MCP endpoint that is not a `POST` (those come to
+    /// [`serve_posted`](Self::serve_posted) with their body read and checked).
     pub(super) async fn serve(
         self: Arc<Self>,
         request: axum::extract::Request,
     ) -> axum::response::Response {
-        let session = request
+        if let Some(session) = request
             .headers()
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let Some(session) = session else {
-            return self.forward(request).await;
-        };
-        if request.method() == Method::DELETE {
-            self.calls.forget(&session);
-            return self.forward(request).await;
+        {
+            if request.method() == Method::DELETE {
+                self.calls.forget(session);
+            } else {
+                self.calls.seen_by_rmcp(session);
+            }
         }
-        let admitted = (request.method() == Method::POST)
-            .then(|| self.calls.admit(&session, request.headers()))
-            .flatten();
-        let Some(admitted) = admitted else {
-            self.calls.seen_by_rmcp(&session);
-            return self.forward(request).await;
-        };
-        let (parts, body) = request.into_parts();
-        // The body-limit layer has already read the body whole and checked its size.
-        let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-            return plain(
-                StatusCode::BAD_REQUEST,
-                "the request body could not be read to its end",
-            );
+        self.forward(request).await
+    }
+
+    /// Answers a `POST` to the MCP endpoint whose body, `bytes`, the body limits have read
+    /// and checked.
+    pub(super) async fn serve_posted(
+        self: Arc<Self>,
+        parts: http::request::Parts,
+        bytes: Bytes,
+    ) -> axum::response::Response {
+        let session = parts
+            .headers
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let admitted = session
+            .as_deref()
+            .and_then(|session| self.calls.admit(session, &parts.headers));
+        let (Some(session), Some(admitted)) = (session, admitted) else {
+            if let Some(session) = parts
+                .headers
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                self.calls.seen_by_rmcp(session);
+            }
+            return self
+                .forward(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+                .await;
         };
         match classify(&bytes) {
             Posted::Call(call) => self.call(session, admitted, &parts, call).await,
@@ -589,12 +604,6 @@ fn event_stream(
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
-}
-
-fn plain(status: StatusCode, message: &'static str) -> axum::response::Response {
-    let mut response = axum::response::Response::new(Body::from(message));
-    *response.status_mut() = status;
     response
 }
 

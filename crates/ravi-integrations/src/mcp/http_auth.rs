@@ -100,16 +100,14 @@ pub(super) struct AuthState {
     pub(super) metrics: Option<Arc<super::GatewayMetrics>>,
 }
 
-/// Authenticates every HTTP request before MCP sees it: a missing or refused token gets the
-/// RFC 6750 answer; an accepted one travels with the request as the caller's
-/// [`Grant`](ravi_agents::access::Grant).
+/// Authenticates a request to the MCP endpoint before MCP sees it: the caller's
+/// [`Grant`](ravi_agents::access::Grant) for an accepted token, which travels with the
+/// request; the RFC 6750 answer for a missing or refused one.
 pub(super) async fn authenticate(
-    axum::extract::State(state): axum::extract::State<AuthState>,
-    mut request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let bearer = request
-        .headers()
+    state: &AuthState,
+    headers: &http::HeaderMap,
+) -> Result<Arc<ravi_agents::access::Grant>, axum::response::Response> {
+    let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
@@ -120,10 +118,7 @@ pub(super) async fn authenticate(
         .filter(|t| !t.is_empty())
         .map(str::to_owned);
     let failure = match state.auth.authenticate(bearer.as_deref()).await {
-        Ok(grant) => {
-            request.extensions_mut().insert(grant);
-            return next.run(request).await;
-        }
+        Ok(grant) => return Ok(grant),
         Err(failure) => failure,
     };
     let mut challenge = String::from("Bearer realm=\"ravi\"");
@@ -178,7 +173,7 @@ pub(super) async fn authenticate(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
-    response
+    Err(response)
 }
 
 /// `text` made safe inside a quoted header parameter (no quotes, backslashes or controls).

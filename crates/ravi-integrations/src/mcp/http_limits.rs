@@ -123,20 +123,158 @@ fn admit(
     })
 }
 
-/// Serves `router` on `listener` under `limits` until `stop` is cancelled (then open
+/// What one listener serves: the MCP endpoint (if any) through Ravi's own request path, and
+/// every other path through `routes`.
+pub(super) struct App {
+    /// Every path but the MCP endpoint's (health, metadata, metrics, the console); a path
+    /// nothing serves gets axum's `404`.
+    pub(super) routes: axum::Router,
+    /// The MCP endpoint, with its authentication and body limits.
+    pub(super) mcp: Option<McpEndpoint>,
+}
+
+/// The MCP endpoint of a listener. A request to it passes, in order: authentication (when
+/// configured), the event-stream count of its session (a `GET`), the body limits (a `POST`),
+/// then [`DirectCalls`](super::direct::DirectCalls), which answers a session's plain
+/// `tools/call` itself and hands everything else to rmcp.
+///
+/// This is a plain function chain rather than axum middleware: every request of a gateway
+/// passes it, and axum's router and `from_fn` layers (a service clone and a boxed future per
+/// layer, path matching twice, the path rewritten for the nested service) were a sixth of
+/// the CPU of a whole call (docs/benchmarks.md, gateway).
+pub(super) struct McpEndpoint {
+    /// The endpoint's path, e.g. `/mcp` (the path itself and everything under it).
+    pub(super) path: String,
+    pub(super) direct: Arc<super::direct::DirectCalls>,
+    pub(super) auth: Option<super::http_auth::AuthState>,
+    pub(super) bodies: BodyLimits,
+    pub(super) streams: StreamLimits,
+}
+
+impl McpEndpoint {
+    /// The endpoint at `path`, held to `limits`.
+    pub(super) fn new(
+        path: &str,
+        direct: Arc<super::direct::DirectCalls>,
+        auth: Option<super::http_auth::AuthState>,
+        limits: &HttpLimits,
+    ) -> Self {
+        Self {
+            path: path.trim_end_matches('/').to_owned(),
+            direct,
+            auth,
+            bodies: BodyLimits {
+                max_body: limits.max_body_bytes,
+                max_depth: limits.max_json_depth,
+                read_timeout: limits.body_read_timeout,
+                budget: Arc::new(Mutex::new(BodyBytes {
+                    total: 0,
+                    by_client: HashMap::new(),
+                    max_total: limits.max_body_bytes_in_flight,
+                    max_per_client: limits.max_body_bytes_in_flight_per_client,
+                })),
+            },
+            streams: StreamLimits {
+                max: limits.max_streams_per_session.max(1),
+                open: Arc::new(Mutex::new(HashMap::new())),
+            },
+        }
+    }
+
+    /// Whether `path` is the endpoint's (it, or a path under it).
+    fn serves(&self, path: &str) -> bool {
+        match path.strip_prefix(self.path.as_str()) {
+            Some(rest) => rest.is_empty() || rest.starts_with('/') || self.path.is_empty(),
+            None => false,
+        }
+    }
+
+    /// Answers one request to the endpoint, from the client at `client`.
+    async fn handle(
+        &self,
+        request: http::Request<axum::body::Body>,
+        client: IpAddr,
+    ) -> axum::response::Response {
+        let (mut parts, body) = request.into_parts();
+        if let Some(auth) = &self.auth {
+            match super::http_auth::authenticate(auth, &parts.headers).await {
+                Ok(grant) => {
+                    parts.extensions.insert(grant);
+                }
+                Err(refusal) => return refusal,
+            }
+        }
+        if parts.method == http::Method::POST {
+            let (bytes, held) = match self.bodies.read(&parts, body, client).await {
+                Ok(read) => read,
+                Err(refusal) => return refusal,
+            };
+            let response = Arc::clone(&self.direct).serve_posted(parts, bytes).await;
+            drop(held);
+            return response;
+        }
+        let stream = match self.streams.admit(&parts) {
+            Ok(stream) => stream,
+            Err(refusal) => return refusal,
+        };
+        let response = Arc::clone(&self.direct)
+            .serve(http::Request::from_parts(parts, body))
+            .await;
+        match stream {
+            Some(stream) => stream.hold_until_body_ends(response),
+            None => response,
+        }
+    }
+}
+
+/// The admission of requests: the head's size, then a slot among `max_in_flight`.
+struct Gate {
+    slots: Arc<tokio::sync::Semaphore>,
+    wait: Duration,
+    max_head: usize,
+}
+
+/// One request from `client`, through the gate to the endpoint or the other routes.
+async fn handle(
+    app: Arc<App>,
+    gate: Arc<Gate>,
+    client: IpAddr,
+    request: http::Request<hyper::body::Incoming>,
+) -> Result<axum::response::Response, std::convert::Infallible> {
+    let request = request.map(axum::body::Body::new);
+    let permit = match gate.admit(head_size(&request)).await {
+        Ok(permit) => permit,
+        Err(refusal) => return Ok(refusal),
+    };
+    let response = match &app.mcp {
+        Some(mcp) if mcp.serves(request.uri().path()) => mcp.handle(request, client).await,
+        _ => {
+            let mut routes = app.routes.clone();
+            match tower_service::Service::call(&mut routes, request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    };
+    drop(permit);
+    Ok(response)
+}
+
+/// Serves `app` on `listener` under `limits` until `stop` is cancelled (then open
 /// connections finish their current request).
 pub(super) async fn serve(
     listener: tokio::net::TcpListener,
-    router: axum::Router,
+    app: App,
     limits: HttpLimits,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let counts = Arc::new(Mutex::new(Connections::default()));
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(limits.max_in_flight.max(1)));
-    let router = router.layer(axum::middleware::from_fn_with_state(
-        (in_flight, limits.queue_timeout, limits.max_header_bytes),
-        queue,
-    ));
+    let app = Arc::new(app);
+    let gate = Arc::new(Gate {
+        slots: Arc::new(tokio::sync::Semaphore::new(limits.max_in_flight.max(1))),
+        wait: limits.queue_timeout,
+        max_head: limits.max_header_bytes,
+    });
 
     let connections = tokio_util::task::TaskTracker::new();
     loop {
@@ -181,10 +319,12 @@ pub(super) async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let client = peer.ip();
+        let (app, gate) = (Arc::clone(&app), Arc::clone(&gate));
         // The body limits count bytes per client address.
-        let service = hyper_util::service::TowerToHyperService::new(
-            router.clone().layer(axum::Extension(ClientAddr(peer.ip()))),
-        );
+        let service = hyper::service::service_fn(move |request| {
+            handle(Arc::clone(&app), Arc::clone(&gate), client, request)
+        });
         let limits = limits.clone();
         let stop = stop.clone();
         connections.spawn(async move {
@@ -200,11 +340,13 @@ pub(super) async fn serve(
                 // until the next keep-alive write finds the socket closed.
                 .keep_alive(true);
             let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
+            // hyper wakes the connection's task when a handler takes the request body; see
+            // `InlineWakes` for why that wake-up is served in place.
+            let mut conn = super::inline_wake::InlineWakes::new(conn);
             tokio::select! {
-                _ = conn.as_mut() => {}
+                _ = &mut conn => {}
                 () = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
+                    conn.inner_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
                 }
             }
@@ -244,37 +386,8 @@ fn json_depth_over(bytes: &[u8], limit: usize) -> bool {
     false
 }
 
-/// The limits on request bodies and event streams that apply inside the authentication layer
-/// (so an unauthenticated client cannot make the server read its body): see [`check_body`]
-/// and [`count_streams`].
-pub(super) fn with_body_limits(router: axum::Router, limits: &HttpLimits) -> axum::Router {
-    let bodies = BodyLimits {
-        max_body: limits.max_body_bytes,
-        max_depth: limits.max_json_depth,
-        read_timeout: limits.body_read_timeout,
-        budget: Arc::new(Mutex::new(BodyBytes {
-            total: 0,
-            by_client: HashMap::new(),
-            max_total: limits.max_body_bytes_in_flight,
-            max_per_client: limits.max_body_bytes_in_flight_per_client,
-        })),
-    };
-    let streams = StreamLimits {
-        max: limits.max_streams_per_session.max(1),
-        open: Arc::new(Mutex::new(HashMap::new())),
-    };
-    router
-        .layer(axum::middleware::from_fn_with_state(bodies, check_body))
-        .layer(axum::middleware::from_fn_with_state(streams, count_streams))
-}
-
-/// The address a request's connection comes from.
-#[derive(Debug, Clone, Copy)]
-struct ClientAddr(IpAddr);
-
-/// What [`check_body`] holds bodies to.
-#[derive(Clone)]
-struct BodyLimits {
+/// What [`BodyLimits::read`] holds request bodies to.
+pub(super) struct BodyLimits {
     max_body: usize,
     max_depth: usize,
     read_timeout: Duration,
@@ -282,7 +395,7 @@ struct BodyLimits {
 }
 
 /// The bytes of the bodies being received, in all and by client address, with their bounds.
-struct BodyBytes {
+pub(super) struct BodyBytes {
     total: usize,
     by_client: HashMap<IpAddr, usize>,
     max_total: usize,
@@ -331,119 +444,109 @@ impl Drop for HeldBytes {
     }
 }
 
-/// Reads a POSTed body under the limits, and answers what no MCP handler should parse:
-/// - larger than `max_body`: `413`;
-/// - the bodies being received at once would pass `max_body_bytes_in_flight`: `503` with
-///   `Retry-After` (the bytes are counted as they arrive and held until the answer is ready);
-/// - JSON nested deeper than `max_depth`, or not JSON at all: `400` with a JSON-RPC parse
-///   error (`-32700`), before any recursive parser sees it;
-/// - a JSON-RPC batch (an array), or JSON that is not a JSON-RPC 2.0 message: `400` with an
-///   invalid-request error (`-32600`).
-async fn check_body(
-    axum::extract::State(limits): axum::extract::State<BodyLimits>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use futures::StreamExt as _;
-    if request.method() != http::Method::POST {
-        return next.run(request).await;
-    }
-    let too_large = || {
-        refuse(
-            http::StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            &format!(
-                "the request body is larger than this server accepts ({} bytes)",
-                limits.max_body
-            ),
-        )
-    };
-    let (parts, body) = request.into_parts();
-    let declared = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limits.max_body) {
-        return too_large();
-    }
-    // The bytes are reserved as they arrive (all at once when the length is declared), never
-    // waited for: a server full of uploads turns the next away rather than queueing it.
-    let client = parts
-        .extensions
-        .get::<ClientAddr>()
-        .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0);
-    let mut held = HeldBytes {
-        budget: Arc::clone(&limits.budget),
-        client,
-        bytes: 0,
-    };
-    let busy = || {
-        let mut response = refuse(
-            http::StatusCode::SERVICE_UNAVAILABLE,
-            "overloaded",
-            "the server is receiving as much request data as it allows (from this client, or \
-             in all); try again in a moment",
-        );
-        response.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("1"),
-        );
-        response
-    };
-    if let Some(n) = declared
-        && !held.take(n)
-    {
-        return busy();
-    }
-    let mut bytes = bytes::BytesMut::with_capacity(declared.unwrap_or(0).min(limits.max_body));
-    let mut stream = body.into_data_stream();
-    let deadline = tokio::time::Instant::now() + limits.read_timeout;
-    loop {
-        let chunk = match tokio::time::timeout_at(deadline, stream.next()).await {
-            Ok(Some(Ok(chunk))) => chunk,
-            Ok(None) => break,
-            Ok(Some(Err(_))) => {
-                return refuse(
-                    http::StatusCode::BAD_REQUEST,
-                    "body_unreadable",
-                    "the request body could not be read to its end",
-                );
-            }
-            Err(_) => {
-                return refuse(
-                    http::StatusCode::REQUEST_TIMEOUT,
-                    "body_timeout",
-                    &format!(
-                        "the request body did not arrive within {} s",
-                        limits.read_timeout.as_secs_f64()
-                    ),
-                );
-            }
+impl BodyLimits {
+    /// Reads a POSTed body under the limits, and answers what no MCP handler should parse:
+    /// - larger than `max_body`: `413`;
+    /// - the bodies being received at once would pass `max_body_bytes_in_flight`: `503`
+    ///   with `Retry-After` (the bytes are counted as they arrive and held, by the returned
+    ///   [`HeldBytes`], until the answer is ready);
+    /// - JSON nested deeper than `max_depth`, or not JSON at all: `400` with a JSON-RPC
+    ///   parse error (`-32700`), before any recursive parser sees it;
+    /// - a JSON-RPC batch (an array), or JSON that is not a JSON-RPC 2.0 message: `400`
+    ///   with an invalid-request error (`-32600`).
+    async fn read(
+        &self,
+        parts: &http::request::Parts,
+        body: axum::body::Body,
+        client: IpAddr,
+    ) -> Result<(bytes::Bytes, HeldBytes), axum::response::Response> {
+        use futures::StreamExt as _;
+        let too_large = || {
+            refuse(
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                &format!(
+                    "the request body is larger than this server accepts ({} bytes)",
+                    self.max_body
+                ),
+            )
         };
-        if bytes.len() + chunk.len() > limits.max_body {
-            return too_large();
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > self.max_body) {
+            return Err(too_large());
         }
-        if declared.is_none() && !held.take(chunk.len()) {
-            return busy();
+        // The bytes are reserved as they arrive (all at once when the length is declared),
+        // never waited for: a server full of uploads turns the next away rather than
+        // queueing it.
+        let mut held = HeldBytes {
+            budget: Arc::clone(&self.budget),
+            client,
+            bytes: 0,
+        };
+        let busy = || {
+            let mut response = refuse(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "the server is receiving as much request data as it allows (from this client, \
+                 or in all); try again in a moment",
+            );
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+            response
+        };
+        if let Some(n) = declared
+            && !held.take(n)
+        {
+            return Err(busy());
         }
-        bytes.extend_from_slice(&chunk);
+        let mut bytes = bytes::BytesMut::with_capacity(declared.unwrap_or(0).min(self.max_body));
+        let mut stream = body.into_data_stream();
+        let deadline = tokio::time::Instant::now() + self.read_timeout;
+        loop {
+            let chunk = match tokio::time::timeout_at(deadline, stream.next()).await {
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(None) => break,
+                Ok(Some(Err(_))) => {
+                    return Err(refuse(
+                        http::StatusCode::BAD_REQUEST,
+                        "body_unreadable",
+                        "the request body could not be read to its end",
+                    ));
+                }
+                Err(_) => {
+                    return Err(refuse(
+                        http::StatusCode::REQUEST_TIMEOUT,
+                        "body_timeout",
+                        &format!(
+                            "the request body did not arrive within {} s",
+                            self.read_timeout.as_secs_f64()
+                        ),
+                    ));
+                }
+            };
+            if bytes.len() + chunk.len() > self.max_body {
+                return Err(too_large());
+            }
+            if declared.is_none() && !held.take(chunk.len()) {
+                return Err(busy());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        let is_json = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.trim_start().starts_with("application/json"));
+        if is_json && let Some(refusal) = not_a_message(&bytes, self.max_depth) {
+            return Err(refusal);
+        }
+        Ok((bytes.freeze(), held))
     }
-    let is_json = parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.trim_start().starts_with("application/json"));
-    if is_json && let Some(refusal) = not_a_message(&bytes, limits.max_depth) {
-        return refusal;
-    }
-    let response = next
-        .run(axum::extract::Request::from_parts(
-            parts,
-            axum::body::Body::from(bytes.freeze()),
-        ))
-        .await;
-    drop(held);
-    response
 }
 
 /// The JSON-RPC error answer (`400`) for a body that is not one JSON-RPC 2.0 message, or
@@ -499,8 +602,7 @@ fn not_a_message(bytes: &[u8], max_depth: usize) -> Option<axum::response::Respo
 }
 
 /// Open event streams by MCP session.
-#[derive(Clone)]
-struct StreamLimits {
+pub(super) struct StreamLimits {
     max: usize,
     open: Arc<Mutex<HashMap<String, usize>>>,
 }
@@ -525,60 +627,59 @@ impl Drop for OpenStream {
     }
 }
 
-/// Holds each MCP session to `max` event streams (`GET` requests carrying its
-/// `Mcp-Session-Id`) open at once; one more gets `429` with `Retry-After`. The count falls as
-/// each stream's response body is dropped.
-async fn count_streams(
-    axum::extract::State(limits): axum::extract::State<StreamLimits>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let session = (request.method() == http::Method::GET)
-        .then(|| request.headers().get("mcp-session-id"))
-        .flatten()
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let Some(session) = session else {
-        return next.run(request).await;
-    };
-    let admitted = {
-        let Ok(mut open) = limits.open.lock() else {
-            return next.run(request).await;
+impl StreamLimits {
+    /// Holds each MCP session to `max` event streams (`GET` requests carrying its
+    /// `Mcp-Session-Id`) open at once: the stream's place (`None` for any other request),
+    /// or `429` with `Retry-After` for one too many.
+    fn admit(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Result<Option<OpenStream>, axum::response::Response> {
+        let session = (parts.method == http::Method::GET)
+            .then(|| parts.headers.get("mcp-session-id"))
+            .flatten()
+            .and_then(|v| v.to_str().ok());
+        let Some(session) = session else {
+            return Ok(None);
         };
-        let n = open.entry(session.clone()).or_insert(0);
-        if *n >= limits.max {
-            false
-        } else {
-            *n += 1;
-            true
+        let Ok(mut open) = self.open.lock() else {
+            return Ok(None);
+        };
+        let n = open.entry(session.to_owned()).or_insert(0);
+        if *n >= self.max {
+            let mut response = refuse(
+                http::StatusCode::TOO_MANY_REQUESTS,
+                "too_many_streams",
+                &format!(
+                    "this MCP session holds {} event streams open, the most this server \
+                     allows; close one (or reuse it) before opening another",
+                    self.max
+                ),
+            );
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+            return Err(response);
         }
-    };
-    if !admitted {
-        let mut response = refuse(
-            http::StatusCode::TOO_MANY_REQUESTS,
-            "too_many_streams",
-            &format!(
-                "this MCP session holds {} event streams open, the most this server allows; \
-                 close one (or reuse it) before opening another",
-                limits.max
-            ),
-        );
-        response.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("1"),
-        );
-        return response;
+        *n += 1;
+        Ok(Some(OpenStream {
+            open: Arc::clone(&self.open),
+            session: session.to_owned(),
+        }))
     }
-    let guard = OpenStream {
-        open: Arc::clone(&limits.open),
-        session,
-    };
-    let (parts, body) = next.run(request).await.into_parts();
-    let body = futures::StreamExt::map(body.into_data_stream(), move |chunk| {
-        let _held = &guard;
-        chunk
-    });
-    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
+}
+
+impl OpenStream {
+    /// `response` with this stream's place held until its body ends (or is dropped).
+    fn hold_until_body_ends(self, response: axum::response::Response) -> axum::response::Response {
+        let (parts, body) = response.into_parts();
+        let body = futures::StreamExt::map(body.into_data_stream(), move |chunk| {
+            let _held = &self;
+            chunk
+        });
+        axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
+    }
 }
 
 /// A JSON answer with `status`.
@@ -593,50 +694,60 @@ fn refuse(status: http::StatusCode, error: &str, message: &str) -> axum::respons
     response
 }
 
-/// Refuses a request head over the size limit (hyper's own buffer limit is approximate: a
-/// head that arrives in one read is parsed whole), then holds each request to a slot among
-/// `max_in_flight`; one that waits longer than the queue timeout gets `503` with
-/// `Retry-After`.
-async fn queue(
-    axum::extract::State((slots, wait, max_head)): axum::extract::State<(
-        Arc<tokio::sync::Semaphore>,
-        Duration,
-        usize,
-    )>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let head: usize = request.uri().to_string().len()
+/// The size of `request`'s head as sent: its target and header lines.
+fn head_size<B>(request: &http::Request<B>) -> usize {
+    let uri = request.uri();
+    uri.path().len()
+        + uri.query().map_or(0, |q| q.len() + 1)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.scheme_str().map_or(0, |s| s.len() + 3)
         + request
             .headers()
             .iter()
             .map(|(k, v)| k.as_str().len() + v.len() + 4)
-            .sum::<usize>();
-    if head > max_head {
-        return refuse(
-            http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "headers_too_large",
-            &format!("the request head is {head} bytes; this server accepts at most {max_head}"),
-        );
-    }
-    let permit = match tokio::time::timeout(wait, slots.acquire_owned()).await {
-        Ok(Ok(p)) => p,
-        _ => {
-            let mut response = refuse(
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                "overloaded",
-                "the server is handling as many requests as it allows; try again in a moment",
-            );
-            response.headers_mut().insert(
-                http::header::RETRY_AFTER,
-                http::HeaderValue::from_static("1"),
-            );
-            return response;
+            .sum::<usize>()
+}
+
+impl Gate {
+    /// Refuses a request head over the size limit (hyper's own buffer limit is approximate:
+    /// a head that arrives in one read is parsed whole), then holds the request to a slot
+    /// among `max_in_flight`; one that waits longer than the queue timeout gets `503` with
+    /// `Retry-After`.
+    async fn admit(
+        &self,
+        head: usize,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, axum::response::Response> {
+        if head > self.max_head {
+            return Err(refuse(
+                http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+                &format!(
+                    "the request head is {head} bytes; this server accepts at most {}",
+                    self.max_head
+                ),
+            ));
         }
-    };
-    let response = next.run(request).await;
-    drop(permit);
-    response
+        // A free slot is taken without a timer; only a wait arms one.
+        if let Ok(permit) = Arc::clone(&self.slots).try_acquire_owned() {
+            return Ok(permit);
+        }
+        match tokio::time::timeout(self.wait, Arc::clone(&self.slots).acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => {
+                let mut response = refuse(
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    "overloaded",
+                    "the server is handling as many requests as it allows; try again in a \
+                     moment",
+                );
+                response.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from_static("1"),
+                );
+                Err(response)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ mod direct;
 mod error;
 mod http_auth;
 mod http_limits;
+mod inline_wake;
 mod invoked;
 mod metrics;
 mod names;

@@ -970,8 +970,11 @@ pub async fn serve_metrics(
     metrics: Arc<super::GatewayMetrics>,
 ) -> Result<HttpServerHandle, McpError> {
     let stop = tokio_util::sync::CancellationToken::new();
-    let router = super::metrics::router(metrics);
-    HttpServerHandle::start(addr, router, super::HttpLimits::default(), "/metrics", stop).await
+    let app = super::http_limits::App {
+        routes: super::metrics::router(metrics),
+        mcp: None,
+    };
+    HttpServerHandle::start(addr, app, super::HttpLimits::default(), "/metrics", stop).await
 }
 
 /// A running HTTP server; dropping it does not stop it, [`HttpServerHandle::shutdown`] does.
@@ -984,10 +987,10 @@ pub struct HttpServerHandle {
 }
 
 impl HttpServerHandle {
-    /// Binds `addr` and serves `router` under `limits` in a background task until `stop`.
+    /// Binds `addr` and serves `app` under `limits` in a background task until `stop`.
     async fn start(
         addr: SocketAddr,
-        router: axum::Router,
+        app: super::http_limits::App,
         limits: super::HttpLimits,
         path: &str,
         stop: tokio_util::sync::CancellationToken,
@@ -1004,7 +1007,7 @@ impl HttpServerHandle {
         })?;
         let task = tokio::spawn(super::http_limits::serve(
             listener,
-            router,
+            app,
             limits,
             stop.clone(),
         ));
@@ -1198,26 +1201,16 @@ impl McpServer {
             handler,
             calls,
         });
-        let endpoint = axum::routing::any(move |request: axum::extract::Request| {
-            Arc::clone(&direct).serve(request)
+        let auth = opts.auth.clone().map(|auth| super::http_auth::AuthState {
+            auth,
+            metadata_url: opts.resource_metadata.as_ref().map(|m| m.url()),
+            metrics: self.handler.metrics.clone(),
         });
-        let mut router = super::http_limits::with_body_limits(
-            axum::Router::new().nest_service(&opts.path, endpoint),
-            &opts.limits,
-        );
-        if let Some(auth) = opts.auth.clone() {
-            let state = super::http_auth::AuthState {
-                auth,
-                metadata_url: opts.resource_metadata.as_ref().map(|m| m.url()),
-                metrics: self.handler.metrics.clone(),
-            };
-            router = router.layer(axum::middleware::from_fn_with_state(
-                state,
-                super::http_auth::authenticate,
-            ));
-        }
+        let mcp = super::http_limits::McpEndpoint::new(&opts.path, direct, auth, &opts.limits);
+        // Everything else, outside the MCP endpoint's authentication.
+        let mut router = axum::Router::new();
         if let Some(metadata) = &opts.resource_metadata {
-            // Outside the authentication layer: a client reads it before it has a token.
+            // A client reads it before it has a token.
             let mut public = axum::Router::new();
             for path in metadata.paths() {
                 public = public.route(&path, axum::routing::get(super::http_auth::serve_metadata));
@@ -1229,6 +1222,10 @@ impl McpServer {
         if let Some(routes) = opts.routes.clone() {
             router = router.merge(routes);
         }
-        HttpServerHandle::start(addr, router, opts.limits.clone(), &opts.path, stop).await
+        let app = super::http_limits::App {
+            routes: router,
+            mcp: Some(mcp),
+        };
+        HttpServerHandle::start(addr, app, opts.limits.clone(), &opts.path, stop).await
     }
 }

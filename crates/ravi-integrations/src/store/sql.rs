@@ -36,6 +36,12 @@ const CHANNEL: &str = "ravi_approval_decided";
 #[derive(Debug, Clone)]
 pub struct SqlStore {
     pool: AnyPool,
+    /// Where journal entries are written. For SQLite one connection of its own: SQLite runs
+    /// one writer at a time anyway, and a connection that made the last change keeps its page
+    /// cache, where rotating through the pool's connections made every batch find its cache
+    /// stale (another connection had written) and read the pages back from the file. For
+    /// PostgreSQL the pool itself.
+    journal: AnyPool,
     backend: Backend,
     /// The connection URL, for PostgreSQL listeners.
     url: String,
@@ -142,6 +148,7 @@ impl SqlStore {
                 })
             });
         }
+        let journal_options = (backend == Backend::Sqlite).then(|| options.clone());
         let pool = options
             .connect(&connect)
             .await
@@ -156,8 +163,18 @@ impl SqlStore {
                 tracing::debug!(error = %e, "could not switch the store to WAL (another process holds it)");
             }
         }
+        let journal = match journal_options {
+            Some(options) => options
+                .max_connections(1)
+                .connect_lazy(&connect)
+                .map_err(|e| {
+                    StoreError::Backend(format!("could not open the store at {url}: {e}"))
+                })?,
+            None => pool.clone(),
+        };
         let store = Self {
             pool,
+            journal,
             backend,
             url: connect,
         };
@@ -375,16 +392,19 @@ const UPSERT_TAIL: &str = " ON CONFLICT (run_id, seq) DO UPDATE SET call_id = ex
 
 /// The upsert of `rows` entries: one round trip whatever their number.
 fn upsert_sql(rows: usize) -> String {
-    let mut sql = String::from(UPSERT_HEAD);
+    use std::fmt::Write as _;
+    let mut sql = String::with_capacity(
+        UPSERT_HEAD.len() + UPSERT_TAIL.len() + rows * (ENTRY_COLUMNS * 6 + 4),
+    );
+    sql.push_str(UPSERT_HEAD);
     for i in 0..rows {
-        if i > 0 {
-            sql.push_str(", ");
+        sql.push_str(if i > 0 { ", (" } else { "(" });
+        for k in 1..=ENTRY_COLUMNS {
+            if k > 1 {
+                sql.push_str(", ");
+            }
+            let _ = write!(sql, "${}", i * ENTRY_COLUMNS + k);
         }
-        let params: Vec<String> = (1..=ENTRY_COLUMNS)
-            .map(|k| format!("${}", i * ENTRY_COLUMNS + k))
-            .collect();
-        sql.push('(');
-        sql.push_str(&params.join(", "));
         sql.push(')');
     }
     sql.push_str(UPSERT_TAIL);
@@ -496,7 +516,7 @@ impl Store for SqlStore {
 
     async fn record_call(&self, entry: &JournalEntry) -> Result<(), StoreError> {
         upsert(entry)?
-            .execute(&self.pool)
+            .execute(&self.journal)
             .await
             .map_err(|e| backend_err(&e))?;
         Ok(())
@@ -530,7 +550,7 @@ impl Store for SqlStore {
                 query = bind_entry(query, entry)?;
             }
             query
-                .execute(&self.pool)
+                .execute(&self.journal)
                 .await
                 .map_err(|e| backend_err(&e))?;
         }

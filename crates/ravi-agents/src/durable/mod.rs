@@ -108,7 +108,20 @@ const BATCH: usize = 256;
 /// How long a batch waits for more entries after its first: outcomes written in the
 /// background are not needed for correctness (a resume runs a Safe or idempotent call again),
 /// so a few milliseconds buy one write for many calls.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
+const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The next waiting write, if any; `closed` becomes true once the journal is gone and
+/// nothing is left.
+fn receive(rx: &mut mpsc::UnboundedReceiver<Write>, closed: &mut bool) -> Option<Write> {
+    match rx.try_recv() {
+        Ok(w) => Some(w),
+        Err(mpsc::error::TryRecvError::Disconnected) => {
+            *closed = true;
+            None
+        }
+        Err(mpsc::error::TryRecvError::Empty) => None,
+    }
+}
 
 /// Writes batches of entries in the background, in the order they were sent, until the
 /// journal is dropped (then it writes what is left and stops).
@@ -124,6 +137,8 @@ async fn write_batches(
         // once): one write for many calls under a steady stream of them.
         let deadline = tokio::time::Instant::now() + LINGER;
         let mut next = Some(first);
+        // The journal is gone (its sender dropped): what is left is written at once.
+        let mut closed = false;
         loop {
             while let Some(w) = next.take() {
                 match w {
@@ -131,22 +146,24 @@ async fn write_batches(
                     Write::Flush(done) => waiting.push(done),
                 }
                 if batch.len() < BATCH {
-                    next = rx.try_recv().ok();
+                    next = receive(&mut rx, &mut closed);
                 }
             }
-            if batch.len() >= BATCH
+            if closed
+                || batch.len() >= BATCH
                 || !waiting.is_empty()
                 || tokio::time::Instant::now() >= deadline
             {
                 break;
             }
             // Entries sent meanwhile wait in the channel without waking this task: one
-            // wake-up per batch rather than per entry. A flush wakes it at once.
+            // wake-up per batch rather than per entry. A flush, or the journal being dropped,
+            // wakes it at once.
             tokio::select! {
                 () = tokio::time::sleep_until(deadline) => {}
                 () = flush_now.notified() => {}
             }
-            next = rx.try_recv().ok();
+            next = receive(&mut rx, &mut closed);
         }
         if !batch.is_empty() {
             if let Err(e) = store.record_calls(&batch).await {
@@ -159,6 +176,17 @@ async fn write_batches(
         }
         for done in waiting.drain(..) {
             let _ = done.send(());
+        }
+    }
+}
+
+impl Drop for RunJournal {
+    fn drop(&mut self) {
+        // The writer writes what is left now rather than at the end of its linger: the
+        // sender goes first, so the writer, once woken, sees the channel closed.
+        if let Some((writer, flush_now)) = self.writer.take() {
+            drop(writer);
+            flush_now.notify_one();
         }
     }
 }
@@ -369,5 +397,51 @@ impl ApprovalHandler for QueueApprovalHandler {
 
     fn decider(&self) -> &str {
         "queue"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ravi_kernel::{CallKey, CallState};
+
+    fn entry(seq: u32) -> JournalEntry {
+        JournalEntry::new(
+            CallKey::new("run_drop", seq, "now", "sha256:00"),
+            format!("c{seq}"),
+            CallState::Succeeded,
+            ravi_kernel::ToolRisk::Safe,
+            true,
+        )
+    }
+
+    // On the runtime's paused clock: a writer that waited out its linger would be seen
+    // writing LINGER after the drop, however busy the machine.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_journal_writes_what_is_left_at_once() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let journal = RunJournal::open(Arc::clone(&store), "run_drop")
+            .await
+            .unwrap();
+        journal.record_later(entry(0)).await;
+        // The writer takes the first entry and starts waiting out its linger.
+        tokio::task::yield_now().await;
+        journal.record_later(entry(1)).await;
+        let dropped = tokio::time::Instant::now();
+        drop(journal);
+        // Well before the batch's linger ends, both entries are in the store.
+        let written = loop {
+            let calls = store.calls("run_drop").await.unwrap();
+            if calls.len() == 2 || dropped.elapsed() > LINGER * 4 {
+                break calls.len();
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        assert_eq!(written, 2);
+        assert!(
+            dropped.elapsed() < LINGER,
+            "written {:?} after the drop",
+            dropped.elapsed()
+        );
     }
 }

@@ -631,6 +631,8 @@ impl StreamLimits {
     /// Holds each MCP session to `max` event streams (`GET` requests carrying its
     /// `Mcp-Session-Id`) open at once: the stream's place (`None` for any other request),
     /// or `429` with `Retry-After` for one too many.
+    // The error is the HTTP answer itself, made once per refused request.
+    #[allow(clippy::result_large_err)]
     fn admit(
         &self,
         parts: &http::request::Parts,

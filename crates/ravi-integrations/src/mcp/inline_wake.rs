@@ -169,7 +169,11 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let mut f = std::pin::pin!(InlineWakes::new(SelfWaking { left: 2, polls: 0 }));
         assert_eq!(f.as_mut().poll(&mut cx), Poll::Ready(3));
-        assert_eq!(count.0.load(Ordering::Relaxed), 0, "the runtime was not woken");
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            0,
+            "the runtime was not woken"
+        );
     }
 
     #[test]

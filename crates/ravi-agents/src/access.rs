@@ -731,11 +731,9 @@ pub struct KeyAuthenticator {
     store: Arc<dyn ravi_kernel::Store>,
     policy: Arc<AccessPolicy>,
     limits: Arc<RateLimits>,
-    /// Keys read recently, by digest: a busy client costs one store read per
-    /// [`KEY_CACHE_TTL`], not one per request.
-    cache: std::sync::Mutex<
-        std::collections::HashMap<String, (std::time::Instant, ravi_kernel::ApiKey)>,
-    >,
+    /// The grants of keys read recently, by digest: a busy client costs one store read (and
+    /// one reading of its key's rule) per [`KEY_CACHE_TTL`], not one per request.
+    cache: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, Arc<Grant>)>>,
 }
 
 /// How long a key read from the store is trusted: a revoked key is refused at most this long
@@ -759,33 +757,48 @@ impl KeyAuthenticator {
         }
     }
 
-    /// The key of digest `hash`: from the cache when read within [`KEY_CACHE_TTL`], else
-    /// from the store.
-    async fn key(
-        &self,
-        hash: &str,
-    ) -> Result<Option<ravi_kernel::ApiKey>, ravi_kernel::StoreError> {
+    /// The grant of the key of digest `hash`: from the cache when read within
+    /// [`KEY_CACHE_TTL`], else from the store.
+    async fn grant(&self, hash: &str) -> Result<Arc<Grant>, AuthFailure> {
         if let Ok(cache) = self.cache.lock()
-            && let Some((at, key)) = cache.get(hash)
+            && let Some((at, grant)) = cache.get(hash)
             && at.elapsed() < KEY_CACHE_TTL
         {
-            return Ok(Some(key.clone()));
+            return Ok(Arc::clone(grant));
         }
-        let key = self.store.key_by_hash(hash).await?;
-        if let Ok(mut cache) = self.cache.lock() {
-            match &key {
-                Some(k) => {
-                    if cache.len() > 10_000 {
-                        cache.retain(|_, (at, _)| at.elapsed() < KEY_CACHE_TTL);
-                    }
-                    cache.insert(hash.to_owned(), (std::time::Instant::now(), k.clone()));
-                }
-                None => {
-                    cache.remove(hash);
-                }
+        let key = self.store.key_by_hash(hash).await.map_err(|e| {
+            tracing::warn!(error = %e, "could not read API keys");
+            AuthFailure::unavailable("the API key could not be checked; try again")
+        })?;
+        let Some(key) = key.filter(|k| k.revoked_ms.is_none()) else {
+            if let Ok(mut cache) = self.cache.lock() {
+                cache.remove(hash);
             }
+            return Err(AuthFailure::new(
+                "the API key is not valid (unknown or revoked)",
+            ));
+        };
+        let principal = Principal::new(format!("key:{}", key.name));
+        let mut grant = Grant::new(Arc::clone(&self.policy), Some(principal))
+            .with_rate_limits(Arc::clone(&self.limits));
+        if let Some(rule) = key.rule {
+            let rule: AccessRule = serde_json::from_value(rule).map_err(|e| {
+                tracing::warn!(key = %key.name, error = %e, "an API key's rule cannot be read");
+                AuthFailure::new("the API key's rule cannot be read; recreate the key")
+            })?;
+            grant = grant.with_own_rule(rule);
         }
-        Ok(key)
+        let grant = Arc::new(grant);
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() > 10_000 {
+                cache.retain(|_, (at, _)| at.elapsed() < KEY_CACHE_TTL);
+            }
+            cache.insert(
+                hash.to_owned(),
+                (std::time::Instant::now(), Arc::clone(&grant)),
+            );
+        }
+        Ok(grant)
     }
 
     /// The same authenticator drawing calls from `limits` (shared with other authenticators
@@ -805,25 +818,6 @@ impl Authenticator for KeyAuthenticator {
                 "this server requires an API key: send `Authorization: Bearer KEY`",
             ));
         };
-        let key = self.key(&key_digest(secret)).await.map_err(|e| {
-            tracing::warn!(error = %e, "could not read API keys");
-            AuthFailure::unavailable("the API key could not be checked; try again")
-        })?;
-        let Some(key) = key.filter(|k| k.revoked_ms.is_none()) else {
-            return Err(AuthFailure::new(
-                "the API key is not valid (unknown or revoked)",
-            ));
-        };
-        let principal = Principal::new(format!("key:{}", key.name));
-        let mut grant = Grant::new(Arc::clone(&self.policy), Some(principal))
-            .with_rate_limits(Arc::clone(&self.limits));
-        if let Some(rule) = key.rule {
-            let rule: AccessRule = serde_json::from_value(rule).map_err(|e| {
-                tracing::warn!(key = %key.name, error = %e, "an API key's rule cannot be read");
-                AuthFailure::new("the API key's rule cannot be read; recreate the key")
-            })?;
-            grant = grant.with_own_rule(rule);
-        }
-        Ok(Arc::new(grant))
+        self.grant(&key_digest(secret)).await
     }
 }

@@ -8,47 +8,69 @@ use sha2::{Digest as _, Sha256};
 
 /// Writes `value` in canonical form: keys sorted, compact, numbers as serde_json prints them.
 pub fn canonical_json(value: &serde_json::Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
+/// Writes `value`'s canonical form to `out` (a buffer, or the hash itself: a digest needs no
+/// copy of the text).
+fn write_canonical(value: &serde_json::Value, out: &mut impl std::io::Write) {
     use serde_json::Value;
+    // Writing to a buffer or a hash cannot fail, and serde_json cannot fail on a `Value`.
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push('{');
+            let _ = out.write_all(b"{");
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    let _ = out.write_all(b",");
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
+                let _ = serde_json::to_writer(&mut *out, key);
+                let _ = out.write_all(b":");
                 if let Some(v) = map.get(key) {
                     write_canonical(v, out);
                 }
             }
-            out.push('}');
+            let _ = out.write_all(b"}");
         }
         Value::Array(items) => {
-            out.push('[');
+            let _ = out.write_all(b"[");
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    let _ = out.write_all(b",");
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            let _ = out.write_all(b"]");
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => {
+            let _ = serde_json::to_writer(&mut *out, scalar);
+        }
+    }
+}
+
+/// A SHA-256 fed as an [`std::io::Write`].
+struct Hashing(Sha256);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
 /// `sha256:<hex>` of the canonical form of `value`.
 pub fn args_digest(value: &serde_json::Value) -> String {
-    let hash = Sha256::digest(canonical_json(value).as_bytes());
+    let mut hashing = Hashing(Sha256::new());
+    write_canonical(value, &mut hashing);
+    let hash = hashing.0.finalize();
     let mut hex = String::with_capacity(7 + 64);
     hex.push_str("sha256:");
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -97,7 +119,26 @@ mod tests {
         })
     }
 
+    #[test]
+    fn a_digest_is_the_sha256_of_the_canonical_text() {
+        // Pinned: stored approvals and API keys are looked up by these digests.
+        let v = json!({"b": null, "a": [1, "é\""]});
+        assert_eq!(canonical_json(&v), "{\"a\":[1,\"é\\\"\"],\"b\":null}");
+        assert_eq!(
+            args_digest(&v),
+            "sha256:18d352b477b37f1fcc5a244d47b19f5deefdecb36f2da902813539e55d77796a"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn the_digest_hashes_the_canonical_text(v in arb_json()) {
+            let text = canonical_json(&v);
+            let hash = Sha256::digest(text.as_bytes());
+            let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+            prop_assert_eq!(args_digest(&v), format!("sha256:{hex}"));
+        }
+
         #[test]
         fn canonical_form_parses_back_to_the_same_value(v in arb_json()) {
             let text = canonical_json(&v);

@@ -36,14 +36,13 @@ const CHANNEL: &str = "ravi_approval_decided";
 #[derive(Debug, Clone)]
 pub struct SqlStore {
     pool: AnyPool,
-    /// Where journal entries are written. For SQLite one connection of its own: SQLite runs
-    /// one writer at a time anyway, and a connection that made the last change keeps its page
-    /// cache, where rotating through the pool's connections made every batch find its cache
-    /// stale (another connection had written) and read the pages back from the file. For
-    /// PostgreSQL the pool itself.
-    journal: AnyPool,
+    /// SQLite only: where journal entries are written (PostgreSQL writes them through the
+    /// pool). See [`SqliteJournal`].
+    #[cfg(feature = "store-sqlite")]
+    sqlite_journal: Option<std::sync::Arc<SqliteJournal>>,
     backend: Backend,
     /// The connection URL, for PostgreSQL listeners.
+    #[cfg_attr(not(feature = "store-postgres"), allow(dead_code))]
     url: String,
 }
 
@@ -148,7 +147,6 @@ impl SqlStore {
                 })
             });
         }
-        let journal_options = (backend == Backend::Sqlite).then(|| options.clone());
         let pool = options
             .connect(&connect)
             .await
@@ -163,18 +161,15 @@ impl SqlStore {
                 tracing::debug!(error = %e, "could not switch the store to WAL (another process holds it)");
             }
         }
-        let journal = match journal_options {
-            Some(options) => options
-                .max_connections(1)
-                .connect_lazy(&connect)
-                .map_err(|e| {
-                    StoreError::Backend(format!("could not open the store at {url}: {e}"))
-                })?,
-            None => pool.clone(),
+        #[cfg(feature = "store-sqlite")]
+        let sqlite_journal = match backend {
+            Backend::Sqlite => Some(std::sync::Arc::new(SqliteJournal::new(&connect)?)),
+            Backend::Postgres => None,
         };
         let store = Self {
             pool,
-            journal,
+            #[cfg(feature = "store-sqlite")]
+            sqlite_journal,
             backend,
             url: connect,
         };
@@ -416,23 +411,101 @@ type AnyQuery = sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>;
 /// The columns of a journal entry.
 const ENTRY_COLUMNS: usize = 13;
 
+/// Binds a journal entry's columns to a query of either driver, in `UPSERT_HEAD`'s order.
+macro_rules! bind_columns {
+    ($query:expr, $entry:expr) => {{
+        let entry: &JournalEntry = $entry;
+        let result = entry.result.as_ref().map(to_json).transpose()?;
+        $query
+            .bind(entry.key.run_id.clone())
+            .bind(i64::from(entry.key.seq))
+            .bind(entry.call_id.clone())
+            .bind(entry.key.tool.clone())
+            .bind(entry.key.args_digest.clone())
+            .bind(entry.state.as_str())
+            .bind(entry.risk.as_str())
+            .bind(i64::from(entry.idempotent))
+            .bind(now_ms())
+            .bind(entry.started_ms)
+            .bind(entry.finished_ms)
+            .bind(result)
+            .bind(entry.principal.clone())
+    }};
+}
+
 /// Binds `entry`'s columns, in `UPSERT_HEAD`'s order.
 fn bind_entry(query: AnyQuery, entry: &JournalEntry) -> Result<AnyQuery, StoreError> {
-    let result = entry.result.as_ref().map(to_json).transpose()?;
-    Ok(query
-        .bind(entry.key.run_id.clone())
-        .bind(i64::from(entry.key.seq))
-        .bind(entry.call_id.clone())
-        .bind(entry.key.tool.clone())
-        .bind(entry.key.args_digest.clone())
-        .bind(entry.state.as_str())
-        .bind(entry.risk.as_str())
-        .bind(i64::from(entry.idempotent))
-        .bind(now_ms())
-        .bind(entry.started_ms)
-        .bind(entry.finished_ms)
-        .bind(result)
-        .bind(entry.principal.clone()))
+    Ok(bind_columns!(query, entry))
+}
+
+/// The journal's own connection to a SQLite store, used by nothing else.
+///
+/// - SQLite runs one writer at a time anyway, and the connection that made the last change
+///   keeps its page cache. Rotating through a pool's connections made every batch find its
+///   cache stale (another connection had written) and read the pages back from the file.
+/// - It is a native sqlx SQLite connection, not one of the `Any` driver: a batch's values are
+///   bound once, not bound and then converted for the driver, and no pool hands the
+///   connection out and takes it back (work and a task wake-up per batch). The journal is
+///   the store's one hot path: the gateway writes a batch every few milliseconds.
+///
+/// Opened on first use; a connection that failed for a reason other than the statement (its
+/// worker thread gone) is replaced on the next write.
+#[cfg(feature = "store-sqlite")]
+struct SqliteJournal {
+    options: sqlx::sqlite::SqliteConnectOptions,
+    conn: tokio::sync::Mutex<Option<sqlx::sqlite::SqliteConnection>>,
+}
+
+#[cfg(feature = "store-sqlite")]
+impl std::fmt::Debug for SqliteJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteJournal").finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "store-sqlite")]
+impl SqliteJournal {
+    /// The journal of the SQLite store at `url` (a `sqlite://` URL), with the pool's settings:
+    /// durable against a crash of the process, waiting for another process's write.
+    fn new(url: &str) -> Result<Self, StoreError> {
+        use std::str::FromStr as _;
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Backend(format!("could not open the store at {url}: {e}")))?
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10));
+        Ok(Self {
+            options,
+            conn: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Upserts `rows` (at most one per position) in one statement.
+    async fn write(&self, rows: &[&JournalEntry]) -> Result<(), StoreError> {
+        use sqlx::Connection as _;
+        let mut conn = self.conn.lock().await;
+        let open = match conn.as_mut() {
+            Some(open) => open,
+            None => {
+                let opened = sqlx::sqlite::SqliteConnection::connect_with(&self.options)
+                    .await
+                    .map_err(|e| backend_err(&e))?;
+                conn.insert(opened)
+            }
+        };
+        let mut query = sqlx::query::<sqlx::Sqlite>(sqlx::AssertSqlSafe(upsert_sql(rows.len())));
+        for entry in rows {
+            query = bind_columns!(query, entry);
+        }
+        match query.execute(&mut *open).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                if !matches!(e, sqlx::Error::Database(_)) {
+                    *conn = None;
+                }
+                Err(backend_err(&e))
+            }
+        }
+    }
 }
 
 const APPROVAL_COLUMNS: &str = "id, run_id, seq, tool, args_digest, state, request, requester, separate, \
@@ -515,8 +588,12 @@ impl Store for SqlStore {
     }
 
     async fn record_call(&self, entry: &JournalEntry) -> Result<(), StoreError> {
+        #[cfg(feature = "store-sqlite")]
+        if let Some(journal) = &self.sqlite_journal {
+            return journal.write(&[entry]).await;
+        }
         upsert(entry)?
-            .execute(&self.journal)
+            .execute(&self.pool)
             .await
             .map_err(|e| backend_err(&e))?;
         Ok(())
@@ -545,12 +622,17 @@ impl Store for SqlStore {
         }
         // Chunks keep a statement well under both databases' parameter limits.
         for chunk in last.chunks(1000) {
+            #[cfg(feature = "store-sqlite")]
+            if let Some(journal) = &self.sqlite_journal {
+                journal.write(chunk).await?;
+                continue;
+            }
             let mut query = sqlx::query(sqlx::AssertSqlSafe(upsert_sql(chunk.len())));
             for entry in chunk {
                 query = bind_entry(query, entry)?;
             }
             query
-                .execute(&self.journal)
+                .execute(&self.pool)
                 .await
                 .map_err(|e| backend_err(&e))?;
         }

@@ -34,6 +34,8 @@ pub fn capture_content() -> bool {
 }
 
 /// The span of one tool call (`execute_tool {tool}`), disabled unless a subscriber wants it.
+// Strings are given as `&str` fields, not `%`-formatted ones: a subscriber then records the
+// string as it is, without running it through `fmt` into a new `String` of its own.
 pub(crate) fn tool_span(tool: &str, call_id: &str, principal: Option<&str>) -> tracing::Span {
     tracing::info_span!(
         target: "ravi::tool",
@@ -41,8 +43,8 @@ pub(crate) fn tool_span(tool: &str, call_id: &str, principal: Option<&str>) -> t
         otel.name = %format_args!("execute_tool {tool}"),
         otel.kind = "internal",
         gen_ai.operation.name = "execute_tool",
-        gen_ai.tool.name = %tool,
-        gen_ai.tool.call.id = %call_id,
+        gen_ai.tool.name = tool,
+        gen_ai.tool.call.id = call_id,
         gen_ai.tool.type = "function",
         enduser.id = principal,
         error.type = tracing::field::Empty,
@@ -58,7 +60,7 @@ pub(crate) fn approval_span(tool: &str) -> tracing::Span {
         target: "ravi::tool",
         "approval",
         otel.name = %format_args!("approval {tool}"),
-        gen_ai.tool.name = %tool,
+        gen_ai.tool.name = tool,
     )
 }
 

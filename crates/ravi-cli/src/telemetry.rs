@@ -60,13 +60,20 @@ pub fn init(endpoint: Option<&str>, capture_content: bool) -> anyhow::Result<Tel
                 let only_ravi = tracing_subscriber::filter::Targets::new()
                     .with_target("ravi::tool", tracing::Level::INFO)
                     .with_target("ravi::mcp", tracing::Level::INFO);
-                // No thread names or busy/idle times on spans: neither is in the semantic
-                // conventions, and every span paid for them (a thread-name copy, a clock
-                // read on every poll of an instrumented future).
+                // No thread names, busy/idle times, source locations or targets on spans:
+                // none is in the semantic conventions, and every span paid for them (a
+                // thread-name copy, a clock read on every poll of an instrumented future,
+                // four more attributes to encode). No OpenTelemetry context attached on
+                // every poll either: Ravi propagates trace context from the tracing span
+                // itself (`mcp::trace`), and a span entered on each poll of a future paid
+                // for starting its OpenTelemetry span and pushing a context guard.
                 let layer = tracing_opentelemetry::layer()
                     .with_tracer(tracer)
                     .with_threads(false)
                     .with_tracked_inactivity(false)
+                    .with_location(false)
+                    .with_target(false)
+                    .with_context_activation(false)
                     .with_filter(only_ravi);
                 (Some(provider), Some(layer))
             }

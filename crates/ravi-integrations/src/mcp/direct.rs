@@ -261,7 +261,12 @@ enum Posted {
 }
 
 fn classify(body: &[u8]) -> Posted {
-    let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(body) else {
+    serde_json::from_slice::<Value>(body).map_or(Posted::Other, classify_message)
+}
+
+/// What a posted message, already parsed, asks (see [`classify`]).
+fn classify_message(message: Value) -> Posted {
+    let Value::Object(mut message) = message else {
         return Posted::Other;
     };
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -339,11 +344,12 @@ impl DirectCalls {
     }
 
     /// Answers a `POST` to the MCP endpoint whose body, `bytes`, the body limits have read
-    /// and checked.
+    /// and checked (`message`: the body parsed, when it was sent as JSON).
     pub(super) async fn serve_posted(
         self: Arc<Self>,
         parts: http::request::Parts,
         bytes: Bytes,
+        message: Option<Value>,
     ) -> axum::response::Response {
         let session = parts
             .headers
@@ -365,7 +371,11 @@ impl DirectCalls {
                 .forward(axum::extract::Request::from_parts(parts, Body::from(bytes)))
                 .await;
         };
-        match classify(&bytes) {
+        let posted = match message {
+            Some(message) => classify_message(message),
+            None => classify(&bytes),
+        };
+        match posted {
             Posted::Call(call) => self.call(session, admitted, &parts, call).await,
             Posted::Cancelled(id) if self.calls.cancel(&session, &id) => {
                 let mut response = axum::response::Response::new(Body::empty());

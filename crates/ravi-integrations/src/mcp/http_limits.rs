@@ -205,11 +205,13 @@ impl McpEndpoint {
             }
         }
         if parts.method == http::Method::POST {
-            let (bytes, held) = match self.bodies.read(&parts, body, client).await {
+            let (bytes, held, message) = match self.bodies.read(&parts, body, client).await {
                 Ok(read) => read,
                 Err(refusal) => return refusal,
             };
-            let response = Arc::clone(&self.direct).serve_posted(parts, bytes).await;
+            let response = Arc::clone(&self.direct)
+                .serve_posted(parts, bytes, message)
+                .await;
             drop(held);
             return response;
         }
@@ -454,12 +456,16 @@ impl BodyLimits {
     ///   parse error (`-32700`), before any recursive parser sees it;
     /// - a JSON-RPC batch (an array), or JSON that is not a JSON-RPC 2.0 message: `400`
     ///   with an invalid-request error (`-32600`).
+    ///
+    /// Returns the body, its place among the bytes in flight, and — for a body sent as JSON —
+    /// the message parsed.
     async fn read(
         &self,
         parts: &http::request::Parts,
         body: axum::body::Body,
         client: IpAddr,
-    ) -> Result<(bytes::Bytes, HeldBytes), axum::response::Response> {
+    ) -> Result<(bytes::Bytes, HeldBytes, Option<serde_json::Value>), axum::response::Response>
+    {
         use futures::StreamExt as _;
         let too_large = || {
             refuse(
@@ -542,22 +548,24 @@ impl BodyLimits {
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.trim_start().starts_with("application/json"));
-        if is_json && let Some(refusal) = not_a_message(&bytes, self.max_depth) {
-            return Err(refusal);
-        }
-        Ok((bytes.freeze(), held))
+        let message = if is_json {
+            Some(parse_message(&bytes, self.max_depth)?)
+        } else {
+            None
+        };
+        Ok((bytes.freeze(), held, message))
     }
 }
 
-/// The JSON-RPC error answer (`400`) for a body that is not one JSON-RPC 2.0 message, or
-/// `None` when it is one.
-fn not_a_message(bytes: &[u8], max_depth: usize) -> Option<axum::response::Response> {
-    /// Just enough of a message to tell one: every other field is skipped unparsed.
-    #[derive(serde::Deserialize)]
-    struct Probe<'a> {
-        #[serde(borrow, default)]
-        jsonrpc: Option<std::borrow::Cow<'a, str>>,
-    }
+/// The body parsed as one JSON-RPC 2.0 message, or the JSON-RPC error answer (`400`) for a
+/// body that is not one. The MCP endpoint's own path reads the parsed message rather than
+/// parsing the body a second time.
+// The error is the HTTP answer itself, made once per refused request.
+#[allow(clippy::result_large_err)]
+fn parse_message(
+    bytes: &[u8],
+    max_depth: usize,
+) -> Result<serde_json::Value, axum::response::Response> {
     let answer = |code: i32, message: String| {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
             "code": code, "message": message,
@@ -569,7 +577,7 @@ fn not_a_message(bytes: &[u8], max_depth: usize) -> Option<axum::response::Respo
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
-        Some(response)
+        Err(response)
     };
     if json_depth_over(bytes, max_depth) {
         return answer(
@@ -585,17 +593,28 @@ fn not_a_message(bytes: &[u8], max_depth: usize) -> Option<axum::response::Respo
                 .into(),
         );
     }
-    match serde_json::from_slice::<Probe<'_>>(bytes) {
-        Ok(Probe {
-            jsonrpc: Some(v), ..
-        }) if v == "2.0" => None,
-        Ok(_) => answer(
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(message @ serde_json::Value::Object(_))
+            if message.get("jsonrpc").and_then(serde_json::Value::as_str) == Some("2.0") =>
+        {
+            Ok(message)
+        }
+        Ok(serde_json::Value::Object(_)) => answer(
             -32600,
             "invalid request: a JSON-RPC message needs `\"jsonrpc\": \"2.0\"`".into(),
         ),
-        Err(e) if e.is_data() => answer(
+        Ok(other) => answer(
             -32600,
-            format!("invalid request: a JSON-RPC message is a JSON object ({e})"),
+            format!(
+                "invalid request: a JSON-RPC message is a JSON object, not {}",
+                match other {
+                    serde_json::Value::Null => "null",
+                    serde_json::Value::Bool(_) => "a boolean",
+                    serde_json::Value::Number(_) => "a number",
+                    serde_json::Value::String(_) => "a string",
+                    _ => "an array",
+                }
+            ),
         ),
         Err(e) => answer(-32700, format!("parse error: the body is not JSON ({e})")),
     }
@@ -765,6 +784,51 @@ mod tests {
         assert!(json_depth_over(br#"{"a": [[[1]]]}"#, 3));
         assert!(json_depth_over("[".repeat(100_000).as_bytes(), 64));
         assert!(!json_depth_over(br#"{"s": "\\"}"#, 1));
+    }
+
+    /// The refusal's JSON-RPC error code and message.
+    fn refusal(body: &[u8]) -> (i64, String) {
+        let response = parse_message(body, 64).expect_err("refused");
+        assert_eq!(response.status(), http::StatusCode::BAD_REQUEST);
+        let bytes =
+            futures::executor::block_on(axum::body::to_bytes(response.into_body(), 4096)).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        (
+            v["error"]["code"].as_i64().unwrap(),
+            v["error"]["message"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    #[test]
+    fn a_body_is_one_message_or_a_clear_refusal() {
+        let message = parse_message(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 64).unwrap();
+        assert_eq!(message["method"], "ping");
+        assert_eq!(refusal(b"{nope").0, -32700);
+        assert!(
+            refusal(b"{nope").1.contains("not JSON"),
+            "{:?}",
+            refusal(b"{nope")
+        );
+        assert_eq!(refusal(b" [1]").0, -32600);
+        let (code, text) = refusal(b"5");
+        assert_eq!(
+            (code, text.contains("not a number")),
+            (-32600, true),
+            "{text}"
+        );
+        let (code, text) = refusal(br#"{"jsonrpc":2,"id":1}"#);
+        assert_eq!(
+            (code, text.contains("\"jsonrpc\": \"2.0\"")),
+            (-32600, true),
+            "{text}"
+        );
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(70), "]".repeat(70));
+        let (code, text) = refusal(deep.as_bytes());
+        assert_eq!(
+            (code, text.contains("deeper than 64")),
+            (-32700, true),
+            "{text}"
+        );
     }
 
     #[test]

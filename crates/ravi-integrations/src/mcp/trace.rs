@@ -20,8 +20,8 @@ pub(super) fn server_span(
         otel.name = %format_args!("tools/call {tool}"),
         otel.kind = "server",
         mcp.method.name = "tools/call",
-        gen_ai.tool.name = %tool,
-        jsonrpc.request.id = %request_id,
+        gen_ai.tool.name = tool,
+        jsonrpc.request.id = request_id,
         mcp.session.id = session,
     );
     continue_trace(&span, meta);
@@ -36,8 +36,8 @@ pub(super) fn client_span(server: &str, tool: &str) -> tracing::Span {
         otel.name = %format_args!("tools/call {tool}"),
         otel.kind = "client",
         mcp.method.name = "tools/call",
-        gen_ai.tool.name = %tool,
-        server.address = %server,
+        gen_ai.tool.name = tool,
+        server.address = server,
     )
 }
 

@@ -387,6 +387,14 @@ const UPSERT_TAIL: &str = " ON CONFLICT (run_id, seq) DO UPDATE SET call_id = ex
 
 /// The upsert of `rows` entries: one round trip whatever their number.
 fn upsert_sql(rows: usize) -> String {
+    upsert_sql_with(rows, true)
+}
+
+/// [`upsert_sql`] with numbered parameters (`$1`, `$2`, …: both drivers of the `Any` pool
+/// take them) or, with `numbered` false, anonymous ones (`?`, SQLite's own): SQLite looks a
+/// numbered parameter's name up in a list for each bind, which for a batch's hundreds of
+/// parameters was a cost of its own on the journal's path.
+fn upsert_sql_with(rows: usize, numbered: bool) -> String {
     use std::fmt::Write as _;
     let mut sql = String::with_capacity(
         UPSERT_HEAD.len() + UPSERT_TAIL.len() + rows * (ENTRY_COLUMNS * 6 + 4),
@@ -398,7 +406,11 @@ fn upsert_sql(rows: usize) -> String {
             if k > 1 {
                 sql.push_str(", ");
             }
-            let _ = write!(sql, "${}", i * ENTRY_COLUMNS + k);
+            if numbered {
+                let _ = write!(sql, "${}", i * ENTRY_COLUMNS + k);
+            } else {
+                sql.push('?');
+            }
         }
         sql.push(')');
     }
@@ -492,7 +504,8 @@ impl SqliteJournal {
                 conn.insert(opened)
             }
         };
-        let mut query = sqlx::query::<sqlx::Sqlite>(sqlx::AssertSqlSafe(upsert_sql(rows.len())));
+        let mut query =
+            sqlx::query::<sqlx::Sqlite>(sqlx::AssertSqlSafe(upsert_sql_with(rows.len(), false)));
         for entry in rows {
             query = bind_columns!(query, entry);
         }
@@ -1079,5 +1092,40 @@ impl Store for SqlStore {
             }
             tokio::time::sleep(left.min(POLL)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn upserts_number_their_parameters_or_leave_them_anonymous() {
+        let numbered = super::upsert_sql(2);
+        assert!(
+            numbered.contains("($1, $2,") && numbered.contains("$26)"),
+            "{numbered}"
+        );
+        assert!(!numbered.contains('?'), "{numbered}");
+        let anonymous = super::upsert_sql_with(2, false);
+        assert_eq!(
+            anonymous.matches('?').count(),
+            2 * super::ENTRY_COLUMNS,
+            "{anonymous}"
+        );
+        assert!(!anonymous.contains('$'), "{anonymous}");
+        // The same statement otherwise.
+        let mut n = 0;
+        let renumbered: String = anonymous
+            .split('?')
+            .enumerate()
+            .map(|(i, part)| {
+                if i == 0 {
+                    part.to_owned()
+                } else {
+                    n += 1;
+                    format!("${n}{part}")
+                }
+            })
+            .collect();
+        assert_eq!(renumbered, numbered);
     }
 }

@@ -117,6 +117,19 @@ fn setup() -> anyhow::Result<()> {
             util::run("rustup", &["component", "add", component])?;
         }
     }
+    // The code-mode guest is linted for its wasm target (`lint`), which a fresh toolchain
+    // lacks: the committed guest module spares the build that would otherwise install it.
+    let wasm_std = std::process::Command::new("rustc")
+        .args(["--print", "target-libdir", "--target", "wasm32-wasip1"])
+        .output()
+        .is_ok_and(|out| {
+            out.status.success()
+                && std::path::Path::new(String::from_utf8_lossy(&out.stdout).trim()).is_dir()
+        });
+    if !wasm_std {
+        util::run("rustup", &["target", "add", "wasm32-wasip1"])
+            .context("installing the wasm32-wasip1 target (the code-mode guest's)")?;
+    }
     if !util::command_works("cargo-deny", &["--version"]) {
         println!("xtask: installing cargo-deny (one time, a few minutes)");
         util::run(

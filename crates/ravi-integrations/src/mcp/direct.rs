@@ -367,6 +367,8 @@ impl DirectCalls {
             {
                 self.calls.seen_by_rmcp(session);
             }
+            // rmcp parses the body itself: the parsed message is not held while it does.
+            drop(message);
             return self
                 .forward(axum::extract::Request::from_parts(parts, Body::from(bytes)))
                 .await;

@@ -107,8 +107,9 @@ const BATCH: usize = 256;
 
 /// How long a batch waits for more entries after its first: outcomes written in the
 /// background are not needed for correctness (a resume runs a Safe or idempotent call again),
-/// so a few milliseconds buy one write for many calls.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
+/// so a short wait buys one write for many calls. Whoever needs them written sooner asks:
+/// a run's end and a served session's end [`flush`](RunJournal::flush) the journal.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The next waiting write, if any; `closed` becomes true once the journal is gone and
 /// nothing is left.

@@ -415,7 +415,7 @@ fn replicas_share_everything_and_survive_a_kill() {
         );
     }
     // Every call that succeeded is in the journal, but for the Safe calls the killed replica
-    // had not yet written (their outcomes are batched, a few milliseconds).
+    // had not yet written (their outcomes are batched for up to 50 ms).
     let journaled: usize = serve_runs(&bed)
         .iter()
         .map(|id| {
@@ -605,6 +605,10 @@ async fn sessions_move_between_replicas() {
     // A dies; the session's next call lands on B, which restores it from the store.
     unsafe_kill9(&mut a);
     backends.lock().unwrap().remove(0);
+    // The balancer closes the client's connection to A once it reads A's end of it; until the
+    // client's pool has seen that close, it would reuse the dead connection, and a request sent
+    // on it fails before reaching any replica (a client-side race, not the takeover under test).
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let out = client
         .call(
             "write_file",

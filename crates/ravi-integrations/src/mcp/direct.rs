@@ -336,6 +336,8 @@ impl DirectCalls {
         {
             if request.method() == Method::DELETE {
                 self.calls.forget(session);
+                // The session's calls are journaled before its client hears it is closed.
+                self.handler.settle().await;
             } else {
                 self.calls.seen_by_rmcp(session);
             }

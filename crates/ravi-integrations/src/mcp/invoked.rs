@@ -238,6 +238,12 @@ impl ServerTools for InvokerTools {
         (self.invoker.registry().contains("read_result") && self.offers("read_result"))
             .then(|| "read_result".to_owned())
     }
+
+    async fn settle(&self) {
+        if let Some(journal) = &self.journal {
+            journal.flush().await;
+        }
+    }
 }
 
 /// Asks the MCP client's user to approve a risky call (an elicitation with a yes/no form).

@@ -155,6 +155,12 @@ pub trait ServerTools: Send + Sync + 'static {
     fn read_tool(&self) -> Option<String> {
         None
     }
+
+    /// Waits until what the calls so far left to be recorded in the background (a journal's
+    /// batched outcomes) is written. The HTTP server calls it before answering a client's
+    /// `DELETE` of its session, so a session's calls are in the journal once its client has
+    /// closed it. The default has nothing to wait for.
+    async fn settle(&self) {}
 }
 
 /// [`ServerTools`] over kernel tools, executed directly (no invoker, no approval gate).
@@ -293,6 +299,12 @@ impl ListChanges {
 }
 
 impl Handler {
+    /// Waits until the served tools' background records are written (see
+    /// [`ServerTools::settle`]).
+    pub(super) async fn settle(&self) {
+        self.tools.settle().await;
+    }
+
     /// A copy of this handler for a new client session (its own session slot).
     fn for_new_session(&self) -> Self {
         Self {

@@ -29,6 +29,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("ravi-scenarios", 5),
     // What every crate's tests share: a dev layer that the lower layers' tests may use too.
     ("ravi-test-support", 5),
+    // The fuzz targets' bodies (`fuzz/targets`): dev, their replay test part of `cargo test`.
+    ("ravi-fuzz-targets", 5),
     ("xtask", 5),
 ];
 

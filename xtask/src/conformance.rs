@@ -311,31 +311,20 @@ fn strip_ansi(s: &str) -> String {
 
 /// Runs every conformance scenario Ravi claims. Fails if any fails.
 pub fn run(_args: &[String]) -> anyhow::Result<()> {
+    run_with(&crate::testrun::build()?).map(|_| ())
+}
+
+/// [`run`] with the binaries of the workspace's test build; returns the number of suite runs.
+pub fn run_with(build: &crate::testrun::TestBuild) -> anyhow::Result<u64> {
     let h = Harness::locate();
     if !h.ready()
         && let Some(reason) = setup()?
     {
         bail!("the MCP harness cannot be installed here: {reason}");
     }
-    util::run(
-        "cargo",
-        &[
-            "build",
-            "-p",
-            "ravi-integrations",
-            "--example",
-            "conformance_server",
-            "--example",
-            "conformance_client",
-            // With target flags cargo builds only the targets named, so the binary is named
-            // too (without it a fresh checkout had no `target/debug/ravi`).
-            "-p",
-            "ravi-cli",
-            "--bin",
-            "ravi",
-        ],
-    )?;
-    let bin = target_dir()?.join("debug");
+    let conformance_server = build.executable("conformance_server")?.to_path_buf();
+    let client = build.executable("conformance_client")?.to_path_buf();
+    let ravi = build.executable("ravi")?.to_path_buf();
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -343,17 +332,19 @@ pub fn run(_args: &[String]) -> anyhow::Result<()> {
     let out = target_dir()?.join(format!("conformance/{stamp}"));
     std::fs::create_dir_all(&out)?;
     let mut failures = Vec::new();
+    let mut runs = 0;
 
     // 1. The full active server suite against the fixture server.
     let port = free_port()?;
     {
         let _server = start_server(
-            &bin.join("examples/conformance_server"),
+            &conformance_server,
             &[format!("127.0.0.1:{port}")],
             port,
             &out.join("conformance_server.log"),
         )?;
         let url = format!("http://127.0.0.1:{port}/mcp");
+        runs += 1;
         if !suite(
             &h,
             &["server", "--url", &url, "--suite", "active"],
@@ -365,10 +356,6 @@ pub fn run(_args: &[String]) -> anyhow::Result<()> {
     }
 
     // 2. The generic scenarios against `ravi serve --http` with the default toolbox.
-    let ravi = bin.join("ravi");
-    if !ravi.exists() {
-        bail!("{} was not built", ravi.display());
-    }
     {
         let port = free_port()?;
         let _server = start_server(
@@ -379,6 +366,7 @@ pub fn run(_args: &[String]) -> anyhow::Result<()> {
         )?;
         let url = format!("http://127.0.0.1:{port}/mcp");
         for s in GENERIC_SCENARIOS {
+            runs += 1;
             if !suite(
                 &h,
                 &["server", "--url", &url, "--scenario", s],
@@ -391,9 +379,9 @@ pub fn run(_args: &[String]) -> anyhow::Result<()> {
     }
 
     // 3. The non-auth client scenarios with the example client.
-    let client = bin.join("examples/conformance_client");
     let cmd = client.display().to_string();
     for s in CLIENT_SCENARIOS {
+        runs += 1;
         let args = [
             "client",
             "--command",
@@ -417,5 +405,5 @@ pub fn run(_args: &[String]) -> anyhow::Result<()> {
         bail!("conformance failures: {}", failures.join(", "));
     }
     println!("conformance: all scenarios passed");
-    Ok(())
+    Ok(runs)
 }

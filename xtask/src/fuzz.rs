@@ -56,39 +56,97 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             TARGETS.join(", ")
         );
     }
-    smoke_or_run(only.as_deref(), secs)
-}
-
-/// Runs `only` (or every target) for `secs` seconds each.
-pub fn smoke_or_run(only: Option<&str>, secs: u64) -> anyhow::Result<()> {
     ensure_tools()?;
+    let build = Build::Sanitized;
+    build_all(build)?;
     let root = util::workspace_root()?;
-    let fuzz_dir = root.join("fuzz");
-    for target in TARGETS.iter().filter(|t| only.is_none_or(|o| o == **t)) {
-        run_target(&fuzz_dir, target, secs)?;
+    for target in TARGETS
+        .iter()
+        .filter(|t| only.as_deref().is_none_or(|o| o == **t))
+    {
+        run_target(&root.join("fuzz"), target, secs, build)?;
     }
     Ok(())
 }
 
-fn ensure_tools() -> anyhow::Result<()> {
+/// How the fuzz targets are built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Build {
+    /// cargo-fuzz's default: optimised, one codegen unit, AddressSanitizer. What long runs use.
+    Sanitized,
+    /// Unoptimised with debug assertions and no sanitizer: a fraction of the build time, for
+    /// the default test run's few seconds per target. Ravi's code is safe Rust (`unsafe_code`
+    /// is denied), so what AddressSanitizer adds is checks on dependencies' unsafe code, which
+    /// the long runs keep.
+    Quick,
+}
+
+impl Build {
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Self::Sanitized => &[],
+            Self::Quick => &["--dev", "--sanitizer", "none"],
+        }
+    }
+}
+
+/// `cargo xtask test`'s fuzz step, after [`build_all`]: each target run for `secs` seconds
+/// from its committed seeds, built as `build`. Returns the number of targets run.
+pub fn run_all(secs: u64, build: Build) -> anyhow::Result<u64> {
+    let root = util::workspace_root()?;
+    let fuzz_dir = root.join("fuzz");
+    let logs = root.join("target/fuzz-logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    // Two at a time: libFuzzer keeps one core busy, and the machine has two.
+    for pair in TARGETS.chunks(2) {
+        let runs: Vec<_> = pair
+            .iter()
+            .map(|target| {
+                let (fuzz_dir, log) = (fuzz_dir.clone(), logs.join(format!("{target}.log")));
+                std::thread::spawn(move || -> anyhow::Result<()> {
+                    let file = std::fs::File::create(&log)
+                        .with_context(|| format!("creating {}", log.display()))?;
+                    util::output_to(file);
+                    run_target(&fuzz_dir, target, secs, build)
+                        .with_context(|| format!("its libFuzzer output is in {}", log.display()))
+                })
+            })
+            .collect();
+        for run in runs {
+            run.join()
+                .map_err(|_| anyhow::anyhow!("a fuzz run's thread panicked"))??;
+        }
+    }
+    Ok(TARGETS.len() as u64)
+}
+
+/// Builds every target at once: cargo schedules their crates together on every core, where
+/// one `cargo fuzz run` per target built each in turn.
+pub fn build_all(build: Build) -> anyhow::Result<()> {
+    let fuzz_dir = util::workspace_root()?.join("fuzz").display().to_string();
+    let mut args = vec!["+nightly", "fuzz", "build", "--fuzz-dir", fuzz_dir.as_str()];
+    args.extend_from_slice(build.flags());
+    util::run("cargo", &args).context("building the fuzz targets")
+}
+
+/// Installs cargo-fuzz when missing, after checking that the nightly toolchain is there.
+pub fn ensure_tools() -> anyhow::Result<()> {
     if !util::command_works("rustc", &["+nightly", "--version"]) {
         bail!(
             "fuzzing needs the nightly toolchain (libFuzzer's instrumentation is a nightly \
              flag); install it with `rustup toolchain install nightly`"
         );
     }
-    if !util::command_works("cargo", &["+nightly", "fuzz", "--version"]) {
-        println!("xtask: installing cargo-fuzz {CARGO_FUZZ} (one time, a minute or two)");
-        util::run(
-            "cargo",
-            &["install", "cargo-fuzz", "--locked", "--version", CARGO_FUZZ],
-        )
-        .context("installing cargo-fuzz")?;
-    }
-    Ok(())
+    crate::cargo_install(
+        "cargo-fuzz",
+        CARGO_FUZZ,
+        &[],
+        "cargo",
+        &["+nightly", "fuzz", "--version"],
+    )
 }
 
-fn run_target(fuzz_dir: &Path, target: &str, secs: u64) -> anyhow::Result<()> {
+fn run_target(fuzz_dir: &Path, target: &str, secs: u64, build: Build) -> anyhow::Result<()> {
     let seeds = fuzz_dir.join("corpus").join(target);
     // New inputs go to a scratch directory; the committed seeds are only read.
     let scratch = fuzz_dir.join("../target/fuzz-corpus").join(target);
@@ -109,11 +167,14 @@ fn run_target(fuzz_dir: &Path, target: &str, secs: u64) -> anyhow::Result<()> {
         "run".into(),
         "--fuzz-dir".into(),
         fuzz_dir.display().to_string(),
-        target.into(),
+    ];
+    args.extend(build.flags().iter().map(|f| (*f).to_owned()));
+    args.extend([
+        target.to_owned(),
         scratch.display().to_string(),
         seeds.display().to_string(),
         "--".into(),
-    ];
+    ]);
     args.extend(libfuzzer);
     println!("xtask: fuzzing `{target}` for {secs} s");
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -34,6 +34,11 @@ pub fn run(rest: &[String]) -> anyhow::Result<()> {
         _ => bail!("usage: cargo xtask guest [--check]"),
     };
     let root = util::workspace_root()?;
+    if !check {
+        // A refreshed guest is a linted one: the default test run checks only that the
+        // committed module was built from the current sources.
+        clippy()?;
+    }
     let (target, sandbox) = crate::sandbox_dirs(&root);
     let outer = target.join("guest-from-source");
     util::run_env(
@@ -94,6 +99,37 @@ pub fn run(rest: &[String]) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// clippy `-D warnings` on the guest workspace, as `ravi-sandbox-artifact/build.rs` builds it
+/// (wasm target, `--ignore-rust-version`, the committed lock) and in the same target directory,
+/// so its dependencies are not checked from scratch elsewhere. Its sources change only with a
+/// rebuilt guest, so `cargo xtask guest` runs it before refreshing the committed module and
+/// `cargo xtask test --full` runs it; the default test run relies on the committed key.
+pub fn clippy() -> anyhow::Result<()> {
+    let root = util::workspace_root()?;
+    let (_, sandbox_dir) = crate::sandbox_dirs(&root);
+    let manifest = root.join("crates/ravi-sandbox-guest/Cargo.toml");
+    let guest_dir = sandbox_dir.join("guest").to_string_lossy().into_owned();
+    util::run_env(
+        "cargo",
+        &[
+            "clippy",
+            "--manifest-path",
+            &manifest.to_string_lossy(),
+            "--release",
+            "--locked",
+            "--ignore-rust-version",
+            "--target",
+            "wasm32-wasip1",
+            "-p",
+            "ravi-sandbox-guest",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[("CARGO_TARGET_DIR", guest_dir.as_str())],
+    )
 }
 
 fn read(path: &Path) -> anyhow::Result<Vec<u8>> {

@@ -12,6 +12,12 @@
 //! `ratio` is `peer_value / value` for time-like units (above 1 means Ravi is ahead), null
 //! with no peer. With `--quick` a target keeps its run short (the whole suite stays under two
 //! minutes). `NAME` selects the targets or figures whose name contains it.
+//!
+//! The committed baseline, `bench/baseline.json`, is a full run's figures (`--save` writes
+//! it). `--compare` sets each figure of this run against its baseline — ratio to ratio where
+//! there is a peer (the machine's speed drifts between runs; a peer measured in the same run
+//! cancels that), value to value where there is none — and names every figure more than
+//! [`WORSE`] worse, failing when there is one.
 
 use std::process::{Command, Stdio};
 
@@ -71,20 +77,35 @@ fn bench_targets() -> anyhow::Result<Vec<BenchTarget>> {
     Ok(targets)
 }
 
+/// How much worse than its baseline a figure may get before `--compare` names it: 10 %.
+pub const WORSE: f64 = 0.10;
+
+/// Where the committed baseline is, relative to the workspace root.
+const BASELINE: &str = "bench/baseline.json";
+
 /// Entry point.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut json = false;
     let mut quick = false;
+    let mut compare = false;
+    let mut save = false;
     let mut name: Option<String> = None;
     for arg in args {
         match arg.as_str() {
             "--json" => json = true,
             "--quick" => quick = true,
+            "--compare" => compare = true,
+            "--save" => save = true,
             a if a.starts_with('-') => {
-                bail!("unknown bench flag `{a}` (expected --json or --quick)")
+                bail!("unknown bench flag `{a}` (expected --json, --quick, --compare or --save)")
             }
             a => name = Some(a.to_owned()),
         }
+    }
+    if save && (quick || name.is_some()) {
+        bail!(
+            "--save writes the baseline from a full run of every benchmark: drop --quick and NAME"
+        );
     }
     let targets = bench_targets()?;
     if targets.is_empty() {
@@ -155,7 +176,118 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     } else {
         print_table(&figures);
     }
+    let path = root.join(BASELINE);
+    if save {
+        let commit = Command::new("git")
+            .args(["rev-parse", "--short", "HEAD"])
+            .current_dir(&root)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        let doc = serde_json::json!({
+            "commit": commit,
+            "measured_unix": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            "figures": figures,
+        });
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "bench: {} figures saved to {}",
+            figures.len(),
+            path.display()
+        );
+    }
+    if compare {
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "reading the baseline {} (`--save` writes it)",
+                path.display()
+            )
+        })?;
+        let doc: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        let baseline = doc["figures"].as_array().cloned().unwrap_or_default();
+        let report = compare_figures(&baseline, &figures);
+        println!("\nagainst {} (commit {}):", path.display(), doc["commit"]);
+        for line in &report.lines {
+            println!("{line}");
+        }
+        if !report.worse.is_empty() {
+            bail!(
+                "{} figure(s) more than {:.0} % worse than the baseline: {}",
+                report.worse.len(),
+                WORSE * 100.0,
+                report.worse.join(", ")
+            );
+        }
+    }
     Ok(())
+}
+
+/// What `--compare` found.
+#[derive(Debug, Default, PartialEq)]
+struct Comparison {
+    /// One line per figure of this run.
+    lines: Vec<String>,
+    /// The figures more than [`WORSE`] worse.
+    worse: Vec<String>,
+}
+
+/// Whether a bigger value of `unit` is better (a rate or a share), rather than smaller (a
+/// time, a size, a count of tokens).
+fn higher_is_better(unit: &str) -> bool {
+    let u = unit.to_ascii_lowercase();
+    u.ends_with("/s") || u.contains("per s") || u == "%" || u.contains("passed") || u == "x"
+}
+
+/// Each figure of `current` against the figure of the same name in `baseline`.
+fn compare_figures(baseline: &[Value], current: &[Value]) -> Comparison {
+    let mut out = Comparison::default();
+    for f in current {
+        let name = f["bench"].as_str().unwrap_or("?");
+        let Some(base) = baseline.iter().find(|b| b["bench"] == f["bench"]) else {
+            out.lines.push(format!("  new      {name}"));
+            continue;
+        };
+        // How this run compares, as a factor above 1 when it is better.
+        let (factor, what) = match (f["ratio"].as_f64(), base["ratio"].as_f64()) {
+            (Some(now), Some(then)) if then > 0.0 => (now / then, "ratio"),
+            _ => match (f["value"].as_f64(), base["value"].as_f64()) {
+                (Some(now), Some(then)) if now > 0.0 && then > 0.0 => {
+                    let unit = f["unit"].as_str().unwrap_or("");
+                    if higher_is_better(unit) {
+                        (now / then, "value")
+                    } else {
+                        (then / now, "value")
+                    }
+                }
+                _ => {
+                    out.lines
+                        .push(format!("  ?        {name} (no comparable value)"));
+                    continue;
+                }
+            },
+        };
+        let verdict = if factor < 1.0 / (1.0 + WORSE) {
+            out.worse.push(name.to_owned());
+            "WORSE"
+        } else if factor > 1.0 + WORSE {
+            "better"
+        } else {
+            "same"
+        };
+        out.lines.push(format!(
+            "  {verdict:<8} {name}: {what} {:+.1} % against the baseline",
+            (factor - 1.0) * 100.0
+        ));
+    }
+    out
 }
 
 fn num(v: &Value) -> String {
@@ -203,5 +335,54 @@ fn print_table(figures: &[Value]) {
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
         println!("{}", line.join("  ").trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fig(bench: &str, value: f64, unit: &str, ratio: Option<f64>) -> Value {
+        json!({"bench": bench, "value": value, "unit": unit, "ratio": ratio})
+    }
+
+    #[test]
+    fn ratios_are_compared_where_there_is_a_peer_and_values_where_there_is_none() {
+        let baseline = [
+            fig("a/ratio", 100.0, "ns/call", Some(2.0)),
+            fig("b/time", 100.0, "ns/call", None),
+            fig("c/rate", 1000.0, "calls/s", None),
+            fig("d/steady", 100.0, "ms", Some(1.0)),
+        ];
+        let current = [
+            // The machine got slower (value up) but the peer too: the ratio holds.
+            fig("a/ratio", 150.0, "ns/call", Some(1.95)),
+            // No peer: 12 % slower is worse.
+            fig("b/time", 112.0, "ns/call", None),
+            // A rate that fell by 20 % is worse; one that rose is better.
+            fig("c/rate", 800.0, "calls/s", None),
+            fig("d/steady", 100.0, "ms", Some(1.2)),
+            fig("e/new", 1.0, "ms", None),
+        ];
+        let report = compare_figures(&baseline, &current);
+        assert_eq!(report.worse, vec!["b/time".to_owned(), "c/rate".to_owned()]);
+        assert!(report.lines[0].starts_with("  same"), "{:?}", report.lines);
+        assert!(
+            report.lines[3].starts_with("  better"),
+            "{:?}",
+            report.lines
+        );
+        assert!(report.lines[4].starts_with("  new"), "{:?}", report.lines);
+    }
+
+    #[test]
+    fn rates_and_shares_are_higher_is_better() {
+        assert!(higher_is_better("calls/s"));
+        assert!(higher_is_better("M calls/s"));
+        assert!(higher_is_better("%"));
+        assert!(!higher_is_better("ns/call"));
+        assert!(!higher_is_better("tokens"));
+        assert!(!higher_is_better("MB"));
     }
 }

@@ -6,7 +6,7 @@
 //! | `lint` | rustfmt check, clippy `-D warnings` on all targets, layer-check, cargo-deny |
 //! | `layer-check [--manifest-path P]` | checks that Ravi crates depend only downward |
 //! | `test [--full]` | installs what the tests need, `lint`, every test of the workspace from one build (unit, scenario, doc, MCP interop, the CPython engine), the docs build, `conformance` and a fuzz smoke run, then a table of every step (seconds, tests); `--full` adds the long forms ([`testrun`]); without the MCP harness it fails unless `RAVI_REQUIRE_MCP_HARNESS=0` |
-//! | `bench [NAME] [--json] [--quick]` | runs benchmarks, each figure next to its peer |
+//! | `bench [NAME] [--json] [--quick] [--compare] [--save]` | runs benchmarks, each figure next to its peer; `--compare` against the committed baseline `bench/baseline.json` (more than 10 % worse fails), `--save` writes it |
 //! | `mcp-setup` | installs Node 22, the MCP conformance suite, reference servers, the Python SDK and Playwright (the console's browser tests; Chromium comes from the OS packages) |
 //! | `conformance` | runs the official MCP conformance suite against Ravi's server and client |
 //! | `guest [--check]` | builds the code-mode guest's wasm from source and copies it to `crates/ravi-sandbox-guest/prebuilt/` (`--check`: fails unless the committed one was built from the current sources and has the shape of the fresh build; CI checks only the first, with `RAVI_GUEST_REQUIRE_COMMITTED=1`) |
@@ -20,6 +20,7 @@ mod eval;
 mod fuzz;
 mod guest;
 mod layers;
+mod pool;
 mod services;
 mod testrun;
 mod util;
@@ -83,7 +84,8 @@ fn print_usage() {
          lint                           fmt check, clippy -D warnings, layer-check, cargo-deny\n  \
          layer-check [--manifest-path P] check that crates depend only on lower layers\n  \
          test [--full]                  installs, lint, every test, docs, conformance, fuzz smoke; a step table\n  \
-         bench [NAME] [--json] [--quick] run benchmarks next to their peers\n  \
+         bench [NAME] [--json] [--quick] [--compare] [--save]\n  \
+                                        run benchmarks next to their peers; compare with or save bench/baseline.json\n  \
          mcp-setup                      install the MCP conformance suite and test peers\n  \
          conformance                    run the MCP conformance suite (server and client)\n  \
          guest [--check]                rebuild the committed code-mode guest (--check: verify it)\n  \

@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::{Context as _, bail};
 use serde_json::Value;
 
-use crate::{TEST_FEATURES, conformance, fuzz, guest, services, util};
+use crate::{TEST_FEATURES, conformance, fuzz, guest, pool, services, util};
 
 /// What `--full` changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +159,43 @@ fn package_name(dir: &Path) -> Option<String> {
     None
 }
 
+/// How many test executables run at once: the tests mostly wait on what they drive, so more
+/// than the two cores; not so many that their own bursts starve each other.
+const TEST_JOBS: usize = 4;
+
+/// How long a test executable takes, roughly, as a weight for [`pool::run`] (the longest
+/// start first); the ones not named take seconds.
+fn weight(package: &str, target: &str) -> u32 {
+    match (package, target) {
+        ("ravi-capabilities" | "ravi-cli", "all") => 100,
+        ("ravi-integrations", "all") => 40,
+        ("ravi-agents", "all") => 25,
+        (_, "all") => 15,
+        _ => 1,
+    }
+}
+
 impl TestBinary {
+    /// This executable as a job of the test pool, with `args` and `env`.
+    pub fn job(&self, name: &str, args: &[&str], env: &[(&str, &str)]) -> pool::Job {
+        let mut env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        env.push((
+            "CARGO_MANIFEST_DIR".into(),
+            self.dir.to_string_lossy().into_owned(),
+        ));
+        pool::Job {
+            name: name.to_owned(),
+            program: self.exe.clone(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            dir: self.dir.clone(),
+            env,
+            weight: weight(&self.package, &self.target),
+        }
+    }
+
     /// Runs the tests whose names contain one of `filters` (all with none), as cargo would
     /// (in the package's folder), with `env`; returns how many ran.
     pub fn run(&self, filters: &[&str], env: &[(&str, &str)]) -> anyhow::Result<u64> {
@@ -353,19 +389,20 @@ fn steps(opts: Options) -> anyhow::Result<()> {
     let harness = installed.mcp_skip.is_none();
     let harness_flag = if harness { "1" } else { "0" };
     let minilm = installed.minilm.to_string_lossy().into_owned();
-    // The CPython engine is prepared on first use (minutes on a machine that has not prepared
-    // it before; then it is in `~/.cache/ravi`): prepared beside the tests at low priority,
-    // the tests that need it wait on its lock for what is left instead of preparing it on one
-    // test's clock. (The RustPython guest takes seconds; the first test that needs it does it.)
+    // The code-mode engines are prepared on first use (the CPython engine takes minutes on a
+    // machine that has not prepared it before; then it is in `~/.cache/ravi`): prepared at
+    // once, beside the tests (which mostly wait), the tests that need them wait on the
+    // preparation's lock for what is left instead of preparing on one test's clock.
     let prepare = build.executable("prepare_engines")?.to_path_buf();
-    let engines = background("engines", true, move || {
-        util::step("prepare: CPython engine", || {
-            util::run(&prepare.to_string_lossy(), &["cpython"])
+    let engines = background("engines", false, move || {
+        util::step("prepare: code-mode engines", || {
+            util::run(&prepare.to_string_lossy(), &[])
         })
     })?;
-
     // Every test of the workspace (unit, scenario, doc, the MCP interop tests, the in-process
-    // embedding model's reference test against its real weights).
+    // embedding model's reference test against its real weights), and the engine-independent
+    // sandbox suites and the compatibility corpus again on the CPython engine (the tests
+    // named for CPython run on it in the first pass).
     util::step_counted("tests", || {
         let mut env = vec![
             ("RAVI_REQUIRE_MCP_HARNESS", harness_flag),
@@ -375,32 +412,49 @@ fn steps(opts: Options) -> anyhow::Result<()> {
         if opts.full {
             env.push(("RAVI_SCALE_CALLS", "10000"));
         }
-        util::run_counted(
-            "cargo",
-            &[
-                "test",
-                "--workspace",
-                "--features",
-                TEST_FEATURES,
-                "--no-fail-fast",
-            ],
-            &env,
-        )
-        .map(Some)
-    })?;
-    // The engine-independent sandbox suites and the compatibility corpus again, on the CPython
-    // engine (the tests named for CPython ran on it in the step before).
-    util::step_counted("tests: CPython engine", || {
-        let env = [
+        let mut jobs: Vec<pool::Job> = build
+            .tests
+            .iter()
+            .map(|t| t.job(&format!("{} {}", t.package, t.target), &[], &env))
+            .collect();
+        let cpython_env = [
             ("RAVI_TEST_ENGINE", "cpython"),
             ("RAVI_REQUIRE_MCP_HARNESS", harness_flag),
         ];
         let filters = ["sandbox::", "corpus", "data_mode"];
-        let mut n = build
-            .test("ravi-capabilities", "all")?
-            .run(&filters, &env)?;
-        n += build.test("ravi-cli", "all")?.run(&filters, &env)?;
-        Ok(Some(n))
+        for package in ["ravi-capabilities", "ravi-cli"] {
+            let t = build.test(package, "all")?;
+            jobs.push(t.job(
+                &format!("{package} all (CPython engine)"),
+                &filters,
+                &cpython_env,
+            ));
+        }
+        let root = util::workspace_root()?;
+        jobs.push(pool::Job {
+            name: "doc tests".into(),
+            program: "cargo".into(),
+            args: ["test", "--workspace", "--features", TEST_FEATURES, "--doc"]
+                .map(String::from)
+                .to_vec(),
+            dir: root.clone(),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            weight: 30,
+        });
+        let outcomes = pool::run(jobs, TEST_JOBS, &root.join("target/test-logs"))?;
+        let tests = outcomes.iter().map(|o| o.tests).sum();
+        let failed: Vec<&str> = outcomes
+            .iter()
+            .filter(|o| !o.ok)
+            .map(|o| o.name.as_str())
+            .collect();
+        if !failed.is_empty() {
+            anyhow::bail!("tests failed in: {} ({tests} tests ran)", failed.join(", "));
+        }
+        Ok(Some(tests))
     })?;
     engines.join()?;
     if harness {

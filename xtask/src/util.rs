@@ -81,14 +81,9 @@ pub fn run_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> anyhow::Re
     Ok(())
 }
 
-/// Like [`run_env`], and counts the tests the command ran from the summary lines it prints
-/// (libtest's `test result:`, pytest's closing line), passing its output through. A failing
-/// command still reports what it counted, in the error.
-pub fn run_counted(program: &str, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<u64> {
-    run_counted_in(&workspace_root()?, program, args, env)
-}
-
-/// [`run_counted`] in the folder `dir`.
+/// Like [`run_env`] in the folder `dir`, and counts the tests the command ran from the summary
+/// lines it prints (libtest's `test result:`, pytest's closing line), passing its output
+/// through. A failing command still reports what it counted, in the error.
 pub fn run_counted_in(
     dir: &std::path::Path,
     program: &str,

@@ -18,6 +18,14 @@ use std::time::Instant;
 use ravi_capabilities::chain::{PythonEngine, Sandbox};
 
 fn main() -> ExitCode {
+    // The preparation's steps and their seconds, on stderr.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
     let mut engines = vec![PythonEngine::RustPython];
     if cfg!(feature = "code-mode-cpython") {
         engines.push(PythonEngine::CPython);

@@ -244,8 +244,11 @@ mod engine {
         // The engine of the default settings: the pool's size does not change the code.
         let engine = Engine::new(&cpython_engine_config(None)).map_err(SandboxError::engine)?;
         let dir = cpython_prepare::prepared_dir(&root, ravi_sandbox_artifact::CPYTHON_KEY, &engine);
+        let boot = Engine::new(&cpython_prepare::boot_config(cpython_engine_config(None)))
+            .map_err(SandboxError::engine)?;
         cpython_prepare::ensure(
             &engine,
+            &boot,
             wheel,
             ravi_sandbox_artifact::CPYTHON_WHEEL_SHA256,
             &dir,

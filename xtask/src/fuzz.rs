@@ -82,12 +82,27 @@ pub enum Build {
 }
 
 impl Build {
-    fn flags(self) -> &'static [&'static str] {
-        match self {
-            Self::Sanitized => &[],
-            Self::Quick => &["--dev", "--sanitizer", "none"],
+    /// cargo-fuzz's flags for this build, the target directory included.
+    fn flags(self) -> Vec<String> {
+        let mut flags: Vec<String> = match self {
+            Self::Sanitized => Vec::new(),
+            Self::Quick => ["--dev", "--sanitizer", "none"].map(String::from).to_vec(),
+        };
+        if let Some(dir) = target_dir() {
+            flags.extend(["--target-dir".to_owned(), dir.display().to_string()]);
         }
+        flags
     }
+}
+
+/// Where the fuzz build goes when `CARGO_TARGET_DIR` moves the workspace's build out of the
+/// checkout (CI keeps it in a cache between runs): a folder beside it, never the workspace's
+/// own (the two builds would wait on each other's lock, and nightly's artefacts are of no use
+/// to stable). `None`: cargo-fuzz's default, `fuzz/target`.
+fn target_dir() -> Option<std::path::PathBuf> {
+    let shared = std::path::PathBuf::from(std::env::var_os("CARGO_TARGET_DIR")?);
+    let parent = shared.parent().filter(|_| shared.is_absolute())?;
+    Some(parent.join("fuzz-target"))
 }
 
 /// `cargo xtask test`'s fuzz step, after [`build_all`]: each target run for `secs` seconds
@@ -124,8 +139,9 @@ pub fn run_all(secs: u64, build: Build) -> anyhow::Result<u64> {
 /// one `cargo fuzz run` per target built each in turn.
 pub fn build_all(build: Build) -> anyhow::Result<()> {
     let fuzz_dir = util::workspace_root()?.join("fuzz").display().to_string();
+    let flags = build.flags();
     let mut args = vec!["+nightly", "fuzz", "build", "--fuzz-dir", fuzz_dir.as_str()];
-    args.extend_from_slice(build.flags());
+    args.extend(flags.iter().map(String::as_str));
     util::run("cargo", &args).context("building the fuzz targets")
 }
 
@@ -168,7 +184,7 @@ fn run_target(fuzz_dir: &Path, target: &str, secs: u64, build: Build) -> anyhow:
         "--fuzz-dir".into(),
         fuzz_dir.display().to_string(),
     ];
-    args.extend(build.flags().iter().map(|f| (*f).to_owned()));
+    args.extend(build.flags());
     args.extend([
         target.to_owned(),
         scratch.display().to_string(),

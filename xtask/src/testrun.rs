@@ -269,6 +269,13 @@ fn background_installs(required: bool) -> anyhow::Result<Installed> {
     Ok(Installed { mcp_skip, minilm })
 }
 
+/// What the docs build turns on besides [`TEST_FEATURES`]: the features that only the tests'
+/// dev-dependencies would (the test support's fixtures and model server, the journal's crash
+/// points), so that `cargo doc`, which resolves without dev-dependencies, sees the dependencies
+/// with the features clippy checked them with.
+const DOC_FEATURES: &str =
+    "ravi-test-support/fixtures,ravi-test-support/model-server,ravi-agents/failpoints";
+
 /// How long the default run fuzzes each target.
 const FUZZ_SMOKE_SECS: u64 = 5;
 
@@ -363,7 +370,9 @@ fn steps(opts: Options) -> anyhow::Result<()> {
     crate::rustfmt()?;
     crate::clippy()?;
     crate::layer_check()?;
-    // Right after clippy: rustdoc reads the dependencies' metadata clippy just checked.
+    // Right after clippy: rustdoc reads the dependencies' metadata clippy just checked. A
+    // build without dev-dependencies resolves some features differently (tokio's `test-util`,
+    // the test support's own): [`DOC_FEATURES`] asks for them, so nothing is checked again.
     util::step("docs", || {
         util::run_env(
             "cargo",
@@ -372,7 +381,7 @@ fn steps(opts: Options) -> anyhow::Result<()> {
                 "--workspace",
                 "--no-deps",
                 "--features",
-                TEST_FEATURES,
+                &format!("{TEST_FEATURES},{DOC_FEATURES}"),
             ],
             &[("RUSTDOCFLAGS", "-D warnings")],
         )

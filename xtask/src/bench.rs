@@ -19,6 +19,7 @@
 //! cancels that), value to value where there is none — and names every figure more than
 //! [`WORSE`] worse, failing when there is one.
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, bail};
@@ -77,6 +78,69 @@ fn bench_targets() -> anyhow::Result<Vec<BenchTarget>> {
     Ok(targets)
 }
 
+/// Each selected bench target's executable and package directory, by (package, target), from
+/// one `cargo bench --no-run` of them all with the union of their required features: one
+/// feature resolution, so shared dependencies are compiled once (a `cargo bench -p` per target
+/// would resolve, and compile, the workspace again for each feature set).
+fn build(
+    selected: &[&BenchTarget],
+) -> anyhow::Result<std::collections::HashMap<(String, String), (PathBuf, PathBuf)>> {
+    let root = crate::util::workspace_root()?;
+    let mut cmd = Command::new("cargo");
+    cmd.args([
+        "bench",
+        "--no-run",
+        "--message-format",
+        "json-render-diagnostics",
+    ]);
+    let mut features = Vec::new();
+    for t in selected {
+        cmd.args(["-p", &t.package, "--bench", &t.target]);
+        features.extend(t.features.iter().map(|f| format!("{}/{f}", t.package)));
+    }
+    features.sort();
+    features.dedup();
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
+    }
+    let out = cmd
+        .current_dir(&root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("could not run `cargo bench --no-run`")?;
+    if !out.status.success() {
+        bail!("building the benchmarks failed ({})", out.status);
+    }
+    Ok(bench_executables(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The bench executables in cargo's JSON messages, by (package, target).
+fn bench_executables(
+    messages: &str,
+) -> std::collections::HashMap<(String, String), (PathBuf, PathBuf)> {
+    let mut found = std::collections::HashMap::new();
+    for line in messages.lines() {
+        let Ok(msg) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let is_bench = msg["target"]["kind"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "bench"));
+        let (Some(exe), true) = (msg["executable"].as_str(), is_bench) else {
+            continue;
+        };
+        let manifest = PathBuf::from(msg["manifest_path"].as_str().unwrap_or_default());
+        let dir = manifest.parent().map(PathBuf::from).unwrap_or_default();
+        let package = crate::testrun::package_name(&dir).unwrap_or_default();
+        let target = msg["target"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        found.insert((package, target), (PathBuf::from(exe), dir));
+    }
+    found
+}
+
 /// How much worse than its baseline a figure may get before `--compare` names it: 10 %.
 pub const WORSE: f64 = 0.10;
 
@@ -128,19 +192,24 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     if selected.iter().any(|t| t.target == "chain_cpython") {
         crate::services::pandas();
     }
+    let built = build(&selected)?;
     let mut figures = Vec::new();
     for t in selected {
-        let mut cmd = Command::new("cargo");
-        cmd.args(["bench", "--quiet", "-p", &t.package, "--bench", &t.target]);
-        if !t.features.is_empty() {
-            cmd.args(["--features", &t.features.join(",")]);
-        }
-        cmd.args(["--", "--ravi-figures"]);
+        let Some((exe, dir)) = built.get(&(t.package.clone(), t.target.clone())) else {
+            bail!(
+                "the bench build made no `{}` bench of `{}`",
+                t.target,
+                t.package
+            );
+        };
+        // As `cargo bench` runs it: in its package's directory, with `--bench`.
+        let mut cmd = Command::new(exe);
+        cmd.args(["--bench", "--ravi-figures"]);
         if quick {
             cmd.arg("--quick");
         }
         let out = cmd
-            .current_dir(&root)
+            .current_dir(dir)
             .stderr(Stdio::inherit())
             .output()
             .with_context(|| format!("could not run bench target {}", t.target))?;

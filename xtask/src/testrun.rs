@@ -1,4 +1,4 @@
-//! `cargo xtask test [--full]`: every check, from one build.
+//! `cargo xtask test [--full] [--soak SECS]`: every check, from one build.
 //!
 //! Every step that needs compiled code asks cargo for the workspace with the same features
 //! ([`TEST_FEATURES`]), so each crate is compiled once: clippy checks it, `cargo test` builds and
@@ -11,7 +11,8 @@
 //!
 //! `--full` adds the long forms the default run shortens: fuzzing for a minute per target
 //! with the sanitizer build, the crash suite with 200 scenarios per crash point, the scale
-//! test with 10,000 calls, the guest's rebuild check and its clippy.
+//! test with 10,000 calls, the gateway's memory soak for ten minutes, the guest's rebuild
+//! check and its clippy. `--soak SECS` sets the soak's length on its own (an hour: 3600).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,21 +23,46 @@ use serde_json::Value;
 
 use crate::{TEST_FEATURES, conformance, fuzz, guest, pool, services, util};
 
-/// What `--full` changes.
+/// What `--full` and `--soak` change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     /// Run the long forms too.
     pub full: bool,
+    /// How long the gateway's memory soak cycles sessions (`RAVI_SOAK_SECS`), in seconds:
+    /// `--soak SECS`, else [`FULL_SOAK_SECS`] with `--full`, else none (three cycles).
+    pub soak_secs: Option<u64>,
 }
 
+/// How long `--full` soaks the gateway's memory (open, read 1 MiB results, close, repeat).
+pub const FULL_SOAK_SECS: u64 = 600;
+
 impl Options {
-    /// Parses the task's arguments.
+    /// Parses the task's arguments: `[--full] [--soak SECS]`.
     pub fn parse(args: &[String]) -> anyhow::Result<Self> {
-        match args {
-            [] => Ok(Self { full: false }),
-            [flag] if flag == "--full" => Ok(Self { full: true }),
-            _ => bail!("usage: cargo xtask test [--full]"),
+        const USAGE: &str = "usage: cargo xtask test [--full] [--soak SECS]";
+        let mut opts = Self {
+            full: false,
+            soak_secs: None,
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--full" => opts.full = true,
+                "--soak" => {
+                    let secs = args.next().ok_or_else(|| {
+                        anyhow::anyhow!("--soak needs a number of seconds; {USAGE}")
+                    })?;
+                    opts.soak_secs = Some(secs.parse().map_err(|_| {
+                        anyhow::anyhow!("--soak takes whole seconds, got `{secs}`; {USAGE}")
+                    })?);
+                }
+                other => bail!("unknown argument `{other}`; {USAGE}"),
+            }
         }
+        if opts.full && opts.soak_secs.is_none() {
+            opts.soak_secs = Some(FULL_SOAK_SECS);
+        }
+        Ok(opts)
     }
 }
 
@@ -144,7 +170,7 @@ fn parse_build(messages: &str) -> anyhow::Result<TestBuild> {
 }
 
 /// The `name` in the `[package]` of the manifest in `dir`.
-fn package_name(dir: &Path) -> Option<String> {
+pub(crate) fn package_name(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?;
     let mut in_package = false;
     for line in text.lines() {
@@ -421,6 +447,10 @@ fn steps(opts: Options) -> anyhow::Result<()> {
         if opts.full {
             env.push(("RAVI_SCALE_CALLS", "10000"));
         }
+        let soak = opts.soak_secs.map(|s| s.to_string());
+        if let Some(secs) = &soak {
+            env.push(("RAVI_SOAK_SECS", secs.as_str()));
+        }
         let mut jobs: Vec<pool::Job> = build
             .tests
             .iter()
@@ -535,6 +565,15 @@ mod tests {
     fn options_take_only_full() {
         assert!(!Options::parse(&[]).unwrap().full);
         assert!(Options::parse(&["--full".into()]).unwrap().full);
+        assert_eq!(Options::parse(&[]).unwrap().soak_secs, None);
+        assert_eq!(
+            Options::parse(&["--full".into()]).unwrap().soak_secs,
+            Some(FULL_SOAK_SECS)
+        );
+        let soak = Options::parse(&["--soak".into(), "3600".into()]).unwrap();
+        assert_eq!((soak.full, soak.soak_secs), (false, Some(3600)));
+        let err = Options::parse(&["--soak".into(), "an hour".into()]).unwrap_err();
+        assert!(err.to_string().contains("`an hour`"), "{err}");
         assert!(Options::parse(&["--fast".into()]).is_err());
     }
 

@@ -467,9 +467,10 @@ impl Grant {
                 wait.as_millis().max(1)
             )
         };
+        let owner = self.bucket_owner();
         for (pattern, spec) in &self.policy.rates {
             if pattern.matches(tool) {
-                let key = format!("{who}\u{0}{}", pattern.as_str());
+                let key = format!("{owner}\u{0}{}", pattern.as_str());
                 limits.bucket(&key, *spec).take().map_err(|wait| {
                     refused(*spec, format!("calls of `{}`", pattern.as_str()), wait)
                 })?;
@@ -477,11 +478,21 @@ impl Grant {
         }
         if let Some(spec) = self.rate() {
             limits
-                .bucket(who, spec)
+                .bucket(&owner, spec)
                 .take()
                 .map_err(|wait| refused(spec, "calls".into(), wait))?;
         }
         Ok(())
+    }
+
+    /// The part of a bucket's key that names whose it is: `p`, the length of the principal's
+    /// id and the id (so no id, whatever characters it holds, can name another principal's
+    /// bucket or a per-tool one), or `-` for an unauthenticated caller.
+    fn bucket_owner(&self) -> String {
+        match &self.principal {
+            Some(p) => format!("p{}:{}", p.id.len(), p.id),
+            None => "-".to_owned(),
+        }
     }
 
     /// The same grant also held to `rule` (an API key's own tools and risk ceiling).
@@ -628,6 +639,36 @@ mod tests {
         let again =
             Grant::new(grant.policy.clone(), Some(Principal::new("k"))).with_rate_limits(limits);
         assert!(again.take_call("http_get").is_err());
+    }
+
+    #[test]
+    fn no_principal_id_names_another_principals_bucket() {
+        // An id made to look like a per-tool key of `k` (or like an anonymous caller) gets
+        // buckets of its own.
+        let policy = Arc::new(
+            AccessPolicy::new()
+                .with_default(AccessRule {
+                    rate: Some("1/h".parse().unwrap()),
+                    ..AccessRule::tools(["*"])
+                })
+                .with_tool_rate("http_*", "1/h".parse().unwrap()),
+        );
+        let limits = Arc::new(RateLimits::new());
+        let grant = |id: Option<&str>| {
+            Grant::new(Arc::clone(&policy), id.map(Principal::new))
+                .with_rate_limits(Arc::clone(&limits))
+        };
+        assert!(grant(Some("k")).take_call("http_get").is_ok());
+        for id in [
+            Some("k\u{0}http_*"),
+            Some("p1:k"),
+            Some("-"),
+            Some("this caller"),
+            None,
+        ] {
+            assert!(grant(id).take_call("http_get").is_ok(), "{id:?}");
+        }
+        assert!(grant(Some("k")).take_call("a").is_err());
     }
 
     #[test]

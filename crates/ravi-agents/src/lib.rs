@@ -3,6 +3,13 @@
 //! Holds the Toolbox, provider schema encoders, argument validation, the ToolInvoker
 //! enforcement pipeline, blob stores, approval handlers, guardrails, hooks and the ReAct loop.
 //!
+//! Approvals fail closed. An invoker (or agent) built with no approval handler denies every
+//! call that needs one, and — with nobody to ask — the default policy's threshold is `Safe`:
+//! `list_files`, `http_get` and every other non-Safe tool are denied until a handler is
+//! configured or the policy sets `max_risk_unapproved` explicitly. With a handler the default
+//! threshold is `Sensitive` (reads run unasked, writes ask), as every `ravi` command has.
+//! ([`invoker::ToolInvoker::max_risk_unapproved`], `docs/invoker.md#approvals`.)
+//!
 //! ```
 //! assert_eq!(ravi_agents::kernel::ToolRisk::Safe.as_str(), "safe");
 //! ```

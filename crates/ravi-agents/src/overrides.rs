@@ -166,6 +166,15 @@ impl Tool for Overridden {
             .idempotent
             .unwrap_or_else(|| self.inner.idempotent())
     }
+    /// The tool's own effects — a risk set by the operator is policy and changes none of
+    /// them — except idempotence, when the operator says (`[idempotent]`).
+    fn effects(&self) -> ravi_kernel::ToolEffects {
+        let effects = self.inner.effects();
+        match self.over.idempotent {
+            Some(idempotent) => effects.with_idempotent(idempotent),
+            None => effects,
+        }
+    }
     fn refuses(&self, source: ravi_kernel::CallSource) -> Option<String> {
         self.inner.refuses(source)
     }
@@ -230,6 +239,11 @@ mod tests {
         assert_eq!(t.map(Tool::risk), Some(ToolRisk::Critical));
         assert_eq!(t.map(Tool::hitl_mode), Some(HitlMode::Blocking));
         assert_eq!(t.map(Tool::streams_artifacts), Some(true));
+        // Effects are the tool's own: a raised risk does not make it destructive.
+        assert_eq!(
+            t.map(Tool::effects),
+            Some(ravi_kernel::ToolEffects::from_risk(ToolRisk::High, false))
+        );
         let mut map = BTreeMap::new();
         map.insert(
             "writer".to_owned(),

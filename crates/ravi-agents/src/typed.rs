@@ -9,7 +9,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ravi_kernel::{AnyTool, HitlMode, Tool, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use ravi_kernel::{
+    AnyTool, HitlMode, Tool, ToolContext, ToolEffects, ToolError, ToolExecutionResult, ToolRisk,
+};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -214,6 +216,11 @@ pub trait TypedTool: Send + Sync + 'static {
     fn idempotent(&self) -> bool {
         false
     }
+    /// What its calls do to the world, as MCP clients are told (see [`Tool::effects`]);
+    /// derived from the risk and idempotence by default.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::from_risk(self.risk(), self.idempotent())
+    }
     /// Whether the schema is loaded on demand.
     fn lazy_schema(&self) -> bool {
         false
@@ -296,6 +303,9 @@ impl<T: TypedTool> Tool for Typed<T> {
     fn idempotent(&self) -> bool {
         self.inner.idempotent()
     }
+    fn effects(&self) -> ToolEffects {
+        self.inner.effects()
+    }
     fn lazy_schema(&self) -> bool {
         self.inner.lazy_schema()
     }
@@ -328,6 +338,7 @@ pub struct FnTool<A, F> {
     hitl: Option<HitlMode>,
     hitl_timeout: Option<std::time::Duration>,
     idempotent: bool,
+    effects: Option<ToolEffects>,
     lazy: bool,
     examples: Vec<Value>,
     func: F,
@@ -373,6 +384,7 @@ where
         hitl: None,
         hitl_timeout: None,
         idempotent: false,
+        effects: None,
         lazy: false,
         examples: Vec::new(),
         func,
@@ -408,6 +420,14 @@ impl<A, F> FnTool<A, F> {
     #[must_use]
     pub fn with_idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
+        self
+    }
+
+    /// States what the tool's calls do to the world (default: derived from the risk and
+    /// idempotence, see [`Tool::effects`]).
+    #[must_use]
+    pub fn with_effects(mut self, effects: ToolEffects) -> Self {
+        self.effects = Some(effects);
         self
     }
 
@@ -465,6 +485,10 @@ where
     }
     fn idempotent(&self) -> bool {
         self.idempotent
+    }
+    fn effects(&self) -> ToolEffects {
+        self.effects
+            .unwrap_or_else(|| ToolEffects::from_risk(self.risk, self.idempotent))
     }
     fn lazy_schema(&self) -> bool {
         self.lazy

@@ -328,6 +328,10 @@ impl ApprovalHandler for CliApprovalHandler {
     fn attended(&self, _request: &ApprovalRequest) -> bool {
         !matches!(self.unattended, Some(Unattended::Deny(_)))
     }
+
+    fn approver(&self, _request: &ApprovalRequest) -> String {
+        "the person at the terminal".into()
+    }
 }
 
 #[cfg(test)]

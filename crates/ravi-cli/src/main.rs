@@ -8,6 +8,7 @@
 mod approval;
 mod commands;
 mod config;
+mod memory;
 mod setup;
 mod store;
 mod table;

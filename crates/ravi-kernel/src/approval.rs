@@ -158,9 +158,57 @@ pub trait ApprovalHandler: Send + Sync {
     }
 
     /// Who this handler's decisions are recorded as made by, in a durable approval record
-    /// (`terminal`, `policy`, `queue`…). Default: `handler`.
+    /// (`terminal`, `policy`, `queue`…). Default: `handler`. An identifier, not wording: a
+    /// denial the handler itself recorded is worded with [`approver`](Self::approver).
     fn decider(&self) -> &str {
         "handler"
+    }
+
+    /// Who answers this handler's question about `request`, in words a model and an
+    /// operator understand: a denial is reported as theirs ("the person at the terminal
+    /// denied the call to `x`"). Default: "a human".
+    fn approver(&self, request: &ApprovalRequest) -> String {
+        let _ = request;
+        "a human".into()
+    }
+
+    /// Why nobody can be asked about `request`, when the handler knows it before asking (an
+    /// MCP client that declared no form elicitation, and no fallback): the invoker then denies
+    /// the call at once, saying why and what the operator can do, instead of waiting for an
+    /// answer that cannot come. Default `None`: the handler asks.
+    fn unreachable(&self, request: &ApprovalRequest) -> Option<Unreachable> {
+        let _ = request;
+        None
+    }
+}
+
+/// Why an approval handler cannot put a question to anyone
+/// ([`ApprovalHandler::unreachable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Unreachable {
+    /// The MCP client that sent the call did not declare form elicitation, so its user cannot
+    /// be asked.
+    ClientCannotElicit,
+    /// The handler asks the client a call comes from, and no client is behind this call.
+    NoClient,
+}
+
+impl Unreachable {
+    /// Why nobody could be asked, for a model and an operator: "the MCP client that sent the
+    /// call did not declare form elicitation, so its user cannot be asked".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::ClientCannotElicit => {
+                "the MCP client that sent the call did not declare form elicitation, so its \
+                 user cannot be asked"
+            }
+            Self::NoClient => {
+                "approvals are asked of the MCP client a call comes from, and no client is \
+                 behind this call"
+            }
+        }
     }
 }
 
@@ -197,6 +245,9 @@ pub enum ApprovalResolution {
     Cancelled,
     /// The decision was deferred: the run pauses and the call runs (or not) when it resumes.
     Deferred,
+    /// The handler knew nobody could be asked ([`ApprovalHandler::unreachable`]: a client
+    /// without form elicitation), so the call was denied without asking.
+    Unreachable,
 }
 
 impl ApprovalResolution {
@@ -224,6 +275,7 @@ impl ApprovalResolution {
             Self::HandlerFailed => "handler_failed",
             Self::Cancelled => "cancelled",
             Self::Deferred => "deferred",
+            Self::Unreachable => "unreachable",
         }
     }
 }

@@ -189,7 +189,11 @@ pub enum BlobError {
     #[error("artifact {0} does not exist (it was never stored or has expired)")]
     NotFound(ArtifactRef),
     /// The ref exists but belongs to a scope this caller may not read.
-    #[error("artifact {0} belongs to another session and cannot be read from this one")]
+    ///
+    /// Its message is [`NotFound`](Self::NotFound)'s, word for word: whoever reads it learns
+    /// nothing about another caller's data, not even that the ref exists. Code that needs the
+    /// difference (an operator's log, a store's tests) matches the variant.
+    #[error("artifact {0} does not exist (it was never stored or has expired)")]
     Forbidden(ArtifactRef),
     /// The store's backing storage failed.
     #[error("blob store I/O error: {0}")]
@@ -203,6 +207,19 @@ pub enum BlobError {
         /// The limit, in bytes.
         limit: u64,
     },
+}
+
+impl BlobError {
+    /// The error as a caller may see it: a ref of a scope the caller may not read is
+    /// [`NotFound`](Self::NotFound), exactly like a ref that never existed (so the kind a tool
+    /// reports, and every word, is the same for both). Other errors are unchanged.
+    #[must_use]
+    pub fn as_seen_by_caller(self) -> Self {
+        match self {
+            Self::Forbidden(r) => Self::NotFound(r),
+            other => other,
+        }
+    }
 }
 
 /// Stores large values out of band.
@@ -293,5 +310,16 @@ mod tests {
         let a1 = a.child("a1");
         assert!(a1.can_read("a") && a1.can_read("run") && a1.can_read("a1"));
         assert!(!a.can_read("b") && !b.can_read("a") && !root.can_read("a"));
+    }
+
+    #[test]
+    fn a_foreign_ref_reads_like_an_unknown_one() {
+        let r = ArtifactRef::parse("art_0123456789abcdefghijklmnop").unwrap();
+        let foreign = BlobError::Forbidden(r.clone());
+        let unknown = BlobError::NotFound(r.clone());
+        assert_eq!(foreign.to_string(), unknown.to_string());
+        assert_eq!(foreign.as_seen_by_caller(), unknown);
+        let io = BlobError::Io("disk".into());
+        assert_eq!(io.clone().as_seen_by_caller(), io);
     }
 }

@@ -27,7 +27,8 @@ pub struct ChainPolicy {
     total_timeout: Duration,
     max_inline_result_bytes: usize,
     approval_timeout: Duration,
-    max_risk_unapproved: ToolRisk,
+    /// `None` until set: then Sensitive with an approval handler, Safe without one.
+    max_risk_unapproved: Option<ToolRisk>,
 }
 
 impl Default for ChainPolicy {
@@ -38,14 +39,15 @@ impl Default for ChainPolicy {
             total_timeout: Duration::from_secs(300),
             max_inline_result_bytes: 4096,
             approval_timeout: Duration::from_secs(55),
-            max_risk_unapproved: ToolRisk::Sensitive,
+            max_risk_unapproved: None,
         }
     }
 }
 
 impl ChainPolicy {
     /// A builder starting from the defaults (50 calls, 60 s per call, 300 s total, 4096 inline
-    /// bytes, 55 s approval wait, approval above `Sensitive`).
+    /// bytes, 55 s approval wait, approval above `Sensitive` — above `Safe` when no approval
+    /// handler is configured).
     pub fn builder() -> ChainPolicyBuilder {
         ChainPolicyBuilder {
             policy: Self::default(),
@@ -79,8 +81,29 @@ impl ChainPolicy {
     pub fn approval_timeout(&self) -> Duration {
         self.approval_timeout
     }
-    /// The highest risk that runs without asking. Critical always asks.
+    /// The highest risk that runs without asking where an approval handler is configured:
+    /// the one set, else `Sensitive`. Critical always asks. Without a handler an unset
+    /// threshold is `Safe` instead ([`max_risk_unapproved_for`](Self::max_risk_unapproved_for)).
     pub fn max_risk_unapproved(&self) -> ToolRisk {
+        self.max_risk_unapproved_for(true)
+    }
+
+    /// The highest risk that runs without asking, for an invoker with (`has_handler`) or
+    /// without an approval handler. Set explicitly, the threshold holds either way. Unset (the
+    /// default) it is `Sensitive` with a handler — reads of the workspace and the network
+    /// run, writes ask — and `Safe` without one: with nobody to ask, nothing that reads
+    /// outside the process runs unless the policy says so (fail closed).
+    pub fn max_risk_unapproved_for(&self, has_handler: bool) -> ToolRisk {
+        match self.max_risk_unapproved {
+            Some(r) => r,
+            None if has_handler => ToolRisk::Sensitive,
+            None => ToolRisk::Safe,
+        }
+    }
+
+    /// The threshold the policy sets explicitly, if it does (`None`: the default, which
+    /// depends on whether an approval handler is configured).
+    pub fn max_risk_unapproved_set(&self) -> Option<ToolRisk> {
         self.max_risk_unapproved
     }
 
@@ -139,9 +162,10 @@ impl ChainPolicyBuilder {
         self.policy.approval_timeout = d;
         self
     }
-    /// Sets the highest risk that runs without asking.
+    /// Sets the highest risk that runs without asking, with or without an approval handler
+    /// (unset: `Sensitive` with a handler, `Safe` without one).
     pub fn max_risk_unapproved(mut self, r: ToolRisk) -> Self {
-        self.policy.max_risk_unapproved = r;
+        self.policy.max_risk_unapproved = Some(r);
         self
     }
     /// Validates and returns the policy.
@@ -151,7 +175,7 @@ impl ChainPolicyBuilder {
 }
 
 /// Wire form of [`ChainPolicy`]: durations in milliseconds, every field optional (missing
-/// fields take the defaults).
+/// fields take the defaults). An unset `max_risk_unapproved` is left out, so it stays unset.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ChainPolicyWire {
@@ -165,7 +189,7 @@ struct ChainPolicyWire {
     max_inline_result_bytes: Option<usize>,
     #[serde(default)]
     approval_timeout_ms: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     max_risk_unapproved: Option<ToolRisk>,
 }
 
@@ -188,7 +212,7 @@ impl TryFrom<ChainPolicyWire> for ChainPolicy {
             approval_timeout: w
                 .approval_timeout_ms
                 .map_or(d.approval_timeout, Duration::from_millis),
-            max_risk_unapproved: w.max_risk_unapproved.unwrap_or(d.max_risk_unapproved),
+            max_risk_unapproved: w.max_risk_unapproved.or(d.max_risk_unapproved),
         }
         .validate()
     }
@@ -203,7 +227,7 @@ impl From<ChainPolicy> for ChainPolicyWire {
             total_timeout_ms: Some(ms(p.total_timeout)),
             max_inline_result_bytes: Some(p.max_inline_result_bytes),
             approval_timeout_ms: Some(ms(p.approval_timeout)),
-            max_risk_unapproved: Some(p.max_risk_unapproved),
+            max_risk_unapproved: p.max_risk_unapproved,
         }
     }
 }
@@ -789,6 +813,27 @@ mod tests {
         assert_eq!(p.approval_timeout(), Duration::from_secs(55));
         assert_eq!(p.max_risk_unapproved(), ToolRisk::Sensitive);
         assert_eq!(ChainPolicy::builder().build(), Ok(p));
+    }
+
+    /// Seed 000: with no approval handler, every non-Safe call is denied unless the policy
+    /// says otherwise; with one, Sensitive runs unasked.
+    #[test]
+    fn an_unset_threshold_is_safe_without_a_handler_and_sensitive_with_one() {
+        let p = ChainPolicy::default();
+        assert_eq!(p.max_risk_unapproved_set(), None);
+        assert_eq!(p.max_risk_unapproved_for(true), ToolRisk::Sensitive);
+        assert_eq!(p.max_risk_unapproved_for(false), ToolRisk::Safe);
+        let set = ChainPolicy::builder()
+            .max_risk_unapproved(ToolRisk::Sensitive)
+            .build()
+            .unwrap();
+        assert_eq!(set.max_risk_unapproved_for(false), ToolRisk::Sensitive);
+        // Unset survives the wire; a set one too (older JSON always carried it).
+        let back: ChainPolicy = serde_json::from_value(serde_json::to_value(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+        let old: ChainPolicy =
+            serde_json::from_str(r#"{"max_risk_unapproved": "sensitive"}"#).unwrap();
+        assert_eq!(old, set);
     }
 
     #[test]

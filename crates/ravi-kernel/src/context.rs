@@ -246,7 +246,11 @@ pub trait ArtifactPins: Send + Sync {
 /// the pin going to the session.
 ///
 /// The store itself is not exposed: a tool can only read, stat and store through the session's
-/// scope, never read another scope's refs, pin or unpin.
+/// scope, never read another scope's refs, pin or unpin. A ref of another scope is reported as
+/// [`BlobError::NotFound`](crate::BlobError::NotFound), like a ref that does not exist, so a
+/// tool cannot tell the two apart either (see [`BlobError::as_seen_by_caller`]).
+///
+/// [`BlobError::as_seen_by_caller`]: crate::BlobError::as_seen_by_caller
 #[derive(Clone)]
 pub struct ArtifactAccess {
     store: Arc<dyn crate::BlobStore>,
@@ -298,7 +302,10 @@ impl ArtifactAccess {
         &self,
         artifact: &crate::ArtifactRef,
     ) -> Result<bytes::Bytes, crate::BlobError> {
-        self.store.resolve(&self.scope, artifact).await
+        self.store
+            .resolve(&self.scope, artifact)
+            .await
+            .map_err(crate::BlobError::as_seen_by_caller)
     }
 
     /// The bytes of `artifact` as a stream of chunks, if the session may read it.
@@ -306,7 +313,10 @@ impl ArtifactAccess {
         &self,
         artifact: &crate::ArtifactRef,
     ) -> Result<crate::ByteStream, crate::BlobError> {
-        self.store.open(&self.scope, artifact).await
+        self.store
+            .open(&self.scope, artifact)
+            .await
+            .map_err(crate::BlobError::as_seen_by_caller)
     }
 
     /// Hands the session a pin the caller holds on `artifact` (e.g. the pins of a nested
@@ -321,7 +331,10 @@ impl ArtifactAccess {
         &self,
         artifact: &crate::ArtifactRef,
     ) -> Result<crate::BlobInfo, crate::BlobError> {
-        self.store.stat(&self.scope, artifact).await
+        self.store
+            .stat(&self.scope, artifact)
+            .await
+            .map_err(crate::BlobError::as_seen_by_caller)
     }
 
     /// Stores the bytes `data` yields for the session (at most [`max_bytes`](Self::max_bytes);

@@ -86,7 +86,8 @@ pub enum CallState {
     Approved,
     /// It was refused (a person, a policy or a gate said no); it never ran.
     Denied,
-    /// Its approval expired unanswered; it never ran.
+    /// Its approval expired unanswered, or the process waiting on it died (see
+    /// [`Store::abandon_run`]); it never ran.
     Expired,
     /// The tool started. With no outcome after a crash, the call is in doubt.
     Started,
@@ -301,9 +302,23 @@ pub enum RunStatus {
     Succeeded,
     /// It finished with an error, a limit or a denial.
     Failed,
+    /// The process running it died before it finished (killed, crashed, its machine
+    /// rebooted): a call it had started is in doubt, and a script or agent run can be resumed.
+    /// Readers derive it from a `running` run whose [`RunOwner`] is gone; a store may also
+    /// record it.
+    Interrupted,
 }
 
 impl RunStatus {
+    /// Every status.
+    pub const ALL: [Self; 5] = [
+        Self::Running,
+        Self::Paused,
+        Self::Succeeded,
+        Self::Failed,
+        Self::Interrupted,
+    ];
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -311,14 +326,13 @@ impl RunStatus {
             Self::Paused => "paused",
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
         }
     }
 
     /// The status of wire name `s`.
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Running, Self::Paused, Self::Succeeded, Self::Failed]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
 }
 
@@ -350,6 +364,11 @@ pub struct RunRecord {
     /// The outcome, once it finished (or paused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
+    /// The process running it, when it recorded itself (`ravi run` and `ravi agent` do; a
+    /// gateway replica renews a lease instead): how a reader tells a run whose process died
+    /// from one still running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<RunOwner>,
 }
 
 impl RunRecord {
@@ -370,8 +389,99 @@ impl RunRecord {
             scope: scope.into(),
             input,
             output: None,
+            owner: None,
         }
     }
+
+    /// The same record, owned by `owner`.
+    #[must_use]
+    pub fn with_owner(mut self, owner: RunOwner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+}
+
+/// The process that runs a run, as it described itself when it took the run: enough for a
+/// reader on the same machine to tell whether it is still alive (see
+/// `ravi_agents::durable::owner`). A process id alone says nothing: it means something only
+/// within one boot of one machine and one PID namespace, and is reused once its process ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunOwner {
+    /// Its process id.
+    pub pid: u32,
+    /// The boot id of its machine (`/proc/sys/kernel/random/boot_id` on Linux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// Its PID namespace (`/proc/self/ns/pid`, e.g. `pid:[4026531836]`): containers on one
+    /// machine share its boot id, not their process ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_ns: Option<String>,
+    /// When it started, in clock ticks since boot (field 22 of `/proc/self/stat`), so a later
+    /// process given the same id does not pass for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ticks: Option<u64>,
+    /// Its machine's host name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+impl RunOwner {
+    /// The process `pid`, with nothing else known about it (a reader cannot check it).
+    pub fn new(pid: u32) -> Self {
+        Self {
+            pid,
+            boot_id: None,
+            pid_ns: None,
+            start_ticks: None,
+            host: None,
+        }
+    }
+}
+
+/// What [`Store::abandon_run`] ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Abandoned {
+    /// Calls that were `started`, now `in_doubt`.
+    pub in_doubt: u32,
+    /// Pending approvals now `expired`.
+    pub expired_approvals: u32,
+    /// Calls that were `awaiting_approval`, now `expired`.
+    pub expired_calls: u32,
+}
+
+impl Abandoned {
+    /// `in_doubt` calls, `expired_approvals` approvals and `expired_calls` calls.
+    pub fn new(in_doubt: u32, expired_approvals: u32, expired_calls: u32) -> Self {
+        Self {
+            in_doubt,
+            expired_approvals,
+            expired_calls,
+        }
+    }
+
+    /// Whether it ended nothing.
+    pub fn is_empty(&self) -> bool {
+        self.in_doubt == 0 && self.expired_approvals == 0 && self.expired_calls == 0
+    }
+}
+
+/// Whether `run_id` is `run` or one of its sub-runs (`RUN:SEQ`, `RUN:SEQ:SEQ`, …: the calls
+/// of a code-mode script that a call of `run` ran).
+pub fn in_run_tree(run: &str, run_id: &str) -> bool {
+    run_id
+        .strip_prefix(run)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+}
+
+/// The outcome recorded on a call that waited for its approval when its process died (see
+/// [`Store::abandon_run`]): denied, never run.
+pub fn abandoned_result(tool: &str, reason: &str) -> InvocationResult {
+    InvocationResult::failed(
+        crate::chain::FailureReason::ApprovalDenied,
+        format!("the call to `{tool}` did not run: it was waiting for its approval when {reason}"),
+    )
 }
 
 /// Where an approval stands.
@@ -832,6 +942,72 @@ pub trait Store: Send + Sync {
         Ok(n)
     }
 
+    /// Ends what the process of `run_id` left when it died (a gateway replica whose lease ran
+    /// out), in the run and its sub-runs (`RUN:SEQ`…, see [`in_run_tree`]): its pending
+    /// approvals become `expired` with `reason` (nobody is left to run what they would
+    /// approve), the calls waiting for them `expired` with [`abandoned_result`], and its calls
+    /// still `started` `in_doubt`. An approval already approved keeps its decision (its call,
+    /// which never started, is expired all the same). Only for a run whose process is known
+    /// to be gone and that nobody resumes — not a script's or an agent's run, whose pending
+    /// approvals a person may still decide for `ravi runs resume`. Running it again ends
+    /// nothing more.
+    ///
+    /// The default works through the other methods: it sees the newest 1,000 pending
+    /// approvals, finds sub-runs only through them, and cannot record `reason` on an
+    /// approval; a SQL store does it all in one transaction.
+    async fn abandon_run(&self, run_id: &str, reason: &str) -> Result<Abandoned, StoreError> {
+        let mut done = Abandoned::default();
+        let mut runs = vec![run_id.to_owned()];
+        for a in self.approvals(false).await? {
+            if in_run_tree(run_id, &a.key.run_id)
+                && self.expire_approval(a.id()).await? == ApprovalState::Expired
+            {
+                done.expired_approvals += 1;
+                if !runs.contains(&a.key.run_id) {
+                    runs.push(a.key.run_id.clone());
+                }
+            }
+        }
+        for run in &runs {
+            for mut e in self.calls(run).await? {
+                let now = now_ms();
+                match e.state {
+                    CallState::Started => {
+                        e.state = CallState::InDoubt;
+                        done.in_doubt += 1;
+                    }
+                    CallState::AwaitingApproval => {
+                        e.state = CallState::Expired;
+                        e.finished_ms = Some(now);
+                        e.result = Some(abandoned_result(&e.key.tool, reason));
+                        done.expired_calls += 1;
+                    }
+                    _ => continue,
+                }
+                e.updated_ms = now;
+                self.record_call(&e).await?;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Records `owner` as the process now running run `id` (a process resuming it) and marks
+    /// the run running. The default only marks it running: a store that keeps no owners
+    /// leaves readers unable to tell whether its process died.
+    async fn claim_run(&self, id: &str, owner: &RunOwner) -> Result<(), StoreError> {
+        let _ = owner;
+        self.update_run(id, RunStatus::Running, None).await
+    }
+
+    /// How many journaled calls match `query`, its limit aside (what `ravi audit` says when
+    /// it shows fewer). The default counts what [`audit`](Self::audit) returns without a
+    /// limit; a SQL store counts in the database.
+    async fn audit_count(&self, query: &AuditQuery) -> Result<u64, StoreError> {
+        let mut all = query.clone();
+        all.limit = u32::MAX;
+        Ok(self.audit(&all).await?.len() as u64)
+    }
+
     /// Records the state of MCP session `id` (what any replica needs to take the session
     /// over: the client's `initialize` parameters), replacing an earlier one. The default
     /// refuses: sessions then live in one process only.
@@ -862,6 +1038,45 @@ pub trait Store: Send + Sync {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_tree_is_the_run_and_its_sub_runs_only() {
+        assert!(in_run_tree("run_1", "run_1"));
+        assert!(in_run_tree("run_1", "run_1:4"));
+        assert!(in_run_tree("run_1", "run_1:4:0"));
+        // Another run whose id merely starts with the same text.
+        assert!(!in_run_tree("run_1", "run_10"));
+        assert!(!in_run_tree("run_1", "run_10:4"));
+        assert!(!in_run_tree("run_1:4", "run_1"));
+        assert!(!in_run_tree("run_1", "xrun_1"));
+    }
+
+    #[test]
+    fn run_statuses_round_trip_their_wire_names() {
+        for status in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(status.as_str()), Some(status));
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                serde_json::json!(status.as_str())
+            );
+        }
+        assert_eq!(RunStatus::parse("gone"), None);
+    }
+
+    #[test]
+    fn an_abandoned_call_says_why_it_did_not_run() {
+        let r = abandoned_result("shell", "its process died");
+        assert_eq!(r.reason, Some(crate::FailureReason::ApprovalDenied));
+        assert_eq!(
+            r.text(),
+            "the call to `shell` did not run: it was waiting for its approval when its \
+             process died"
+        );
+        assert!(Abandoned::default().is_empty());
+        assert!(!Abandoned::new(0, 1, 0).is_empty());
+    }
+
     #[test]
     fn now_ms_is_the_calendar_time_in_milliseconds() {
         let before = chrono::Utc::now().timestamp_millis();

@@ -2,7 +2,8 @@
 //!
 //! The data types and traits every other Ravi crate speaks: what a tool is ([`Tool`],
 //! [`HostedTool`], [`ProviderDefinedTool`], [`AnyTool`]), what it returns
-//! ([`ToolExecutionResult`], [`ContentBlock`]), how risky it is ([`ToolRisk`], [`HitlMode`]),
+//! ([`ToolExecutionResult`], [`ContentBlock`]), how risky it is ([`ToolRisk`], [`HitlMode`])
+//! and what its calls do ([`ToolEffects`]),
 //! how approvals are asked and answered ([`ApprovalRequest`], [`ApprovalDecision`],
 //! [`ApprovalHandler`]), the limits and records of a chain of calls ([`ChainPolicy`],
 //! [`InvocationResult`], [`CallRecord`], [`ChainRunResult`]), and the registry and blob
@@ -49,6 +50,7 @@ mod content;
 mod context;
 mod conversation;
 mod digest;
+mod effects;
 mod error;
 mod hooks;
 mod journal;
@@ -59,7 +61,9 @@ mod risk;
 mod skill;
 mod tool;
 
-pub use approval::{ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution};
+pub use approval::{
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution, Unreachable,
+};
 pub use blob::{
     ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore, ByteStream, StoredArtifact,
     byte_stream_once, next_chunk,
@@ -78,11 +82,13 @@ pub use conversation::{
     StopReason, StreamEvent, ToolChoice, Usage,
 };
 pub use digest::{args_digest, canonical_json};
+pub use effects::ToolEffects;
 pub use error::KernelError;
 pub use hooks::HookEvent;
 pub use journal::{
-    ApiKey, ApprovalState, AuditQuery, CallKey, CallState, Decision, JournalEntry, RunKind,
-    RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval, now_ms,
+    Abandoned, ApiKey, ApprovalState, AuditQuery, CallKey, CallState, Decision, JournalEntry,
+    RunKind, RunOwner, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval,
+    abandoned_result, in_run_tree, now_ms,
 };
 pub use principal::Principal;
 pub use registry::ToolRegistry;

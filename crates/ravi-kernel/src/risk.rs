@@ -90,7 +90,8 @@ impl HitlMode {
     /// The risk ladder means Safe and Sensitive tools involve no human and Critical ones
     /// block. In Ravi *whether* a human is asked is the policy's decision
     /// ([`ToolRisk::needs_approval`] against `ChainPolicy::max_risk_unapproved`, `Sensitive`
-    /// by default), and the mode only says *how* to wait once asked. So "no HITL" for Safe and
+    /// by default where an approval handler is configured and `Safe` where none is), and the
+    /// mode only says *how* to wait once asked. So "no HITL" for Safe and
     /// Sensitive is the default policy never asking them, and when an operator tightens the
     /// policy so that it does ask, the safe way to wait is to block. Every level therefore
     /// defaults to `Blocking`: fail closed, never approved by silence

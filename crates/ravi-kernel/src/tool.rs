@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::context::ToolContext;
+use crate::effects::ToolEffects;
 use crate::result::{ToolError, ToolExecutionResult};
 use crate::risk::{HitlMode, ToolRisk};
 
@@ -194,12 +195,23 @@ pub trait Tool: Send + Sync {
     }
 
     /// Whether running the tool twice with the same arguments has the effect of running it
-    /// once (MCP's `idempotentHint`). The journal writes the `started` record of a tool that is
+    /// once (what MCP's `idempotentHint` says, and by default what [`effects`](Self::effects)
+    /// tells clients). The journal writes the `started` record of a tool that is
     /// neither idempotent nor Safe durably before it runs, and after a crash reports such a
     /// call as in doubt instead of running it again; an idempotent tool is simply run again.
     /// Default `false`.
     fn idempotent(&self) -> bool {
         false
+    }
+
+    /// What the tool's calls do to the world — read-only, destructive, idempotent,
+    /// open-world — as MCP clients are told in `tools/list` annotations. Facts, not policy:
+    /// a client may skip its own confirmation for a tool that says it is read-only, so a tool
+    /// whose effects differ from what its risk suggests says so here. The default is derived
+    /// from [`risk`](Self::risk) and [`idempotent`](Self::idempotent)
+    /// ([`ToolEffects::from_risk`]).
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::from_risk(self.risk(), self.idempotent())
     }
 
     /// Why the tool refuses to be called from `source`, or `None` to accept it (the default).
@@ -490,6 +502,7 @@ mod tests {
         let spec = Echo.spec();
         assert_eq!(spec.name, "echo");
         assert!(!spec.lazy_schema);
+        assert_eq!(Echo.effects(), ToolEffects::read_only_closed());
         let out = futures::executor::block_on(
             Echo.execute(&ToolContext::default(), serde_json::json!({"x": 1})),
         );

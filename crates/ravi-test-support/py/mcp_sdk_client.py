@@ -11,13 +11,17 @@ PLAN_JSON: {"calls": [{"name": "...", "arguments": {...}, "progress": true}], "m
            "manual_rounds": [{"name": "...", "arguments": {...}, "request_state": "...",
                               "retry_as": "...", "retry_arguments": {...}}]}
   manual_rounds drive 2026-07-28 input rounds by hand: the first call (with request_state if
-  given) may return InputRequiredResult; with retry_as, the retry names that tool, answering
-  every input request with accept + elicit.
+  given, and "input_responses": {KEY: {"action": ..., "content": ...}} if given) may return
+  InputRequiredResult; with retry_as, the retry names that tool, answering every input request
+  with accept + elicit.
   "bearer": "TOKEN" sends `Authorization: Bearer TOKEN` on every HTTP request.
 Report (stdout, last line): {"protocol": ..., "server": ..., "tools": [...], "calls": [{"result"|"error", "progress"}]}
+  A client that cannot connect at all (a refused token) reports {"error": "..."} instead, with
+  the messages of every exception the SDK raised.
 Used by Ravi's scenario tests so that a third-party client, not Ravi's own, checks Ravi's server.
 """
 import json
+import os
 import sys
 
 import anyio
@@ -48,7 +52,21 @@ def substitute(value, calls):
     return value
 
 
+def describe(e):
+    """The messages of `e`, and of every exception inside it when it is a group."""
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(describe(x) for x in e.exceptions)
+    return f"{type(e).__name__}: {e}"
+
+
 async def main(plan, target):
+    try:
+        await run(plan, target)
+    except Exception as e:  # the client could not even start (e.g. HTTP 401 on initialize)
+        print(json.dumps({"error": describe(e)}))
+
+
+async def run(plan, target):
     report = {"calls": [], "elicitations": []}
     extra = {}
     if "elicit" in plan:  # answer every elicitation with accept + this content
@@ -93,10 +111,11 @@ async def manual_round(client, plan, spec):
     import mcp_types as types
 
     rec = {}
+    given = {k: types.ElicitResult(**v) for k, v in spec.get("input_responses", {}).items()} or None
     try:
         first = await client.session.call_tool(
             spec["name"], spec.get("arguments", {}), request_state=spec.get("request_state"),
-            allow_input_required=True)
+            input_responses=given, allow_input_required=True)
         rec["first"] = dump(first)
     except Exception as e:
         rec["first"] = {"error": f"{type(e).__name__}: {e}"}
@@ -118,7 +137,10 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     plan = json.loads(args[0])
     if len(args) >= 3 and args[1] == "--":
-        target = StdioServerParameters(command=args[2], args=args[3:])
+        # The SDK passes a server only a few of its variables; the test's own state directory
+        # is passed on so that a `ravi` started here never opens the user's store.
+        state = {k: os.environ[k] for k in ("XDG_STATE_HOME",) if k in os.environ}
+        target = StdioServerParameters(command=args[2], args=args[3:], env=state or None)
     else:
         target = args[1]
     anyio.run(main, plan, target)

@@ -54,6 +54,7 @@ pub fn inspector_cli(args: &[&str]) -> std::process::Output {
         .arg("--cli")
         .args(args)
         .env("HOME", home)
+        .env("XDG_STATE_HOME", crate::state_home())
         .output()
         .unwrap_or_else(|e| panic!("cannot run the MCP Inspector: {e}"))
 }
@@ -137,11 +138,19 @@ pub fn free_port() -> u16 {
 /// docstring describes the plan) and returns its JSON report. `target` is the server's URL,
 /// or `--` followed by the command that starts it on stdio.
 pub fn sdk_client(plan: &Value, target: &[String]) -> Value {
+    sdk_client_logged(plan, target).0
+}
+
+/// [`sdk_client`], with what the SDK logged (its stderr) beside the report.
+pub fn sdk_client_logged(plan: &Value, target: &[String]) -> (Value, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/mcp_sdk_client.py");
+    // A `ravi` it starts on stdio keeps its store in this test process's own state directory,
+    // never the user's (whose store may be of another version of Ravi).
     let out = Command::new(python())
         .arg(script)
         .arg(plan.to_string())
         .args(target)
+        .env("XDG_STATE_HOME", crate::state_home())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", python().display()));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -151,6 +160,7 @@ pub fn sdk_client(plan: &Value, target: &[String]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     let report = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(report)
-        .unwrap_or_else(|e| panic!("the python client's report is not JSON ({e}): {report}"))
+    let report = serde_json::from_str(report)
+        .unwrap_or_else(|e| panic!("the python client's report is not JSON ({e}): {report}"));
+    (report, String::from_utf8_lossy(&out.stderr).into_owned())
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use ravi_kernel::{
     ApprovalRequest, ApprovalState, CallKey, CallState, Decision, HitlMode, InvocationResult,
-    JournalEntry, RunKind, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval,
-    ToolCall, ToolRisk,
+    JournalEntry, RunKind, RunOwner, RunRecord, RunStatus, StandingGrant, Store, StoreError,
+    StoredApproval, ToolCall, ToolRisk,
 };
 use serde_json::json;
 
@@ -54,6 +54,8 @@ pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     separate(&*a, &*b).await;
     grants(&*a, &*b).await;
     leases(&*a, &*b).await;
+    abandoned(&*a, &*b).await;
+    owners(&*a, &*b).await;
     mcp_sessions(&*a, &*b).await;
 }
 
@@ -306,6 +308,172 @@ async fn audit(a: &dyn Store, b: &dyn Store) {
     let mut later = query(Some(&alice), None, 10);
     later.since_ms = Some(ravi_kernel::now_ms() + 60_000);
     assert!(b.audit(&later).await.unwrap().is_empty());
+    // Counted whatever the limit: what `ravi audit` says when it shows fewer.
+    assert_eq!(
+        b.audit_count(&query(Some(&alice), None, 1)).await.unwrap(),
+        2
+    );
+    assert_eq!(
+        b.audit_count(&query(Some(&alice), Some("shell"), 1))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(b.audit_count(&later).await.unwrap(), 0);
+}
+
+/// Owners: a run records the process running it; another process claiming it (a resume)
+/// replaces the owner and marks it running.
+async fn owners(a: &dyn Store, b: &dyn Store) {
+    let id = unique("run");
+    let mut first = RunOwner::new(41);
+    first.boot_id = Some("boot-1".into());
+    first.pid_ns = Some("pid:[4026531836]".into());
+    first.start_ticks = Some(123_456);
+    first.host = Some("box".into());
+    let run = RunRecord::new(&id, RunKind::Script, "ses_o", json!({})).with_owner(first.clone());
+    a.create_run(&run).await.unwrap();
+    assert_eq!(b.run(&id).await.unwrap().unwrap().owner, Some(first));
+    b.update_run(&id, RunStatus::Failed, None).await.unwrap();
+    let second = RunOwner::new(42);
+    b.claim_run(&id, &second).await.unwrap();
+    let got = a.run(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.owner, got.status),
+        (Some(second.clone()), RunStatus::Running)
+    );
+    assert!(matches!(
+        a.claim_run("run_missing", &second).await,
+        Err(StoreError::NotFound { what: "run", .. })
+    ));
+    // A run without an owner reads back without one; a status readers derive round-trips.
+    let plain = RunRecord::new(unique("run"), RunKind::Agent, "ses_p", json!({}));
+    a.create_run(&plain).await.unwrap();
+    assert_eq!(b.run(&plain.id).await.unwrap().unwrap().owner, None);
+    a.update_run(&plain.id, RunStatus::Interrupted, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        b.run(&plain.id).await.unwrap().unwrap().status,
+        RunStatus::Interrupted
+    );
+}
+
+/// A dead replica's run abandoned: in it and its sub-runs (`RUN:SEQ`), pending approvals
+/// expire with the reason and their calls with them, started calls are in doubt; an approved
+/// approval keeps its decision; finished calls, and a run whose id merely starts with the
+/// same text, are untouched; a second pass ends nothing.
+async fn abandoned(a: &dyn Store, b: &dyn Store) {
+    let run = unique("run");
+    let sub = format!("{run}:3");
+    // `run_…_1` and `run_…_10`: a prefix is not a sub-run.
+    let other = format!("{run}0");
+    let entry = |run: &str, seq: u32, tool: &str, digest: &str, state| {
+        JournalEntry::new(
+            CallKey::new(run, seq, tool, digest),
+            format!("c{seq}"),
+            state,
+            ToolRisk::Critical,
+            false,
+        )
+    };
+    let mut approvals = Vec::new();
+    for (run_id, seq) in [(&run, 1u32), (&sub, 0), (&other, 0), (&run, 4)] {
+        let ap = approval(run_id, seq, "shell", Duration::from_secs(600));
+        a.create_approval(&ap).await.unwrap();
+        a.record_call(&entry(
+            run_id,
+            seq,
+            "shell",
+            &ap.key.args_digest,
+            CallState::AwaitingApproval,
+        ))
+        .await
+        .unwrap();
+        approvals.push(ap);
+    }
+    // The last one was approved and never started.
+    b.decide_approval(approvals[3].id(), &Decision::approve("key:ops"))
+        .await
+        .unwrap();
+    for (run_id, seq, state) in [
+        (&run, 0u32, CallState::Started),
+        (&run, 2, CallState::Succeeded),
+        (&sub, 1, CallState::Started),
+        (&other, 1, CallState::Started),
+    ] {
+        a.record_call(&entry(run_id, seq, "shell", &format!("{seq:064}"), state))
+            .await
+            .unwrap();
+    }
+    let reason = format!("the gateway replica that waited for it died (run {run})");
+    let done = b.abandon_run(&run, &reason).await.unwrap();
+    assert_eq!(
+        (done.in_doubt, done.expired_approvals, done.expired_calls),
+        (2, 2, 3),
+        "{done:?}"
+    );
+    for (i, state) in [
+        ApprovalState::Expired,
+        ApprovalState::Expired,
+        ApprovalState::Pending,
+        ApprovalState::Approved,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let got = a.approval(approvals[i].id()).await.unwrap().unwrap();
+        assert_eq!(got.state, state, "approval {i}");
+        if state == ApprovalState::Expired {
+            assert_eq!(got.reason.as_deref(), Some(reason.as_str()));
+            assert!(got.decided_ms.is_some());
+        }
+    }
+    let pending: Vec<String> = a
+        .approvals(false)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.id().to_owned())
+        .collect();
+    assert!(!pending.contains(&approvals[0].id().to_owned()));
+    assert!(!pending.contains(&approvals[1].id().to_owned()));
+    assert!(pending.contains(&approvals[2].id().to_owned()));
+    let states = |calls: Vec<JournalEntry>| -> Vec<(u32, CallState)> {
+        calls.iter().map(|c| (c.key.seq, c.state)).collect()
+    };
+    assert_eq!(
+        states(b.calls(&run).await.unwrap()),
+        [
+            (0, CallState::InDoubt),
+            (1, CallState::Expired),
+            (2, CallState::Succeeded),
+            (4, CallState::Expired),
+        ]
+    );
+    assert_eq!(
+        states(b.calls(&sub).await.unwrap()),
+        [(0, CallState::Expired), (1, CallState::InDoubt)]
+    );
+    assert_eq!(
+        states(b.calls(&other).await.unwrap()),
+        [(0, CallState::AwaitingApproval), (1, CallState::Started)]
+    );
+    let expired = &b.calls(&run).await.unwrap()[1];
+    let result = expired
+        .result
+        .as_ref()
+        .expect("an expired call records why");
+    assert_eq!(
+        result.reason,
+        Some(ravi_kernel::FailureReason::ApprovalDenied)
+    );
+    assert!(result.text().contains(&reason), "{}", result.text());
+    assert!(expired.finished_ms.is_some());
+    assert_eq!(
+        b.abandon_run(&run, &reason).await.unwrap(),
+        Default::default()
+    );
 }
 
 async fn keys(a: &dyn Store, b: &dyn Store) {

@@ -72,6 +72,26 @@ impl MemoryBlobStore {
         before - entries.len()
     }
 
+    /// Removes the unpinned blobs created in the scope `owner`; returns how many were removed
+    /// and their bytes. For a scope that has ended and that no one else can read (a closed
+    /// client session's own): its blobs can never be resolved again, so keeping them until
+    /// [`gc`](Self::gc)'s retention only holds memory.
+    pub fn discard_scope(&self, owner: &str) -> (usize, u64) {
+        let Ok(mut entries) = self.entries.lock() else {
+            return (0, 0);
+        };
+        let (mut n, mut bytes) = (0, 0);
+        entries.retain(|_, e| {
+            let gone = e.pins == 0 && e.owner == owner;
+            if gone {
+                n += 1;
+                bytes += e.data.len() as u64;
+            }
+            !gone
+        });
+        (n, bytes)
+    }
+
     fn with_entries<T>(
         &self,
         f: impl FnOnce(&mut HashMap<ArtifactRef, Entry>) -> Result<T, BlobError>,
@@ -194,5 +214,30 @@ mod tests {
         );
         assert_eq!(store.gc(Duration::ZERO), 1);
         assert_eq!(store.resolve(&root, &r).await, Err(BlobError::NotFound(r)));
+    }
+
+    #[tokio::test]
+    async fn an_ended_scope_gives_back_its_unpinned_blobs_at_once() {
+        let store = MemoryBlobStore::new();
+        let (a, b) = (BlobScope::root("a"), BlobScope::root("b"));
+        let mine = store
+            .put(&a, Bytes::from(vec![7u8; 1000]), "application/octet-stream")
+            .await
+            .unwrap();
+        let held = store
+            .put(&a, Bytes::from_static(b"held"), "text/plain")
+            .await
+            .unwrap();
+        let theirs = store
+            .put(&b, Bytes::from_static(b"theirs"), "text/plain")
+            .await
+            .unwrap();
+        store.unpin(&mine.artifact_ref).await.unwrap();
+        store.unpin(&theirs.artifact_ref).await.unwrap();
+        // Only `a`'s unpinned blob goes: a pinned one stays, and so does another scope's.
+        assert_eq!(store.discard_scope("a"), (1, 1000));
+        assert_eq!(store.len(), 2);
+        assert!(store.resolve(&a, &held.artifact_ref).await.is_ok());
+        assert!(store.resolve(&b, &theirs.artifact_ref).await.is_ok());
     }
 }

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ravi_kernel::{
-    ApiKey, ApprovalState, CallKey, Decision, JournalEntry, RunRecord, RunStatus, StandingGrant,
-    Store, StoreError, StoredApproval, now_ms,
+    Abandoned, ApiKey, ApprovalState, CallKey, CallState, Decision, JournalEntry, RunOwner,
+    RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval, abandoned_result,
+    in_run_tree, now_ms,
 };
 use tokio::sync::Notify;
 
@@ -303,6 +304,55 @@ impl Store for MemoryStore {
             }
             _ => false,
         }))
+    }
+
+    async fn abandon_run(&self, run_id: &str, reason: &str) -> Result<Abandoned, StoreError> {
+        let done = self.with(|s| {
+            let now = now_ms();
+            let mut done = Abandoned::default();
+            for a in &mut s.approvals {
+                if a.state == ApprovalState::Pending && in_run_tree(run_id, &a.key.run_id) {
+                    a.state = ApprovalState::Expired;
+                    a.reason = Some(reason.to_owned());
+                    a.decided_ms = Some(now);
+                    done.expired_approvals += 1;
+                }
+            }
+            for ((run, _), e) in &mut s.calls {
+                if !in_run_tree(run_id, run) {
+                    continue;
+                }
+                match e.state {
+                    CallState::Started => {
+                        e.state = CallState::InDoubt;
+                        done.in_doubt += 1;
+                    }
+                    CallState::AwaitingApproval => {
+                        e.state = CallState::Expired;
+                        e.finished_ms = Some(now);
+                        e.result = Some(abandoned_result(&e.key.tool, reason));
+                        done.expired_calls += 1;
+                    }
+                    _ => continue,
+                }
+                e.updated_ms = now;
+            }
+            done
+        });
+        if done.expired_approvals > 0 {
+            self.decided.notify_waiters();
+        }
+        Ok(done)
+    }
+
+    async fn claim_run(&self, id: &str, owner: &RunOwner) -> Result<(), StoreError> {
+        self.with(|s| {
+            let run = s.runs.get_mut(id).ok_or_else(|| not_found("run", id))?;
+            run.status = RunStatus::Running;
+            run.updated_ms = now_ms();
+            run.owner = Some(owner.clone());
+            Ok(())
+        })
     }
 
     async fn wait_decided(&self, id: &str, limit: Duration) -> Result<ApprovalState, StoreError> {

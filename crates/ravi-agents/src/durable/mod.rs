@@ -39,6 +39,7 @@
 //! [`InvokerSession::with_journal`]: crate::invoker::InvokerSession::with_journal
 
 mod memory;
+pub mod owner;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt as _;
 use ravi_kernel::{
     ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution, CallSource,
-    FailureReason, HitlMode, HookEvent, Tool, ToolCall, ToolContext, ToolRisk,
+    FailureReason, HitlMode, HookEvent, Tool, ToolCall, ToolContext, ToolRisk, Unreachable,
 };
 
 use super::journal::Journaled;
@@ -23,8 +23,9 @@ impl ToolInvoker {
     /// changes them before `execute` except resolving `$artifact` refs, whose stored values
     /// are immutable — so the decision binds to what runs. `Err` is the denial, saying who
     /// refused (the trace status follows from its reason in step 12). Fails closed: no
-    /// handler, a handler nobody attends, no answer in time (unless the tool's mode continues
-    /// on timeout), a failing handler — all deny, and the denial says which it was.
+    /// handler, a handler nobody attends, one that knows nobody can be asked, no answer in
+    /// time (unless the tool's mode continues on timeout), a failing handler — all deny, and
+    /// the denial says which it was.
     pub(super) async fn approve(
         &self,
         call: &ToolCall,
@@ -39,7 +40,7 @@ impl ToolInvoker {
         let mode = tool.hitl_mode().effective(risk);
         let Some(handler) = &inner.approval else {
             return self
-                .approval_refused(call, risk, ApprovalResolution::NoHandler, None, None)
+                .approval_refused(call, risk, ApprovalResolution::NoHandler, Said::default())
                 .await;
         };
         let now = chrono::Utc::now();
@@ -76,10 +77,11 @@ impl ToolInvoker {
                     self.approval_resolved(call, resolution).await;
                     return Ok(());
                 }
-                let said = stored::denial(j, resolution).await;
-                return self
-                    .approval_refused(call, risk, resolution, None, said)
-                    .await;
+                let said = Said {
+                    denial: stored::denial(j, resolution, &**handler, &request).await,
+                    ..Said::default()
+                };
+                return self.approval_refused(call, risk, resolution, said).await;
             }
         }
         if !inner.hooks.is_empty() {
@@ -102,18 +104,23 @@ impl ToolInvoker {
             return Ok(());
         }
         // An unattended handler answers by rule: a `FireAndContinue` call is asked about like
-        // a blocking one (a notification nobody reads must not let it through).
+        // a blocking one (a notification nobody reads must not let it through). A handler
+        // that knows nobody can be asked says why, and nobody is waited for.
         let asked = Instant::now();
-        let answer = tokio::select! {
-            biased;
-            () = ctx.cancellation.cancelled() => Answer::Cancelled,
-            a = exec::bounded(wait, AssertUnwindSafe(handler.request(&request)).catch_unwind()) => {
-                match a {
-                    Some(Ok(decision)) => Answer::Decided(decision),
-                    Some(Err(_panic)) => Answer::Failed,
-                    None => Answer::TimedOut,
+        let unreachable = handler.unreachable(&request);
+        let answer = match unreachable {
+            Some(_) => Answer::Unreachable,
+            None => tokio::select! {
+                biased;
+                () = ctx.cancellation.cancelled() => Answer::Cancelled,
+                a = exec::bounded(wait, AssertUnwindSafe(handler.request(&request)).catch_unwind()) => {
+                    match a {
+                        Some(Ok(decision)) => Answer::Decided(decision),
+                        Some(Err(_panic)) => Answer::Failed,
+                        None => Answer::TimedOut,
+                    }
                 }
-            }
+            },
         };
         let resolution = match answer {
             Answer::Decided(ApprovalDecision::Approved) => ApprovalResolution::Approved,
@@ -152,12 +159,14 @@ impl ToolInvoker {
                 ApprovalResolution::ApprovedOnTimeout
             }
             Answer::TimedOut => ApprovalResolution::TimedOut,
+            Answer::Unreachable => ApprovalResolution::Unreachable,
         };
         // The stored record takes the decision; one made first elsewhere wins.
-        let (resolution, said) = match journaled {
+        let (resolution, denial) = match journaled {
             Some(j) => {
                 let resolution = Box::pin(stored::settle(j, resolution, handler.decider())).await;
-                (resolution, stored::denial(j, resolution).await)
+                let denial = stored::denial(j, resolution, &**handler, &request).await;
+                (resolution, denial)
             }
             None => (resolution, None),
         };
@@ -165,24 +174,37 @@ impl ToolInvoker {
             self.approval_resolved(call, resolution).await;
             return Ok(());
         }
-        // The wait actually given (the caller's deadline may have shortened it).
-        let waited = asked.elapsed().min(wait);
-        self.approval_refused(call, risk, resolution, Some(waited), said)
-            .await
+        let said = Said {
+            // A denial the handler gave, in its words; one recorded by someone else names them.
+            denial: denial.or_else(|| {
+                (resolution == ApprovalResolution::Denied).then(|| Denial {
+                    by: handler.approver(&request),
+                    reason: None,
+                })
+            }),
+            // The wait actually given (the caller's deadline may have shortened it).
+            waited: Some(asked.elapsed().min(wait)),
+            unreachable,
+        };
+        self.approval_refused(call, risk, resolution, said).await
     }
 
     /// Reports a refused approval to the hooks and builds the denial, worded by who refused
-    /// (`said`: the stored decision's decider and reason, when a person denied it).
+    /// and why (`said`).
     async fn approval_refused(
         &self,
         call: &ToolCall,
         risk: ToolRisk,
         resolution: ApprovalResolution,
-        waited: Option<Duration>,
-        said: Option<Denial>,
+        said: Said,
     ) -> Result<(), Stop> {
         self.approval_resolved(call, resolution).await;
         let tool = &call.name;
+        let Said {
+            denial,
+            waited,
+            unreachable,
+        } = said;
         let message = match resolution {
             ApprovalResolution::NoHandler => format!(
                 "`{tool}` needs approval (risk {risk}) but no approval handler is configured, \
@@ -192,21 +214,29 @@ impl ToolInvoker {
                 "`{tool}` needs approval (risk {risk}) and this run's approval policy denies \
                  every such call (no human was asked); do not retry it from here"
             ),
-            ApprovalResolution::Denied => match said {
+            ApprovalResolution::Denied => match denial {
                 Some(Denial {
                     by,
                     reason: Some(reason),
                 }) => format!(
-                    "`{by}` denied the call to `{tool}`: {reason}; do not retry it with the same \
+                    "{by} denied the call to `{tool}`: {reason}; do not retry it with the same \
                      arguments"
                 ),
                 Some(Denial { by, reason: None }) => format!(
-                    "`{by}` denied the call to `{tool}`; do not retry it with the same arguments"
+                    "{by} denied the call to `{tool}`; do not retry it with the same arguments"
                 ),
                 None => format!(
                     "a human denied the call to `{tool}`; do not retry it with the same arguments"
                 ),
             },
+            ApprovalResolution::Unreachable => format!(
+                "`{tool}` needs approval (risk {risk}), but nobody could be asked: {}; so the \
+                 call was denied. The operator can have someone else decide (with `ravi serve`: \
+                 `--approve queue`, `ask` or `all`); do not retry it from here",
+                unreachable.map_or("the approval handler has no way to reach a person", |u| {
+                    u.describe()
+                })
+            ),
             ApprovalResolution::Unanswered => format!(
                 "approval for `{tool}` got no valid answer (nobody answered the request for \
                  these arguments), so the call was denied"
@@ -248,10 +278,23 @@ impl ToolInvoker {
     }
 }
 
-/// Who denied a stored approval, and why (when they said).
+/// Who denied a call, and why (when they said).
 struct Denial {
+    /// Who, in words: a person named by the stored decision ("`key:ops`"), or the handler's
+    /// [`ApprovalHandler::approver`] ("the person at the terminal").
     by: String,
     reason: Option<String>,
+}
+
+/// What a denial's message is built from, beside its resolution.
+#[derive(Default)]
+struct Said {
+    /// Who denied it, when a person (or a handler standing in for one) did.
+    denial: Option<Denial>,
+    /// How long the approval was waited for.
+    waited: Option<Duration>,
+    /// Why nobody could be asked, when the handler knew.
+    unreachable: Option<Unreachable>,
 }
 
 /// How an approval wait ended.
@@ -260,6 +303,8 @@ enum Answer {
     Failed,
     Cancelled,
     TimedOut,
+    /// The handler said nobody can be asked; nothing was waited for.
+    Unreachable,
 }
 
 /// Sends a `FireAndContinue` notification without waiting for it: on the runtime when there
@@ -310,8 +355,8 @@ mod stored {
     use std::time::Duration;
 
     use ravi_kernel::{
-        ApprovalRequest, ApprovalResolution, ApprovalState, CallState, Decision, FailureReason,
-        StoreError, StoredApproval, ToolRisk, now_ms,
+        ApprovalHandler, ApprovalRequest, ApprovalResolution, ApprovalState, CallState, Decision,
+        FailureReason, StoreError, StoredApproval, ToolRisk, now_ms,
     };
 
     use super::super::journal::Journaled;
@@ -418,10 +463,14 @@ mod stored {
         Ok(None)
     }
 
-    /// The decider and reason of a denial recorded on the call's stored approval.
+    /// Who denied the call, by the decision recorded on its stored approval, and why: a
+    /// decider other than `handler` itself is named ("`key:ops`"); the handler's own record is
+    /// worded as its [`approver`](ApprovalHandler::approver), never as its internal name.
     pub(super) async fn denial(
         j: &Journaled,
         resolution: ApprovalResolution,
+        handler: &dyn ApprovalHandler,
+        request: &ApprovalRequest,
     ) -> Option<super::Denial> {
         if resolution != ApprovalResolution::Denied {
             return None;
@@ -434,8 +483,13 @@ mod stored {
             .ok()
             .flatten()
             .filter(|a| a.state == ApprovalState::Denied)?;
+        let by = a.decided_by?;
         Some(super::Denial {
-            by: a.decided_by?,
+            by: if by == handler.decider() {
+                handler.approver(request)
+            } else {
+                format!("`{by}`")
+            },
             reason: a.reason.filter(|r| !r.trim().is_empty()),
         })
     }

@@ -11,7 +11,10 @@ use crate::validate::ArgumentValidator;
 
 /// Builds a [`ToolInvoker`]. Everything but the registry is optional; the defaults are the
 /// safe ones: the default [`ChainPolicy`], no approval handler (so every call that needs
-/// approval is denied), no blob store (so every result is inline), no hooks or guardrails.
+/// approval is denied — and with nobody to ask, the default policy's threshold is `Safe`:
+/// `list_files`, `http_get` and every other non-Safe tool are denied unless the policy sets
+/// `max_risk_unapproved` explicitly), no blob store (so every result is inline), no hooks or
+/// guardrails.
 #[derive(Clone)]
 pub struct ToolInvokerBuilder {
     pub(super) inner: Inner,

@@ -1,8 +1,9 @@
 //! The ToolInvoker: the one enforcement pipeline every call passes through.
 //!
-//! Algorithm, in order: budget → lookup → type gate → skill gate + argument validation →
-//! guardrails → risk/approval (bounded wait, fail closed) → inbound `$artifact` refs →
-//! cancellation check → progress → execute until the earlier of `call_timeout` (from
+//! Algorithm, in order: budget → journal (durable sessions: replay or in doubt) → lookup →
+//! type gate → offer gate → access gate → skill gate + argument validation → guardrails →
+//! risk/approval (bounded wait, fail closed) → inbound `$artifact` refs → cancellation check
+//! → journal `started` → progress → execute until the earlier of `call_timeout` (from
 //! arrival) and the caller's deadline (panics caught) → output guardrails + result keeping
 //! (a result a model would see cut by [`crate::serialize`]'s rules, or over the inline
 //! budget, stored whole; media stored as files) → hooks and a trace record on every outcome,
@@ -156,6 +157,15 @@ impl ToolInvoker {
     /// The policy calls are held to.
     pub fn policy(&self) -> &ChainPolicy {
         &self.inner.policy
+    }
+
+    /// The highest risk a call runs at without asking: the policy's threshold, which when the
+    /// policy leaves it unset is `Sensitive` with an approval handler and `Safe` without one
+    /// ([`ChainPolicy::max_risk_unapproved_for`]). Critical always asks.
+    pub fn max_risk_unapproved(&self) -> ravi_kernel::ToolRisk {
+        self.inner
+            .policy
+            .max_risk_unapproved_for(self.inner.approval.is_some())
     }
 
     /// The registry tools are looked up in.

@@ -88,10 +88,11 @@ impl ToolInvoker {
                 .instrument(crate::telemetry::guardrail_span(&call.name, "input"))
                 .await?;
         }
-        // 6. Approval, when the risk is above what the policy lets run unasked; the wait is
+        // 6. Approval, when the risk is above what the policy lets run unasked (an unset
+        // threshold is Safe when there is no handler to ask: fail closed); the wait is
         // counted from the call's arrival. Boxed: the approval path is rare, and keeping its
         // state out of this future keeps the hot path's future small.
-        let approval_wait = if risk.needs_approval(inner.policy.max_risk_unapproved()) {
+        let approval_wait = if risk.needs_approval(self.max_risk_unapproved()) {
             let span = crate::telemetry::approval_span(&call.name);
             Box::pin(
                 self.approve(

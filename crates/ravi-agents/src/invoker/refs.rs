@@ -1,10 +1,11 @@
 //! Inbound artifact refs: every `{"$artifact": "<ref>"}` in a call's arguments, at any depth,
 //! is replaced server-side with the stored value before the tool runs, so large data never
 //! travels through the model or the sandbox. An unknown, foreign or malformed ref is an error,
-//! never passed through.
+//! never passed through; a foreign ref (another session's or principal's) is refused in the very
+//! words of an unknown one, so a caller learns nothing about data that is not theirs.
 
 use base64::Engine as _;
-use ravi_kernel::{ArtifactRef, BlobScope, BlobStore};
+use ravi_kernel::{ArtifactRef, BlobError, BlobScope, BlobStore};
 use serde_json::Value;
 
 /// The key that marks an artifact reference.
@@ -43,11 +44,11 @@ pub(crate) async fn resolve_refs(
         let info = store
             .stat(scope, &r)
             .await
-            .map_err(|e| format!("argument {shown}: {e}"))?;
+            .map_err(|e| refused(&shown, e))?;
         let bytes = store
             .resolve(scope, &r)
             .await
-            .map_err(|e| format!("argument {shown}: {e}"))?;
+            .map_err(|e| refused(&shown, e))?;
         if let Some(slot) = args.pointer_mut(&pointer(path)) {
             *slot = to_value(bytes, &info.media_type);
         }
@@ -70,9 +71,15 @@ pub(crate) async fn check_refs(
         store
             .stat(scope, &r)
             .await
-            .map_err(|e| format!("argument {shown}: {e}"))?;
+            .map_err(|e| refused(&shown, e))?;
     }
     Ok(paths.len())
+}
+
+/// What the caller reads when the ref of argument `shown` cannot be read: a foreign ref is
+/// reported as unknown ([`BlobError::as_seen_by_caller`]).
+fn refused(shown: &str, e: BlobError) -> String {
+    format!("argument {shown}: {}", e.as_seen_by_caller())
 }
 
 /// The reference at `path` in `args`: how the argument is shown in messages, the store to
@@ -252,13 +259,16 @@ mod tests {
         let err = resolve_refs(&mut args, Some(&store), &mine)
             .await
             .unwrap_err();
+        // Another scope's ref is refused exactly like a ref nobody ever stored.
         assert_eq!(
             err,
             format!(
-                "argument `data`: artifact {} belongs to another session and cannot be read from this one",
+                "argument `data`: artifact {} does not exist (it was never stored or has expired)",
                 foreign.artifact_ref
             )
         );
+        let err = check_refs(&args, Some(&store), &mine).await.unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
         let mut args = json!({"data": [{"$artifact": "art_00000000000000000000000000"}]});
         let err = resolve_refs(&mut args, Some(&store), &mine)
             .await

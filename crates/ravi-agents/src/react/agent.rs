@@ -802,13 +802,19 @@ impl ReActAgent {
     /// handler (decisions given on resume, else the application's; none: withheld), and the
     /// decision is in the trace as a call that did not execute (`ok`: declared, `denied`:
     /// withheld).
-    async fn declared_tools(&self, session: &InvokerSession, book: &DecisionBook) -> Vec<AnyTool> {
+    async fn declared_tools(
+        &self,
+        invoker: &ToolInvoker,
+        session: &InvokerSession,
+        book: &DecisionBook,
+    ) -> Vec<AnyTool> {
         let policy = self.invoker.configured_policy();
         let mut out = Vec::new();
         for tool in self.visible_tools() {
             if let AnyTool::Hosted(hosted) = &tool {
                 let risk = hosted.risk();
-                if risk.needs_approval(policy.max_risk_unapproved()) {
+                // The run's invoker's threshold: with no handler to ask, an unset one is Safe.
+                if risk.needs_approval(invoker.max_risk_unapproved()) {
                     let call = ToolCall::new(
                         format!("hosted:{}", hosted.name()),
                         hosted.name(),
@@ -884,7 +890,7 @@ impl ReActAgent {
         cancel: &CancellationToken,
     ) -> RunStop {
         let system = self.system();
-        let tools = self.declared_tools(session, book).await;
+        let tools = self.declared_tools(invoker, session, book).await;
         if let ToolChoice::Tool { name } = &self.tool_choice
             && !tools.iter().any(|t| t.name() == name)
         {
@@ -1048,9 +1054,23 @@ impl ReActAgent {
                 };
                 let policy = self.invoker.configured_policy();
                 let mode = mode.effective(risk);
-                if risk.needs_approval(policy.max_risk_unapproved())
-                    && mode != HitlMode::FireAndContinue
-                {
+                // A `FireAndContinue` call runs on a notification only when a handler that
+                // really tells a person is there; otherwise it waits for a decision like any.
+                let notified = mode == HitlMode::FireAndContinue && {
+                    let now = chrono::Utc::now();
+                    let request = ravi_kernel::ApprovalRequest::new(
+                        format!("apr_{}", call.id),
+                        call,
+                        risk,
+                        mode,
+                        "",
+                        now,
+                        now,
+                    )
+                    .from_source(CallSource::ModelTurn, None);
+                    book.notifies(&request)
+                };
+                if risk.needs_approval(invoker.max_risk_unapproved()) && !notified {
                     let approve_after = (mode == HitlMode::ContinueOnTimeout).then(|| {
                         let wait = hitl_timeout(&tool).map_or_else(
                             || policy.approval_timeout(),

@@ -183,14 +183,51 @@ impl ApprovalHandler for DecisionBook {
 
     /// A decision given on resume is a human's; anything else is the fallback's to say.
     fn attended(&self, request: &ApprovalRequest) -> bool {
-        self.has(&request.call_id)
-            || (self.defer && request.source == CallSource::CodeMode)
-            || self.fallback.as_ref().is_some_and(|h| h.attended(request))
+        self.answers_itself(request) || self.fallback.as_ref().is_some_and(|h| h.attended(request))
+    }
+
+    /// Only the application's handler can tell a person in passing, and only when it says it
+    /// can. A call with a decision given on resume is answered by that decision, and a
+    /// script's call under `defer` is deferred (a person decides it later): neither may run on
+    /// a notification — without a notifying handler, a `FireAndContinue` call is asked about
+    /// (and so deferred) like a blocking one.
+    fn notifies(&self, request: &ApprovalRequest) -> bool {
+        !self.has(&request.call_id) && self.fallback.as_ref().is_some_and(|h| h.notifies(request))
     }
 
     async fn notify(&self, request: &ApprovalRequest) {
         if let Some(handler) = &self.fallback {
             handler.notify(request).await;
         }
+    }
+
+    fn decider(&self) -> &str {
+        match &self.fallback {
+            Some(handler) => handler.decider(),
+            None => "handler",
+        }
+    }
+
+    /// A decision given on resume is a person's; anything else is the fallback's.
+    fn approver(&self, request: &ApprovalRequest) -> String {
+        match &self.fallback {
+            Some(handler) if !self.answers_itself(request) => handler.approver(request),
+            _ => "a human".into(),
+        }
+    }
+
+    fn unreachable(&self, request: &ApprovalRequest) -> Option<ravi_kernel::Unreachable> {
+        if self.answers_itself(request) {
+            return None;
+        }
+        self.fallback.as_ref().and_then(|h| h.unreachable(request))
+    }
+}
+
+impl DecisionBook {
+    /// Whether the book answers `request` without the fallback: a decision given on resume,
+    /// or a script's call it defers.
+    fn answers_itself(&self, request: &ApprovalRequest) -> bool {
+        self.has(&request.call_id) || (self.defer && request.source == CallSource::CodeMode)
     }
 }

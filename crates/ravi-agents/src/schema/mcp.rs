@@ -1,27 +1,33 @@
 //! MCP `tools/list` encoder: `{"name", "description", "inputSchema", "outputSchema"?,
-//! "annotations"}` with behaviour hints derived from the tool's risk.
+//! "annotations"}` with behaviour hints stating the tool's effects ([`Tool::effects`]).
 
-use ravi_kernel::{FunctionSpec, Tool, ToolRisk};
+use ravi_kernel::{FunctionSpec, Tool, ToolEffects, ToolRisk};
 use serde_json::{Map, Value, json};
 
 use super::{Entry, Severity};
 
-/// MCP tool annotations for a risk level: the one encoder behind `ravi tools schema
+/// MCP tool annotations stating `effects`: the one encoder behind `ravi tools schema
 /// --provider mcp` and `ravi serve`'s `tools/list`.
 ///
-/// MCP's defaults assume the worst (`destructiveHint` and `openWorldHint` default to true), so
-/// every hint is stated: Safe is read-only, idempotent and closed-world; Sensitive read-only
-/// and idempotent but open-world (it reads the network or outside data); High writes without
-/// destroying; Critical is destructive. Read back by the MCP client adapter's risk mapping,
-/// each level comes back as itself.
-pub fn annotations_for_risk(risk: ToolRisk) -> Value {
-    let read_only = risk <= ToolRisk::Sensitive;
+/// MCP's defaults assume the worst (`destructiveHint` and `openWorldHint` default to true,
+/// `readOnlyHint` and `idempotentHint` to false), so every hint is stated, each the fact the
+/// tool declares: a client that skips its own confirmation for read-only tools is never told
+/// a tool is read-only when it is not.
+pub fn mcp_annotations(effects: ToolEffects) -> Value {
     json!({
-        "readOnlyHint": read_only,
-        "destructiveHint": risk == ToolRisk::Critical,
-        "idempotentHint": read_only,
-        "openWorldHint": risk >= ToolRisk::Sensitive,
+        "readOnlyHint": effects.read_only,
+        "destructiveHint": effects.destructive,
+        "idempotentHint": effects.idempotent,
+        "openWorldHint": effects.open_world,
     })
+}
+
+/// The annotations of a tool of `risk` that states no effects of its own
+/// ([`ToolEffects::from_risk`]): Safe is read-only, idempotent and closed-world; Sensitive
+/// read-only and idempotent but open-world; High writes without destroying; Critical is
+/// destructive.
+pub fn annotations_for_risk(risk: ToolRisk) -> Value {
+    mcp_annotations(ToolEffects::from_risk(risk, false))
 }
 
 pub(crate) fn function(tool: &dyn Tool, spec: &FunctionSpec) -> Entry {
@@ -40,7 +46,7 @@ pub(crate) fn function(tool: &dyn Tool, spec: &FunctionSpec) -> Entry {
             ));
         }
     }
-    out.insert("annotations".into(), annotations_for_risk(tool.risk()));
+    out.insert("annotations".into(), mcp_annotations(tool.effects()));
     Entry {
         value: Some(Value::Object(out)),
         findings,

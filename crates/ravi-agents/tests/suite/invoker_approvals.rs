@@ -633,3 +633,190 @@ async fn a_tools_own_approval_wait_replaces_the_policys() {
     let wait = asked[0].deadline - asked[0].created_at;
     assert_eq!(wait.num_seconds(), 1, "{wait:?}");
 }
+
+/// A registry with a Sensitive tool beside the Safe `noop` (what `list_files` and `http_get`
+/// are).
+fn with_a_sensitive_tool() -> Arc<ravi_agents::invoker::StaticRegistry> {
+    use ravi_test_support::tools::{Outcome, TestTool};
+    Arc::new(ravi_agents::invoker::StaticRegistry::new(vec![
+        TestTool::new("noop", |_, _| Outcome::text("ok")).into_any(),
+        TestTool::new("peek", |_, _| Outcome::text("peeked"))
+            .with_risk(ToolRisk::Sensitive)
+            .into_any(),
+    ]))
+}
+
+/// Seed 000's "absent = deny all non-Safe": with no approval handler and the default policy,
+/// a Sensitive call is denied (nobody could be asked); with a handler it runs unasked, as it
+/// does for the CLI (which always has one); a policy that sets the threshold holds either way.
+#[tokio::test]
+async fn without_a_handler_only_safe_calls_run_unless_the_policy_says_otherwise() {
+    let ask = |inv: ToolInvoker| async move {
+        let s = inv.open_session();
+        let mut out = Vec::new();
+        for tool in ["noop", "peek"] {
+            let r = inv
+                .invoke(&s, call("c", tool, json!({})), &ToolContext::default())
+                .await;
+            out.push(r.status);
+        }
+        out
+    };
+    use InvocationStatus as St;
+    let bare = ToolInvoker::builder(with_a_sensitive_tool()).build();
+    assert_eq!(bare.max_risk_unapproved(), ToolRisk::Safe);
+    assert_eq!(ask(bare.clone()).await, [St::Ok, St::Denied]);
+    let s = bare.open_session();
+    let r = bare
+        .invoke(&s, call("c", "peek", json!({})), &ToolContext::default())
+        .await;
+    assert_eq!(
+        r.text(),
+        "`peek` needs approval (risk sensitive) but no approval handler is configured, so the \
+         call was denied without asking anyone; do not retry it from here"
+    );
+
+    let handler = AutoApprovalHandler::with_decision(ApprovalDecision::Denied);
+    let with_handler = ToolInvoker::builder(with_a_sensitive_tool())
+        .approval_handler(Arc::new(handler.clone()))
+        .build();
+    assert_eq!(with_handler.max_risk_unapproved(), ToolRisk::Sensitive);
+    assert_eq!(ask(with_handler).await, [St::Ok, St::Ok]);
+    assert!(handler.requests().is_empty(), "nobody is asked about it");
+
+    let set = ChainPolicy::builder()
+        .max_risk_unapproved(ToolRisk::Sensitive)
+        .build()
+        .unwrap();
+    let explicit = ToolInvoker::builder(with_a_sensitive_tool())
+        .policy(set)
+        .build();
+    assert_eq!(ask(explicit).await, [St::Ok, St::Ok]);
+}
+
+/// A handler that words its denials, and may know nobody can be asked.
+struct Worded {
+    unreachable: Option<ravi_agents::kernel::Unreachable>,
+    asked: std::sync::atomic::AtomicU32,
+}
+
+#[ravi_agents::kernel::async_trait]
+impl ApprovalHandler for Worded {
+    async fn request(&self, _: &ravi_agents::kernel::ApprovalRequest) -> ApprovalDecision {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        ApprovalDecision::Denied
+    }
+    fn approver(&self, _: &ravi_agents::kernel::ApprovalRequest) -> String {
+        "the MCP client's user".into()
+    }
+    fn unreachable(
+        &self,
+        _: &ravi_agents::kernel::ApprovalRequest,
+    ) -> Option<ravi_agents::kernel::Unreachable> {
+        self.unreachable
+    }
+}
+
+/// A denial names who decided in the handler's words; a handler that knows nobody can be
+/// asked (an MCP client that declared no elicitation) denies at once, saying why and what
+/// the operator can do, and its `request` is never called.
+#[tokio::test]
+async fn denials_say_who_decided_and_why_nobody_could_be_asked() {
+    let resolutions = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&resolutions);
+    let invoker = |h: Arc<Worded>| {
+        let seen = Arc::clone(&seen);
+        ToolInvoker::builder(Arc::new(registry()))
+            .policy(fast_policy())
+            .approval_handler(h)
+            .hooks(ravi_agents::hooks::HookRegistry::new().on(move |e| {
+                if let ravi_agents::kernel::HookEvent::ApprovalResolved { resolution, .. } = e {
+                    seen.lock().unwrap().push(*resolution);
+                }
+            }))
+            .build()
+    };
+    let worded = Arc::new(Worded {
+        unreachable: None,
+        asked: Default::default(),
+    });
+    let inv = invoker(Arc::clone(&worded));
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "send_email", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(
+        r.text(),
+        "the MCP client's user denied the call to `send_email`; do not retry it with the same \
+         arguments"
+    );
+
+    let cannot = Arc::new(Worded {
+        unreachable: Some(ravi_agents::kernel::Unreachable::ClientCannotElicit),
+        asked: Default::default(),
+    });
+    let inv = invoker(Arc::clone(&cannot));
+    let s = inv.open_session();
+    let r = inv
+        .invoke(
+            &s,
+            call("c2", "send_email", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.reason, r.text()),
+        (
+            InvocationStatus::Denied,
+            Some(FailureReason::ApprovalDenied),
+            "`send_email` needs approval (risk high), but nobody could be asked: the MCP client \
+             that sent the call did not declare form elicitation, so its user cannot be asked; \
+             so the call was denied. The operator can have someone else decide (with `ravi \
+             serve`: `--approve queue`, `ask` or `all`); do not retry it from here"
+                .to_owned()
+        )
+    );
+    assert_eq!(cannot.asked.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(!s.trace()[0].executed);
+    use ravi_agents::kernel::ApprovalResolution as R;
+    assert_eq!(*resolutions.lock().unwrap(), [R::Denied, R::Unreachable]);
+}
+
+/// In a journaled session the handler's own denial is recorded under its internal decider
+/// name (`handler`); the model still reads it in the handler's words, never "`handler`
+/// denied the call".
+#[tokio::test]
+async fn a_journaled_denial_is_worded_as_the_handlers_not_by_its_record_name() {
+    use ravi_agents::durable::{MemoryStore, RunJournal};
+    let store: Arc<dyn ravi_agents::kernel::Store> = Arc::new(MemoryStore::new());
+    let inv = with_handler(
+        Arc::new(Worded {
+            unreachable: None,
+            asked: Default::default(),
+        }),
+        fast_policy(),
+    );
+    let journal = RunJournal::open(Arc::clone(&store), "run_worded")
+        .await
+        .unwrap();
+    let s = inv.open_session().with_journal(journal);
+    let r = inv
+        .invoke(
+            &s,
+            call("c1", "send_email", json!({})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(
+        r.text(),
+        "the MCP client's user denied the call to `send_email`; do not retry it with the same \
+         arguments"
+    );
+    let recorded = store.approvals(true).await.unwrap();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0].decided_by.as_deref(), Some("handler"));
+}

@@ -665,8 +665,9 @@ async fn refs_from_another_session_are_rejected_but_a_child_reads_its_parent() {
     assert_failed(
         &foreign,
         FailureReason::InvalidArtifactRef,
+        // Word for word what a ref nobody stored gets: no hint that it exists.
         &format!(
-            "argument `data`: artifact {stored} belongs to another session and cannot be read from this one"
+            "argument `data`: artifact {stored} does not exist (it was never stored or has expired)"
         ),
     );
     assert_eq!(b.trace()[0].executed, false);

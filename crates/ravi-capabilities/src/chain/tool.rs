@@ -10,8 +10,8 @@ use ravi_agents::durable::RunJournal;
 use ravi_agents::invoker::{InvokerSession, ToolInvoker};
 use ravi_kernel::{
     AnyTool, BlobScope, CallSource, ChainOutputFile, ChainPolicy, ChainRunResult, ChainStatus,
-    ContentBlock, FailureReason, FunctionSpec, MediaSource, Tool, ToolCall, ToolContext, ToolError,
-    ToolExecutionResult, ToolRegistry,
+    ContentBlock, FailureReason, FunctionSpec, MediaSource, Tool, ToolCall, ToolContext,
+    ToolEffects, ToolError, ToolExecutionResult, ToolRegistry,
 };
 use serde_json::{Value, json};
 
@@ -61,6 +61,8 @@ pub struct ToolChainTool {
     specs: Vec<FunctionSpec>,
     bindings: Vec<ToolBinding>,
     description: String,
+    /// What a script can do through the tools it reaches (their effects' union).
+    effects: ToolEffects,
     /// Whether a call without `session` keeps its interpreter (CPython engine).
     sessions_by_default: bool,
 }
@@ -116,8 +118,10 @@ impl ToolChainTool {
             .filter(|t| t.name() != TOOL_CHAIN_NAME)
             .map(|t| t.spec())
             .collect();
+        let effects = reachable_effects(tools);
         let mut tool = Self {
             bindings: bindings(&specs),
+            effects,
             specs,
             invoker: None,
             policy,
@@ -690,6 +694,14 @@ impl Tool for ToolChainTool {
     // Safe on its own: every call the script makes is approved (or not) by the invoker
     // individually, with that tool's risk.
 
+    /// What a script can do through the tools it reaches — not its risk: a host that skips
+    /// its own confirmation for read-only tools must not skip it for a script that can
+    /// delete files. The union of the reachable tools' effects: read-only when all are,
+    /// destructive or open-world when any is, idempotent only when all are read-only.
+    fn effects(&self) -> ToolEffects {
+        self.effects
+    }
+
     /// A call runs a whole script: it is bounded by the run's wall clock (the policy's
     /// `total_timeout` unless set lower), not by the per-call `call_timeout`, which bounds
     /// each call the script makes. A little over the run's own clock, so that the sandbox,
@@ -743,17 +755,25 @@ impl Tool for ToolChainTool {
         let (result, images) = self
             .run_with_images(script, ctx, key.as_deref().map(|k| (k, reset)))
             .await;
+        // What the model reads is what the script printed and a compact line of its calls
+        // (`summary_text`). The whole run report — every call with its digest, timing and
+        // summary, the files, the error — is application data: a program reads it (over MCP,
+        // `_meta["ravi/app_data"]`; in Rust, `app_data`, and the trace as `calls`), a model
+        // never does. It is not `structured_content`, which MCP clients hand to the model too
+        // (and `tool_chain` declares no output schema it would have to match).
         let text = summary_text(&result);
         let mut out = ToolExecutionResult::text(text).with_calls(result.call_trace.clone());
         // Charts and other images the script saved under /tmp, shown to the model as images.
         out.content.extend(images);
         out.is_error = result.status != ChainStatus::Ok;
-        out.structured_content = serde_json::to_value(&result).ok();
+        out.app_data = serde_json::to_value(&result).ok();
         Ok(out)
     }
 }
 
-/// The text the model reads: the output, the error if any, and a compact trace.
+/// The text the model reads: the output, the error if any, the files, and one line for the
+/// calls — consecutive calls of one tool with one outcome counted together
+/// (`[calls] 40: calculator ok ×40 12ms;`), at most 20 groups.
 pub fn summary_text(r: &ChainRunResult) -> String {
     let mut s = String::new();
     if !r.output_text.is_empty() {
@@ -789,20 +809,38 @@ pub fn summary_text(r: &ChainRunResult) -> String {
         s.push_str("[calls] none\n");
     } else {
         s.push_str(&format!("[calls] {}:", r.call_trace.len()));
-        for c in r.call_trace.iter().take(SUMMARY_CALLS) {
-            s.push_str(&format!(
-                " {} {} {}ms;",
-                c.tool,
-                c.status.as_str(),
-                c.duration_ms
-            ));
+        let groups = call_groups(&r.call_trace);
+        for (tool, status, n, ms) in groups.iter().take(SUMMARY_CALLS) {
+            if *n == 1 {
+                s.push_str(&format!(" {tool} {status} {ms}ms;"));
+            } else {
+                s.push_str(&format!(" {tool} {status} ×{n} {ms}ms;"));
+            }
         }
-        if r.call_trace.len() > SUMMARY_CALLS {
-            s.push_str(&format!(" … {} more", r.call_trace.len() - SUMMARY_CALLS));
+        if groups.len() > SUMMARY_CALLS {
+            let rest: usize = groups.iter().skip(SUMMARY_CALLS).map(|g| g.2).sum();
+            s.push_str(&format!(" … {rest} more"));
         }
         s.push('\n');
     }
     s
+}
+
+/// Runs of consecutive calls of one tool with one outcome: tool, status, how many, their
+/// milliseconds together.
+fn call_groups(calls: &[ravi_kernel::CallRecord]) -> Vec<(&str, &'static str, usize, u64)> {
+    let mut groups: Vec<(&str, &'static str, usize, u64)> = Vec::new();
+    for c in calls {
+        let status = c.status.as_str();
+        match groups.last_mut() {
+            Some(last) if last.0 == c.tool && last.1 == status => {
+                last.2 += 1;
+                last.3 = last.3.saturating_add(c.duration_ms);
+            }
+            _ => groups.push((c.tool.as_str(), status, 1, c.duration_ms)),
+        }
+    }
+    groups
 }
 
 /// The bridge over the invoker: one [`ToolCall`] per script call, in the run's session. It
@@ -919,11 +957,74 @@ impl ToolBridge for InvokerBridge {
     }
 }
 
+/// The effects of a script over `tools`: the union of every function tool's but `tool_chain`
+/// itself (scripts do not nest), the tools a script's functions and `call()` reach. A tool
+/// whose kind cannot run from a script (hosted, provider-defined) adds nothing: the type gate
+/// refuses it.
+fn reachable_effects(tools: &[AnyTool]) -> ToolEffects {
+    ToolEffects::union_of(
+        tools
+            .iter()
+            .filter_map(AnyTool::as_function)
+            .filter(|t| t.name() != TOOL_CHAIN_NAME)
+            .map(|t| t.effects()),
+    )
+}
+
 /// Default limits for a [`ToolChainTool`] built from command-line style settings.
 pub fn limits_from(timeout: Duration, memory_mb: usize, output_bytes: usize) -> SandboxLimits {
     SandboxLimits {
         timeout,
         memory_bytes: memory_mb.saturating_mul(1 << 20),
         output_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ravi_kernel::{CallRecord, CallStatus};
+
+    fn run(calls: &[(&str, CallStatus, u64)]) -> ChainRunResult {
+        let trace = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (tool, status, ms))| {
+                CallRecord::new(
+                    i as u32,
+                    format!("c{i}"),
+                    *tool,
+                    "sha256:x",
+                    *status,
+                    *ms,
+                    true,
+                )
+            })
+            .collect();
+        ChainRunResult::new(ChainStatus::Ok, "0123456789\n", trace, 5)
+    }
+
+    #[test]
+    fn the_summary_is_the_output_and_one_line_of_counted_calls() {
+        let mut calls = vec![("calculator", CallStatus::Ok, 1); 40];
+        calls.push(("read_file", CallStatus::Error, 3));
+        calls.push(("calculator", CallStatus::Ok, 2));
+        assert_eq!(
+            summary_text(&run(&calls)),
+            "0123456789\n[calls] 42: calculator ok ×40 40ms; read_file error 3ms; calculator ok 2ms;\n"
+        );
+        // Past SUMMARY_CALLS groups the rest is counted, not listed.
+        let alternating: Vec<_> = (0..50)
+            .map(|i| {
+                if i % 2 == 0 {
+                    ("a", CallStatus::Ok, 0)
+                } else {
+                    ("b", CallStatus::Ok, 0)
+                }
+            })
+            .collect();
+        let text = summary_text(&run(&alternating));
+        assert!(text.ends_with("… 30 more\n"), "{text}");
+        assert_eq!(text.matches(" ok 0ms;").count(), SUMMARY_CALLS, "{text}");
     }
 }

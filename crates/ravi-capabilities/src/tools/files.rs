@@ -9,8 +9,8 @@ use crate::backend::{
 };
 use ravi_agents::TypedTool;
 use ravi_kernel::{
-    ArtifactRef, BlobError, ContentBlock, StoredArtifact, ToolContext, ToolError, ToolErrorKind,
-    ToolExecutionResult, ToolRisk,
+    ArtifactRef, BlobError, ContentBlock, StoredArtifact, ToolContext, ToolEffects, ToolError,
+    ToolErrorKind, ToolExecutionResult, ToolRisk,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
@@ -159,6 +159,11 @@ impl TypedTool for ReadFile {
          it comes back in parts of at most 256 KiB (binary as base64), each ending with a note \
          giving the offset to continue from. offset/limit read one part explicitly. Paths are \
          relative to the workspace root (no `..`, no absolute paths)."
+    }
+
+    /// Reads inside the workspace and nothing else: read-only, idempotent, closed-world.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::read_only_closed()
     }
 
     async fn call(
@@ -387,6 +392,11 @@ impl TypedTool for FileExists {
          Cheaper than reading or listing when you only need to know that."
     }
 
+    /// Reads inside the workspace and nothing else: read-only, idempotent, closed-world.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::read_only_closed()
+    }
+
     async fn call(
         &self,
         _ctx: &ToolContext,
@@ -438,6 +448,12 @@ impl TypedTool for ListFiles {
 
     fn risk(&self) -> ToolRisk {
         ToolRisk::Sensitive
+    }
+
+    /// Sensitive (it shows what is in the workspace), but it only reads, and never outside
+    /// the workspace: read-only, idempotent, closed-world.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::read_only_closed()
     }
 
     async fn call(
@@ -594,6 +610,12 @@ impl TypedTool for WriteFile {
         ToolRisk::High
     }
 
+    /// Writes inside the workspace only (closed-world), and may overwrite what was there
+    /// (destructive). Not idempotent: with `mode: "append"` a second call appends again.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::unknown().with_open_world(false)
+    }
+
     /// An artifact passed as `content` is streamed from the store into the file, never held
     /// whole or turned into text: a copy of a large or binary file is exact.
     fn streams_artifacts(&self) -> bool {
@@ -722,6 +744,14 @@ impl TypedTool for DeleteFile {
 
     fn risk(&self) -> ToolRisk {
         ToolRisk::Critical
+    }
+
+    /// Destroys, inside the workspace only (closed-world); deleting again changes nothing
+    /// more (idempotent: the second call finds nothing to delete).
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::unknown()
+            .with_idempotent(true)
+            .with_open_world(false)
     }
 
     async fn call(

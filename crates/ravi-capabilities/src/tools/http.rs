@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ravi_agents::TypedTool;
 use ravi_kernel::{
-    ContentBlock, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult, ToolRisk,
+    ContentBlock, ToolContext, ToolEffects, ToolError, ToolErrorKind, ToolExecutionResult, ToolRisk,
 };
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use schemars::JsonSchema;
@@ -332,6 +332,11 @@ impl TypedTool for HttpGet {
 
     fn risk(&self) -> ToolRisk {
         ToolRisk::Sensitive
+    }
+
+    /// A GET changes nothing (read-only, idempotent) but reaches the network (open-world).
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::read_only_closed().with_open_world(true)
     }
 
     async fn call(

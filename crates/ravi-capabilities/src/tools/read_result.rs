@@ -9,7 +9,7 @@
 use base64::Engine as _;
 use ravi_agents::TypedTool;
 use ravi_kernel::{
-    ArtifactRef, BlobError, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult,
+    ArtifactRef, BlobError, ToolContext, ToolEffects, ToolError, ToolErrorKind, ToolExecutionResult,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -98,6 +98,11 @@ impl TypedTool for ReadResult {
          for 1-based inclusive line numbers, or regex to list matching lines with their numbers \
          (context adds surrounding lines). With none of them you get the size, type, line count \
          and the first 40 lines. At most 64 KiB per call."
+    }
+
+    /// Reads a stored result of the caller's own: read-only, idempotent, closed-world.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::read_only_closed()
     }
 
     async fn call(

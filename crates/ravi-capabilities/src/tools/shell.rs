@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use crate::backend::{Backend, ShellRun};
 use ravi_agents::TypedTool;
-use ravi_kernel::{ContentBlock, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use ravi_kernel::{
+    ContentBlock, ToolContext, ToolEffects, ToolError, ToolExecutionResult, ToolRisk,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -88,6 +90,12 @@ impl TypedTool for Shell {
 
     fn risk(&self) -> ToolRisk {
         ToolRisk::Critical
+    }
+
+    /// A command can do anything the workspace's user can, the network included:
+    /// destructive, not idempotent, open-world.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::unknown()
     }
 
     async fn call(

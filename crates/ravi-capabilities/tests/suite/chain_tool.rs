@@ -382,9 +382,10 @@ async fn the_tool_reports_output_error_and_trace_to_the_model() {
         text.ends_with("[calls] 1: safe_op ok 0ms;\n") || text.contains("[calls] 1: safe_op ok"),
         "{text}"
     );
-    let structured: ChainRunResult =
-        serde_json::from_value(out.structured_content.unwrap()).unwrap();
-    assert_eq!(structured.call_trace.len(), 1);
+    // The whole run report is application data, never shown to the model.
+    assert!(out.structured_content.is_none());
+    let report: ChainRunResult = serde_json::from_value(out.app_data.unwrap()).unwrap();
+    assert_eq!(report.call_trace.len(), 1);
     assert!(s.chain.description().contains("safe_op(*, n: int = None)"));
     assert!(!s.chain.description().contains("tool_chain("));
     let bad = s.chain.execute(&ToolContext::new("c10"), json!({})).await;
@@ -728,5 +729,49 @@ async fn cancelling_a_run_during_a_call_records_the_call_once() {
         statuses(&r),
         vec![("block".to_owned(), CallStatus::Cancelled); 2],
         "{r:#?}"
+    );
+}
+
+/// `tool_chain` is Safe (each call its script makes is gated on its own), but what it tells
+/// MCP clients is what a script can do: the union of the effects of the tools it reaches.
+#[test]
+fn tool_chain_states_the_effects_of_the_tools_its_scripts_reach() {
+    use ravi_kernel::ToolEffects;
+    let effects = |tools: &[AnyTool]| {
+        ToolChainTool::for_tools(tools, ChainPolicy::default())
+            .unwrap()
+            .effects()
+    };
+    let reading = TestTool::new("peek", |_, _| Outcome::text("x"))
+        .with_risk(ToolRisk::Sensitive)
+        .into_any();
+    let hosted = TestHosted::web_search("Search the web.").into_any();
+    let chain_risk = ToolChainTool::for_tools(&[], ChainPolicy::default())
+        .unwrap()
+        .risk();
+    assert_eq!(chain_risk, ToolRisk::Safe);
+    // Nothing but calculators: read-only, closed-world, idempotent.
+    assert_eq!(
+        effects(&[simple("a", ToolRisk::Safe), hosted.clone()]),
+        ToolEffects::read_only_closed()
+    );
+    // A Sensitive reader (by default open-world) makes the scripts open-world, still read-only.
+    assert_eq!(
+        effects(&[simple("a", ToolRisk::Safe), reading.clone()]),
+        ToolEffects::read_only_closed().with_open_world(true)
+    );
+    // One writer: not read-only, so not idempotent; one destroyer: destructive.
+    let e = effects(&[reading.clone(), simple("w", ToolRisk::High)]);
+    assert_eq!(
+        (e.read_only, e.destructive, e.idempotent, e.open_world),
+        (false, false, false, true)
+    );
+    let e = effects(&[
+        simple("a", ToolRisk::Safe),
+        simple("rm", ToolRisk::Critical),
+    ]);
+    assert_eq!(
+        (e.read_only, e.destructive, e.idempotent, e.open_world),
+        (false, true, false, true)
     );
 }

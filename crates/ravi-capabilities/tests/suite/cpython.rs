@@ -218,7 +218,7 @@ print(size_of(data=open("/tmp/units.csv").read()))
         )
         .await;
     assert_eq!(r.status, InvocationStatus::Ok, "{}", r.text());
-    let run: ChainRunResult = serde_json::from_value(r.structured.clone().unwrap()).unwrap();
+    let run: ChainRunResult = serde_json::from_value(r.app_data.clone().unwrap()).unwrap();
     let csv = "region,units\neast,7\nnorth,13\nsouth,16\n";
     assert_eq!(run.output_text, format!("{csv}{{'chars': 38}}\n"));
     let paths: Vec<&str> = run.files.iter().map(|f| f.path.as_str()).collect();
@@ -328,7 +328,7 @@ async fn the_data_corpus_prints_what_host_cpython_prints() {
                 &ToolContext::default(),
             )
             .await;
-        let run: ChainRunResult = serde_json::from_value(r.structured.clone().unwrap()).unwrap();
+        let run: ChainRunResult = serde_json::from_value(r.app_data.clone().unwrap()).unwrap();
         if run.status != ChainStatus::Ok || run.output_text != expected {
             failures.push(format!(
                 "{}: {:?} {:?}\n--- expected\n{expected}--- got\n{}",
@@ -391,10 +391,10 @@ async fn cell(
             &ToolContext::default(),
         )
         .await;
-    let Some(structured) = r.structured.clone() else {
+    let Some(report) = r.app_data.clone() else {
         return (ChainStatus::Error, String::new(), r.text());
     };
-    let run: ChainRunResult = serde_json::from_value(structured).unwrap();
+    let run: ChainRunResult = serde_json::from_value(report).unwrap();
     let err = run
         .error
         .map(|e| format!("{}: {}", e.exc_type, e.message))

@@ -143,8 +143,8 @@ fn bad_base64_is_a_clear_error() {
     assert!(err.contains("content is not valid base64"), "{err}");
 }
 
-/// The built-in tools as a provider or an MCP client sees them: name, description, risk and
-/// the schemas generated from their argument types.
+/// The built-in tools as a provider or an MCP client sees them: name, description, risk, the
+/// MCP annotations stating their effects, and the schemas generated from their argument types.
 #[test]
 fn builtin_tool_declarations() {
     let dir = tempfile::tempdir().unwrap();
@@ -159,6 +159,7 @@ fn builtin_tool_declarations() {
                 "name": t.name(),
                 "description": t.description(),
                 "risk": t.risk(),
+                "annotations": ravi_agents::schema::mcp_annotations(t.effects()),
                 "input_schema": t.input_schema(),
                 "output_schema": t.output_schema(),
                 "input_examples": t.input_examples(),

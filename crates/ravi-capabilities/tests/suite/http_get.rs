@@ -278,10 +278,12 @@ async fn a_large_body_is_offloaded_by_the_invoker() {
         AnyTool::Function(Arc::new(Typed::new(ReadResult))),
     ])
     .unwrap();
+    // No approval handler: a Sensitive `http_get` runs only where the policy says so.
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(
             ChainPolicy::builder()
                 .max_inline_result_bytes(4096)
+                .max_risk_unapproved(ravi_kernel::ToolRisk::Sensitive)
                 .build()
                 .unwrap(),
         )

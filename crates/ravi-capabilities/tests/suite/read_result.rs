@@ -197,12 +197,16 @@ async fn scoping_and_bad_arguments() {
         ));
         r
     };
-    let err = Typed::new(ReadResult)
+    // Another session's ref reads exactly like one that does not exist: same kind, same words.
+    let foreign = Typed::new(ReadResult)
         .execute(&sibling, json!({"ref": text}))
         .await
         .unwrap_err();
-    assert_eq!(err.kind, ToolErrorKind::PermissionDenied);
-    assert!(err.message.contains("another session"), "{}", err.message);
+    assert_eq!(foreign.kind, ToolErrorKind::NotFound);
+    assert_eq!(
+        foreign.message,
+        format!("artifact {text} does not exist (it was never stored or has expired)")
+    );
 
     let err = Typed::new(ReadResult)
         .execute(&ToolContext::default(), json!({"ref": text}))

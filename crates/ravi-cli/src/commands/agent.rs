@@ -22,7 +22,7 @@ use clap::Args;
 use ravi_agents::Toolbox;
 use ravi_agents::TypedTool as _;
 use ravi_agents::blob::MemoryBlobStore;
-use ravi_agents::durable::QueueApprovalHandler;
+use ravi_agents::durable::{QueueApprovalHandler, owner};
 use ravi_agents::react::{AgentEvent, AgentObserver, ReActAgent, RunStop};
 use ravi_capabilities::chain::{CodeMode, CodeModeAgent as _, TOOL_CHAIN_NAME};
 use ravi_capabilities::tools::ReadResult;
@@ -192,7 +192,8 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
                     "model": args.model,
                     "blobs": store::blobs_url(args.blobs.as_deref(), &setup.config),
                 }),
-            );
+            )
+            .with_owner(owner::this_process());
             runtime
                 .block_on(store.create_run(&record))
                 .context("recording the run in the store")?;
@@ -322,6 +323,13 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         agent = agent.with_parallel_tool_calls(false);
     }
     if let (Some(store), Some(id)) = (&store, &run_id) {
+        if args.resume.is_some() {
+            // This process runs it now: readers check this owner, not the one that died.
+            if let Err(e) = runtime.block_on(store.claim_run(id, &owner::this_process())) {
+                runtime.block_on(close_all(&clients));
+                return Err(e).context("recording this process as the run's owner");
+            }
+        }
         agent = agent.with_durable_run(Arc::clone(store), id.clone());
     }
     if let Some(system) = &args.system {

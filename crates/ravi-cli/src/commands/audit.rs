@@ -3,7 +3,7 @@
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use ravi_kernel::{AuditQuery, JournalEntry, StoredApproval};
+use ravi_kernel::{AuditQuery, JournalEntry, Store, StoredApproval};
 use serde_json::{Value, json};
 
 use super::approvals::{StoreArgs, relative};
@@ -14,7 +14,8 @@ use crate::table::Table;
 /// Arguments of `ravi audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// Only calls made by this principal (`key:NAME`, a token's subject).
+    /// Only calls made by this principal (`key:NAME`, a token's subject). A bare NAME with
+    /// no calls of its own means the API key `key:NAME`.
     #[arg(long, value_name = "PRINCIPAL")]
     pub principal: Option<String>,
     /// Only calls of this tool.
@@ -43,7 +44,22 @@ pub fn run(args: AuditArgs) -> anyhow::Result<Exit> {
     query.limit = args.limit;
     runtime()?.block_on(async {
         let store = args.store.open().await?;
-        let calls = store.audit(&query).await.context("reading the journal")?;
+        let (query, calls) = by_principal(&*store, query).await?;
+        // The newest `limit` came back: say how many there are when that cut some off.
+        let total = if calls.len() >= query.limit as usize {
+            store
+                .audit_count(&query)
+                .await
+                .context("counting the journal's calls")?
+        } else {
+            calls.len() as u64
+        };
+        let cut = (total > calls.len() as u64).then(|| {
+            format!(
+                "showing the newest {} of {total} calls (--limit N for more)",
+                calls.len()
+            )
+        });
         let mut records = Vec::with_capacity(calls.len());
         for call in &calls {
             let approval = store
@@ -55,6 +71,9 @@ pub fn run(args: AuditArgs) -> anyhow::Result<Exit> {
         if args.json {
             let list: Vec<Value> = records.iter().map(|(c, a)| record(c, a.as_ref())).collect();
             println!("{}", serde_json::to_string_pretty(&list)?);
+            if let Some(cut) = &cut {
+                eprintln!("ravi: {cut}");
+            }
         } else if records.is_empty() {
             println!("no calls");
         } else {
@@ -87,9 +106,68 @@ pub fn run(args: AuditArgs) -> anyhow::Result<Exit> {
                 ]);
             }
             print!("{t}");
+            if let Some(cut) = &cut {
+                println!("{cut}");
+            }
         }
         Ok(Exit::Ok)
     })
+}
+
+/// The calls `query` asks for. A principal given as a bare name (`bob`) with no calls of its
+/// own stands for the API key `key:bob` when that one has calls; when neither has any, stderr
+/// names the principals the journal holds. Returns the query answered.
+async fn by_principal(
+    store: &dyn Store,
+    query: AuditQuery,
+) -> anyhow::Result<(AuditQuery, Vec<JournalEntry>)> {
+    let calls = store.audit(&query).await.context("reading the journal")?;
+    let Some(asked) = query.principal.clone() else {
+        return Ok((query, calls));
+    };
+    let mut as_key = query.clone();
+    as_key.principal = Some(format!("key:{asked}"));
+    let key_calls = if asked.contains(':') {
+        Vec::new()
+    } else {
+        store.audit(&as_key).await.context("reading the journal")?
+    };
+    match (calls.is_empty(), key_calls.is_empty()) {
+        (true, false) => {
+            eprintln!("ravi: no call by `{asked}`; showing those of API key `key:{asked}`");
+            Ok((as_key, key_calls))
+        }
+        (false, false) => {
+            eprintln!(
+                "ravi: the calls of principal `{asked}`; API key `key:{asked}` has calls too \
+                 (--principal key:{asked})"
+            );
+            Ok((query, calls))
+        }
+        (false, true) => Ok((query, calls)),
+        (true, true) => {
+            let mut everyone = AuditQuery::default();
+            everyone.limit = 10_000;
+            let mut names: Vec<String> = store
+                .audit(&everyone)
+                .await
+                .context("reading the journal")?
+                .into_iter()
+                .filter_map(|c| c.principal)
+                .collect();
+            names.sort();
+            names.dedup();
+            if names.is_empty() {
+                eprintln!("ravi: no call by `{asked}`; no call in the journal names a principal");
+            } else {
+                eprintln!(
+                    "ravi: no call by `{asked}`; principals with calls: {}",
+                    names.join(", ")
+                );
+            }
+            Ok((query, calls))
+        }
+    }
 }
 
 /// The outcome of `call`: its state, and the failure reason when there is one.

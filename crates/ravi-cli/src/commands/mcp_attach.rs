@@ -96,3 +96,20 @@ pub async fn attach_specs(
     }
     Ok(clients)
 }
+
+/// One line per upstream tool the attached servers list but Ravi does not offer, saying why
+/// (`ravi tools list` prints them under the table): a tool that runs only as an MCP Task.
+pub fn left_out_notes(clients: &[McpClient]) -> Vec<String> {
+    clients
+        .iter()
+        .flat_map(|c| {
+            c.left_out().into_iter().map(move |(tool, why)| {
+                format!(
+                    "note: `{}` of MCP server `{}` is not offered: {why}",
+                    tool,
+                    c.name()
+                )
+            })
+        })
+        .collect()
+}

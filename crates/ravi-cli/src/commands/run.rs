@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use ravi_agents::blob::MemoryBlobStore;
-use ravi_agents::durable::{QueueApprovalHandler, RunJournal};
+use ravi_agents::durable::{QueueApprovalHandler, RunJournal, owner};
 use ravi_agents::invoker::ToolInvoker;
 use ravi_capabilities::chain::{ToolChainTool, limits_from};
 use ravi_kernel::{
@@ -258,6 +258,7 @@ pub fn execute(
     let specs = setup.mcp_specs(&args.mcp)?;
     let blobs_url = store::blobs_url(args.blobs.as_deref(), &setup.config);
     // The run's record: a new one, or the one resumed.
+    let resumed = resume.is_some();
     let durable = match (&store, resume) {
         (Some(_), Some(r)) => Some(r.record),
         (Some(store), None) => {
@@ -274,7 +275,8 @@ pub fn execute(
                 RunKind::Script,
                 ravi_agents::blob::new_scope_id(),
                 input,
-            );
+            )
+            .with_owner(owner::this_process());
             rt.block_on(store.create_run(&record))
                 .context("recording the run in the store")?;
             Some(record)
@@ -311,6 +313,14 @@ pub fn execute(
     let result = rt.block_on(async {
         let result = match (&store, &durable) {
             (Some(store), Some(record)) => {
+                if resumed {
+                    // This process runs it now: readers check this owner, not the one that
+                    // died.
+                    store
+                        .claim_run(&record.id, &owner::this_process())
+                        .await
+                        .context("recording this process as the run's owner")?;
+                }
                 let journal = RunJournal::open(Arc::clone(store), record.id.clone())
                     .await
                     .context("reading the run's journal")?;

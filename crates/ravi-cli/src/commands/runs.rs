@@ -4,7 +4,8 @@
 
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
-use ravi_kernel::{CallState, JournalEntry, RunKind, RunRecord};
+use ravi_agents::durable::owner;
+use ravi_kernel::{Abandoned, CallState, JournalEntry, RunKind, RunRecord, RunStatus};
 use serde_json::json;
 
 use super::approvals::{StoreArgs, relative};
@@ -55,14 +56,15 @@ pub enum RunsCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Mark the calls of gateway replicas that died (their lease in the store ran out) as
-    /// `in_doubt`, and their runs failed. Replicas do this for each other; this is for when
-    /// none is left running.
+    /// End what gateway replicas that died (their lease in the store ran out) left: the
+    /// calls they were running become `in_doubt`, the approvals they waited for expire (and
+    /// their calls with them), their runs are marked failed. Replicas do this for each
+    /// other; this is for when none is left running.
     Recover {
         /// How long a replica's lease lasts, in seconds (as `ravi serve --lease-secs`).
         #[arg(long, value_name = "SECS", default_value_t = 30)]
         lease_secs: u64,
-        /// Print JSON: `[{"run", "in_doubt"}]`.
+        /// Print JSON: `[{"run", "in_doubt", "expired_approvals", "expired_calls"}]`.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -83,15 +85,25 @@ pub enum RunsCommand {
 pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
     match cmd {
         RunsCommand::List { json, limit, store } => runtime()?.block_on(async {
-            let runs = store.open().await?.runs(limit).await?;
+            let runs: Vec<_> = store
+                .open()
+                .await?
+                .runs(limit)
+                .await?
+                .into_iter()
+                .map(as_seen)
+                .collect();
             if json {
-                let list: Vec<_> = runs.iter().map(summary).collect();
+                let list: Vec<_> = runs
+                    .iter()
+                    .map(|(r, why)| summary(r, why.as_deref()))
+                    .collect();
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else if runs.is_empty() {
                 println!("no runs");
             } else {
                 let mut t = Table::new(["RUN", "KIND", "STATUS", "STARTED", "UPDATED", "NAME"]);
-                for r in &runs {
+                for (r, _) in &runs {
                     t.row([
                         &r.id,
                         r.kind.as_str(),
@@ -117,14 +129,22 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
             let Some(run) = store.run(&run_id).await? else {
                 bail!("no run `{run_id}` in the store (`ravi runs list` lists them)");
             };
-            let calls = store.calls(&run_id).await?;
+            let mut calls = store.calls(&run_id).await?;
+            let (run, interrupted) = as_seen(run);
+            if interrupted.is_some() {
+                // Its process is gone: what it started and never finished is in doubt.
+                for c in calls.iter_mut().filter(|c| c.state == CallState::Started) {
+                    c.state = CallState::InDoubt;
+                }
+            }
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&json!({"run": run, "calls": calls}))?
-                );
+                let mut shown = json!({"run": run, "calls": calls});
+                if let Some(why) = &interrupted {
+                    shown["interrupted"] = json!(why);
+                }
+                println!("{}", serde_json::to_string_pretty(&shown)?);
             } else {
-                print!("{}", show(&run, &calls));
+                print!("{}", show(&run, &calls, interrupted.as_deref()));
             }
             Ok(Exit::Ok)
         }),
@@ -135,18 +155,29 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
         } => runtime()?.block_on(async {
             let store = store.open().await?;
             let lease = std::time::Duration::from_secs(lease_secs);
-            let recovered = recover(&*store, lease).await?;
+            let recovered = recover_runs(&*store, lease).await?;
             if json {
                 let list: Vec<_> = recovered
                     .iter()
-                    .map(|(run, n)| json!({"run": run, "in_doubt": n}))
+                    .map(|(run, ended)| {
+                        json!({
+                            "run": run,
+                            "in_doubt": ended.in_doubt,
+                            "expired_approvals": ended.expired_approvals,
+                            "expired_calls": ended.expired_calls,
+                        })
+                    })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else if recovered.is_empty() {
                 println!("no replica's lease has run out");
             } else {
-                for (run, n) in &recovered {
-                    println!("{run}: {n} call(s) marked in_doubt; the run is marked failed");
+                for (run, ended) in &recovered {
+                    println!(
+                        "{run}: {} call(s) marked in_doubt, {} approval(s) it waited for \
+                         expired; the run is marked failed",
+                        ended.in_doubt, ended.expired_approvals
+                    );
                 }
             }
             Ok(Exit::Ok)
@@ -225,29 +256,59 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
     }
 }
 
+/// `run` as a reader should see it: a run recorded as running whose process is gone
+/// (`ravi run` or `ravi agent` killed) is `interrupted`, with why.
+fn as_seen(mut run: RunRecord) -> (RunRecord, Option<String>) {
+    let why = owner::interrupted(&run);
+    if why.is_some() {
+        run.status = RunStatus::Interrupted;
+    }
+    (run, why)
+}
+
 /// A run without its input (the script can be long), for listings.
-fn summary(r: &RunRecord) -> serde_json::Value {
-    json!({
+fn summary(r: &RunRecord, interrupted: Option<&str>) -> serde_json::Value {
+    let mut v = json!({
         "id": r.id,
         "kind": r.kind,
         "status": r.status,
         "created_ms": r.created_ms,
         "updated_ms": r.updated_ms,
         "name": r.input.get("filename"),
-    })
+    });
+    if let Some(why) = interrupted {
+        v["interrupted"] = json!(why);
+    }
+    v
 }
 
-fn show(run: &RunRecord, calls: &[JournalEntry]) -> String {
+fn show(run: &RunRecord, calls: &[JournalEntry], interrupted: Option<&str>) -> String {
+    let status = match interrupted {
+        Some(why) => format!("{}: {why}", run.status),
+        None => run.status.to_string(),
+    };
     let mut s = format!(
-        "run      {}\nkind     {}\nstatus   {}\nstarted  {}\nupdated  {}\n",
+        "run      {}\nkind     {}\nstatus   {status}\nstarted  {}\nupdated  {}\n",
         run.id,
         run.kind.as_str(),
-        run.status,
         relative(run.created_ms),
         relative(run.updated_ms)
     );
     if let Some(name) = run.input.get("filename").and_then(|f| f.as_str()) {
         s.push_str(&format!("script   {name}\n"));
+    }
+    if interrupted.is_some() {
+        match run.kind {
+            RunKind::Script => s.push_str(&format!(
+                "resume   `ravi runs resume {}` (calls in doubt are not run again)\n",
+                run.id
+            )),
+            RunKind::Agent => s.push_str(&format!(
+                "resume   `ravi agent --resume {}` with the run's model and tools\n",
+                run.id
+            )),
+            _ => {}
+        }
     }
     if calls.is_empty() {
         s.push_str("no calls journaled\n");
@@ -310,10 +371,8 @@ fn gc(runs: &[RunRecord], days: f64) -> anyhow::Result<(usize, u64)> {
             .find(|r| r.scope == name && r.kind != RunKind::Session);
         let expired = match owner {
             Some(r) => {
-                !matches!(
-                    r.status,
-                    ravi_kernel::RunStatus::Running | ravi_kernel::RunStatus::Paused
-                ) && r.updated_ms < cutoff_ms
+                !matches!(r.status, RunStatus::Running | RunStatus::Paused)
+                    && r.updated_ms < cutoff_ms
             }
             None => entry
                 .metadata()
@@ -344,26 +403,55 @@ fn dir_size(path: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// The gateway runs (`ravi serve`) whose lease ran out `lease` ago or more: their calls still
-/// `started` are marked `in_doubt` and the run failed. Returns each run and how many calls.
+/// The gateway runs (`ravi serve`) whose lease ran out `lease` ago or more: what they left
+/// is ended ([`Store::abandon_run`](ravi_kernel::Store::abandon_run): calls still `started`
+/// in doubt, pending approvals and the calls waiting for them expired) and the run failed.
+/// Returns each run and how many calls it had in doubt (what the lease keeper of
+/// `ravi serve` reports).
 pub async fn recover(
     store: &dyn ravi_kernel::Store,
     lease: std::time::Duration,
 ) -> anyhow::Result<Vec<(String, u32)>> {
+    Ok(recover_runs(store, lease)
+        .await?
+        .into_iter()
+        .map(|(run, ended)| (run, ended.in_doubt))
+        .collect())
+}
+
+/// [`recover`], with everything each run's recovery ended.
+pub async fn recover_runs(
+    store: &dyn ravi_kernel::Store,
+    lease: std::time::Duration,
+) -> anyhow::Result<Vec<(String, Abandoned)>> {
     let before = ravi_kernel::now_ms() - i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
     let mut out = Vec::new();
     for run in store.expired_runs(RunKind::Serve, before).await? {
-        let n = store.mark_in_doubt(&run.id).await?;
+        let last = chrono::DateTime::from_timestamp_millis(run.updated_ms)
+            .map_or_else(|| run.updated_ms.to_string(), |t| t.to_rfc3339());
+        let reason = format!(
+            "the gateway replica that waited for it died (run {} stopped renewing its lease at \
+             {last})",
+            run.id
+        );
+        let ended = store.abandon_run(&run.id, &reason).await?;
+        if ended.expired_approvals > 0 {
+            tracing::warn!(
+                run = %run.id, approvals = ended.expired_approvals,
+                "a dead replica's pending approvals expired"
+            );
+        }
         let output = json!({
             "error": format!(
-                "the server stopped renewing its lease (last at {}); {n} call(s) it was running are in_doubt",
-                run.updated_ms
+                "the server stopped renewing its lease (last at {last}); {} call(s) it was \
+                 running are in_doubt, {} approval(s) it waited for expired",
+                ended.in_doubt, ended.expired_approvals
             ),
         });
         store
-            .update_run(&run.id, ravi_kernel::RunStatus::Failed, Some(&output))
+            .update_run(&run.id, RunStatus::Failed, Some(&output))
             .await?;
-        out.push((run.id, n));
+        out.push((run.id, ended));
     }
     Ok(out)
 }

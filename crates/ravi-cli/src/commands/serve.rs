@@ -473,10 +473,23 @@ async fn serve(
             }
             None => None,
         };
-        // Replicas sharing a blob store share the stateless requests' artifact scope.
+        // Replicas sharing a blob store derive the same scope for each principal's stateless
+        // requests. With artifacts in this process's memory, a closed client session gives
+        // them back at once: its scope was its own, so nothing can read them any more.
         let tools = match &shared_blobs {
             Some(_) => tools.with_stateless_scope("gateway_stateless"),
-            None => tools,
+            None => {
+                let memory = Arc::clone(&memory_blobs);
+                tools.on_session_end(Arc::new(move |scope| {
+                    let (n, bytes) = memory.discard_scope(&scope.id);
+                    if n > 0 {
+                        tracing::debug!(artifacts = n, bytes, "a closed session's artifacts were released");
+                    }
+                    if bytes >= crate::memory::TRIM_AFTER_BYTES {
+                        crate::memory::give_back();
+                    }
+                }))
+            }
         };
         let tools: Arc<dyn ServerTools> = Arc::new(match &journal {
             Some(j) => tools.with_journal(Arc::clone(j)),
@@ -664,8 +677,22 @@ async fn serve(
         if let (Some(j), Some(store)) = (&journal, &store) {
             j.flush().await;
             // What was still running when the server stopped did not finish here: whether it
-            // took effect is unknown.
-            let left = doubted + store.mark_in_doubt(j.run_id()).await.unwrap_or(0);
+            // took effect is unknown. Approvals still pending can no longer be acted on (their
+            // sessions end with the server): they expire, with the calls waiting for them.
+            let ended = store
+                .abandon_run(
+                    j.run_id(),
+                    "the gateway that held this approval stopped before it was decided",
+                )
+                .await
+                .unwrap_or_default();
+            if ended.expired_approvals > 0 {
+                eprintln!(
+                    "ravi serve: {} pending approval(s) expired as the server stopped",
+                    ended.expired_approvals
+                );
+            }
+            let left = doubted + ended.in_doubt;
             let (status, output) = if left == 0 {
                 (RunStatus::Succeeded, None)
             } else {

@@ -15,6 +15,32 @@ use crate::Exit;
 use crate::setup::{ApproveMode, Asker, Setup, approval_handler, runtime};
 use crate::table::Table;
 
+/// Who approves a call of `ravi tools call`: the [`ApproveMode`]s a single call in this
+/// process can use (no durable store to queue in, no MCP client to ask), so `--help` offers
+/// only these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CallApproveMode {
+    /// Ask at the terminal (tool, risk, arguments); denied when stdin is not a terminal.
+    #[value(alias = "terminal")]
+    Ask,
+    /// Approve every call.
+    #[value(alias = "auto", alias = "yes")]
+    All,
+    /// Deny every call that needs approval.
+    #[value(alias = "deny")]
+    None,
+}
+
+impl From<CallApproveMode> for ApproveMode {
+    fn from(mode: CallApproveMode) -> Self {
+        match mode {
+            CallApproveMode::Ask => Self::Ask,
+            CallApproveMode::All => Self::All,
+            CallApproveMode::None => Self::None,
+        }
+    }
+}
+
 /// Subcommands of `ravi tools`.
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
@@ -54,8 +80,8 @@ pub enum ToolsCommand {
         workspace: Option<PathBuf>,
         /// Who approves calls above the policy's risk line (write_file, delete_file, shell):
         /// `ask` at the terminal (denied without one), `all`, or `none`.
-        #[arg(long, value_enum, default_value_t = ApproveMode::Ask)]
-        approve: ApproveMode,
+        #[arg(long, value_enum, default_value_t = CallApproveMode::Ask)]
+        approve: CallApproveMode,
         /// Print the InvocationResult as JSON.
         #[arg(long)]
         json: bool,
@@ -99,6 +125,14 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
             runtime()?.block_on(async {
                 let (toolbox, clients) = setup.toolbox(Vec::new(), specs).await?;
                 list(&entries, &toolbox.all(), json);
+                // What the servers list but cannot be offered, and why (stderr for `--json`).
+                for note in super::mcp_attach::left_out_notes(&clients) {
+                    if json {
+                        eprintln!("{note}");
+                    } else {
+                        println!("{note}");
+                    }
+                }
                 for c in clients {
                     c.close().await;
                 }
@@ -190,7 +224,7 @@ async fn call(
     name: &str,
     args: &str,
     setup: &Setup,
-    approve: ApproveMode,
+    approve: CallApproveMode,
     as_json: bool,
     mcp: &McpArgs,
 ) -> anyhow::Result<Exit> {
@@ -214,7 +248,7 @@ async fn call(
             bail!("no tool named `{name}`; available: {}", names.join(", "));
         }
     };
-    let handler = approval_handler(approve, Asker::ToolsCall)?;
+    let handler = approval_handler(approve.into(), Asker::ToolsCall)?;
     let policy = setup.policy()?;
     let invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)

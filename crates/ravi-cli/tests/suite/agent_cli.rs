@@ -404,7 +404,7 @@ async fn attached_servers_follow_ravi_toml_and_tools_picks_sources() {
     let conf_dir = tempfile::tempdir().unwrap();
     let config = conf_dir.path().join("agent.toml");
     let served = format!(
-        "name = \"r\"\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"serve\", \"--stdio\", \"--approve\", \"auto\"]\n",
+        "name = \"r\"\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"serve\", \"--stdio\", \"--approve\", \"auto\", \"--store\", \"none\"]\n",
         env!("CARGO_BIN_EXE_ravi")
     );
     std::fs::write(&config, format!("[[mcp]]\n{served}")).unwrap();

@@ -184,9 +184,10 @@ fn a_call_approved_after_its_process_was_killed_runs_once_on_resume() {
     let out = case.ravi(&["approvals", "approve", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let run_id = case.last_run();
+    // Its process is gone: the run was interrupted (resumable).
     assert_eq!(
         case.json(&["runs", "show", &run_id, "--json"])["run"]["status"],
-        "running"
+        "interrupted"
     );
     // The resumed run is not asked again (none would deny) and runs the approved call once.
     let out = case.ravi(&["runs", "resume", &run_id, "--approve", "none", "--json"]);
@@ -221,7 +222,7 @@ fn a_command_running_when_the_process_is_killed_is_stopped_and_in_doubt() {
     let run_id = case.last_run();
     let shown = case.ravi(&["runs", "show", &run_id]);
     assert!(
-        text(&shown.stdout).contains("may be in doubt"),
+        text(&shown.stdout).contains("call 0 (`shell`) is in doubt"),
         "{}",
         text(&shown.stdout)
     );
@@ -391,6 +392,7 @@ async fn an_agent_killed_while_waiting_resumes_and_runs_the_approved_call_once()
     let run_id = tokio::task::block_in_place(|| case.last_run());
     let shown = tokio::task::block_in_place(|| case.json(&["runs", "show", &run_id, "--json"]));
     assert_eq!(shown["run"]["kind"], "agent");
+    assert_eq!(shown["run"]["status"], "interrupted", "{shown}");
     assert_eq!(shown["calls"][0]["state"], "awaiting_approval");
     // The resumed agent is not asked again (none would deny) and runs the call once.
     let out = tokio::task::block_in_place(|| {

@@ -106,9 +106,14 @@ async fn api_keys_authenticate_and_hold_each_client_to_its_tools() {
             challenge.starts_with("Bearer realm=\"ravi\""),
             "{challenge}"
         );
+        // Its body unread, the connection is not reused: the refusal says so.
+        assert_eq!(resp.headers()["connection"], "close");
         let body: Value = resp.json().await.unwrap();
         assert!(
-            body["message"].as_str().unwrap().contains("API key"),
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("API key"),
             "{body}"
         );
     }
@@ -516,7 +521,7 @@ tools = ["read_file"]
         );
         let body: Value = resp.json().await.unwrap();
         assert!(
-            body["message"].as_str().unwrap().contains(says),
+            body["error"]["message"].as_str().unwrap().contains(says),
             "{what}: {body}"
         );
     }

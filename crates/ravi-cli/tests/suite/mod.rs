@@ -2,15 +2,20 @@
 
 mod agent_cli;
 mod agent_code_mode;
+mod audit;
 mod cli;
 mod console;
 mod crash;
 #[cfg(feature = "cpython")]
 mod data_mode;
 mod durable;
+mod effects;
 mod gateway;
+mod isolation;
 mod mcp_serve;
+mod recovery;
 mod run;
 mod scale;
+mod serve_memory;
 mod tools_call;
 mod tools_search;

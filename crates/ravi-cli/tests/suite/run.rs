@@ -318,6 +318,7 @@ fn approval_defaults_to_none_when_stdin_is_not_a_terminal() {
     );
     let mut child = Command::new("script")
         .args(["-qec", &inner, "/dev/null"])
+        .env("XDG_STATE_HOME", ravi_test_support::state_home())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

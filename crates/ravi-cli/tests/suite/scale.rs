@@ -873,3 +873,130 @@ fn scripts_keep_artifacts_in_the_bucket() {
         text(&out.stderr)
     );
 }
+
+/// Issue 40, across replicas: two replicas on one PostgreSQL store and one bucket derive the
+/// same scope for a principal's stateless (2026-07-28) requests, so the principal's ref resolves
+/// on either; another principal's read of it, on either replica and on either protocol revision,
+/// is refused in the very words a ref nobody stored gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_stay_with_their_principal_across_replicas() {
+    if !s3::ready("per-principal artifacts across replicas") {
+        return;
+    }
+    const UNKNOWN: &str = "art_0000000000000000000000000000";
+    let bed = Bed::new();
+    let other = bed.key("other");
+    let (_a, pa) = bed.replica_with(&["--approve", "none"]);
+    let (_b, pb) = bed.replica_with(&["--approve", "none"]);
+    let http = reqwest::Client::new();
+    let read = call(
+        &http,
+        pa,
+        &bed.client_key,
+        1,
+        "read_file",
+        json!({"path": "big.txt"}),
+    )
+    .await
+    .unwrap();
+    let r = read["_meta"]["ravi/artifact"]["ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no artifact: {read}"))
+        .to_owned();
+    // The same principal, on the other replica: its ref resolves.
+    let again = call(
+        &http,
+        pb,
+        &bed.client_key,
+        2,
+        "read_result",
+        json!({"ref": r, "lines": {"start": 1, "end": 1}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&again), "{again}");
+    // Another principal, on either replica: refused like an unknown ref, as `read_result` and
+    // as an `$artifact` argument.
+    let text_of = |v: &Value, r: &str| {
+        v["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .replace(r, "REF")
+    };
+    let mut id = 10;
+    for port in [pa, pb] {
+        for (tool, args) in [
+            ("read_result", json!({"ref": "REF"})),
+            (
+                "write_file",
+                json!({"path": "stolen.txt", "content": {"$artifact": "REF"}}),
+            ),
+        ] {
+            let with = |artifact: &str| {
+                serde_json::from_str::<Value>(&args.to_string().replace("REF", artifact)).unwrap()
+            };
+            id += 2;
+            let foreign = call(&http, port, &other, id, tool, with(&r)).await.unwrap();
+            let unknown = call(&http, port, &other, id + 1, tool, with(UNKNOWN))
+                .await
+                .unwrap();
+            assert!(is_error(&foreign), "{foreign}");
+            assert_eq!(
+                text_of(&foreign, &r),
+                text_of(&unknown, UNKNOWN),
+                "{tool} on {port}"
+            );
+            assert_eq!(foreign["_meta"], unknown["_meta"], "{tool} on {port}");
+        }
+    }
+    assert!(!bed.ws().join("stolen.txt").exists());
+    // 2025-11-25 sessions: a ref of the client's session on A is unknown to the other
+    // principal's session on B.
+    let ctx = ravi_kernel::ToolContext::default();
+    let session = |port: u16, key: &str| {
+        ravi_integrations::mcp::McpClient::connect(
+            ravi_integrations::mcp::McpServerSpec::http(
+                "gw",
+                format!("http://127.0.0.1:{port}/mcp"),
+            )
+            .with_bearer(key),
+        )
+    };
+    let mine = session(pa, &bed.client_key).await.unwrap();
+    let read = mine
+        .call(
+            "read_file",
+            json!({"path": "big.txt"}),
+            &ctx,
+            None,
+            "read_file",
+        )
+        .await
+        .unwrap();
+    let r = read["_meta"]["ravi/artifact"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let theirs = session(pb, &other).await.unwrap();
+    let foreign = theirs
+        .call("read_result", json!({"ref": r}), &ctx, None, "read_result")
+        .await
+        .unwrap();
+    let unknown = theirs
+        .call(
+            "read_result",
+            json!({"ref": UNKNOWN}),
+            &ctx,
+            None,
+            "read_result",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        text_of(&foreign, &r),
+        text_of(&unknown, UNKNOWN),
+        "{foreign}"
+    );
+    mine.close().await;
+    theirs.close().await;
+}

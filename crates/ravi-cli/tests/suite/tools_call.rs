@@ -329,3 +329,55 @@ fn fire_and_continue_is_denied_when_nobody_can_approve() {
         assert!(!dir.path().join("x.txt").exists());
     }
 }
+
+/// `ravi tools call` offers only the approval modes it can use: `--help` lists ask, all and
+/// none, and `queue` or `elicit` (for the durable store, for an MCP client) are usage errors
+/// naming the possible values — not accepted by the parser and refused later.
+#[test]
+fn tools_call_offers_only_the_approval_modes_it_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ravi(&["tools", "call", "--help"], dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let help = text(&out.stdout);
+    let approve = help
+        .split("--approve <APPROVE>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no --approve in:\n{help}"));
+    let approve = approve.split("\n      --").next().unwrap();
+    for offered in ["ask", "all", "none"] {
+        assert!(
+            approve.contains(offered),
+            "{offered} not offered:\n{approve}"
+        );
+    }
+    for refused in ["queue", "elicit"] {
+        assert!(!approve.contains(refused), "{refused} offered:\n{approve}");
+    }
+    for mode in ["queue", "elicit"] {
+        let out = ravi(
+            &["tools", "call", "calculator", "--approve", mode],
+            dir.path(),
+        );
+        assert_eq!(out.status.code(), Some(2), "{mode}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("invalid value '{mode}'"))
+                && err.contains("[possible values: ask, all, none]"),
+            "{mode}: {err}"
+        );
+    }
+    // The aliases still work.
+    let out = ravi(
+        &[
+            "tools",
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "1+1"}"#,
+            "--approve",
+            "deny",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

@@ -9,7 +9,6 @@
 //! [`LiveToolbox`](super::LiveToolbox) follows those changes.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,8 +20,8 @@ use rmcp::model::{
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, ServiceError, serve_client};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -50,7 +49,10 @@ pub enum ElicitationPolicy {
 }
 
 /// A tool as an upstream server lists it (`tools/list` entry, kept as wire JSON).
+///
+/// `#[non_exhaustive]`: the client builds it from the listing.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct UpstreamTool {
     /// The upstream name.
     pub name: String,
@@ -62,9 +64,21 @@ pub struct UpstreamTool {
     pub output_schema: Option<Value>,
     /// The server's annotations (untrusted hints), when sent.
     pub annotations: Option<Value>,
+    /// Its `execution.taskSupport` (`"forbidden"`, `"optional"`, `"required"`), when stated.
+    pub task_support: Option<String>,
 }
 
 impl UpstreamTool {
+    /// Why Ravi does not offer this tool, when it does not: a tool that runs only as an MCP
+    /// Task (`execution.taskSupport: "required"`) fails every plain call, and Ravi has no Tasks
+    /// client yet.
+    pub fn left_out_because(&self) -> Option<&'static str> {
+        (self.task_support.as_deref() == Some("required")).then_some(
+            "it runs only as an MCP Task (execution.taskSupport \"required\"), which Ravi does \
+             not support yet; a plain call would fail",
+        )
+    }
+
     fn from_wire(v: &Value) -> Option<Self> {
         Some(Self {
             name: v.get("name")?.as_str()?.to_owned(),
@@ -79,6 +93,10 @@ impl UpstreamTool {
                 .unwrap_or_else(|| serde_json::json!({"type": "object"})),
             output_schema: v.get("outputSchema").filter(|s| !s.is_null()).cloned(),
             annotations: v.get("annotations").filter(|s| !s.is_null()).cloned(),
+            task_support: v
+                .pointer("/execution/taskSupport")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         })
     }
 }
@@ -140,6 +158,8 @@ struct ToolList {
     generation: tokio::sync::watch::Sender<u64>,
     /// One fetch at a time, so the last one to finish is the newest.
     fetching: tokio::sync::Mutex<()>,
+    /// What the raw listing says of each tool's execution, which rmcp does not keep.
+    tap: super::tasks::ExecutionTap,
 }
 
 impl ToolList {
@@ -150,6 +170,7 @@ impl ToolList {
             stale: AtomicBool::new(true),
             generation: tokio::sync::watch::channel(0).0,
             fetching: tokio::sync::Mutex::new(()),
+            tap: super::tasks::ExecutionTap::default(),
         }
     }
 
@@ -157,6 +178,7 @@ impl ToolList {
     async fn fetch(&self, peer: &Peer<RoleClient>) -> Result<Vec<UpstreamTool>, McpError> {
         let _one = self.fetching.lock().await;
         self.stale.store(false, Ordering::SeqCst);
+        self.tap.clear();
         let listed = match peer.list_all_tools().await {
             Ok(l) => l,
             Err(e) => {
@@ -173,8 +195,30 @@ impl ToolList {
             .iter()
             .filter_map(|t| serde_json::to_value(t).ok())
             .filter_map(|v| UpstreamTool::from_wire(&v))
+            .map(|mut t| {
+                if t.task_support.is_none() {
+                    t.task_support = self.tap.task_support(&t.name);
+                }
+                t
+            })
             .collect();
         if let Ok(mut slot) = self.tools.lock() {
+            // Say once per listing that changes them which tools are not offered, and why.
+            let was_left_out = |name: &str| {
+                slot.iter()
+                    .any(|t| t.name == name && t.left_out_because().is_some())
+            };
+            for t in &tools {
+                if let Some(why) = t.left_out_because()
+                    && !was_left_out(&t.name)
+                {
+                    tracing::warn!(
+                        "MCP server `{}`: tool `{}` is not offered: {why}",
+                        self.server,
+                        t.name
+                    );
+                }
+            }
             slot.clone_from(&tools);
         }
         self.generation.send_modify(|g| *g += 1);
@@ -449,6 +493,17 @@ impl McpClient {
             .unwrap_or_default()
     }
 
+    /// The tools of the last listing that Ravi does not offer, with why: upstream name and
+    /// reason (see [`UpstreamTool::left_out_because`]); the operator's `allow`/`deny` are not
+    /// counted here.
+    pub fn left_out(&self) -> Vec<(String, &'static str)> {
+        self.tools()
+            .into_iter()
+            .filter(|t| self.spec().serves(&t.name))
+            .filter_map(|t| t.left_out_because().map(|why| (t.name, why)))
+            .collect()
+    }
+
     /// Whether the server announced a tool-list change that was not fetched yet.
     pub fn tools_stale(&self) -> bool {
         self.inner.handler.list.stale.load(Ordering::SeqCst)
@@ -691,10 +746,9 @@ impl McpClient {
                     .args(args)
                     .envs(env)
                     .kill_on_drop(true);
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| connect_err(format!("could not start `{command}`: {e}")))?;
+                let (transport, stderr) =
+                    super::tasks::ChildTransport::spawn(cmd, self.inner.handler.list.tap.clone())
+                        .map_err(|e| connect_err(format!("could not start `{command}`: {e}")))?;
                 if let Some(stderr) = stderr {
                     // Drain the server's log so a chatty server never blocks on a full pipe.
                     let server = name.clone();
@@ -721,8 +775,11 @@ impl McpClient {
                 if let Some(token) = bearer {
                     config = config.auth_header(token.clone());
                 }
-                let transport =
-                    StreamableHttpClientTransport::with_client(pooled_http_client(), config);
+                let http = super::tasks::TappedHttp::new(
+                    pooled_http_client(),
+                    self.inner.handler.list.tap.clone(),
+                );
+                let transport = StreamableHttpClientTransport::with_client(http, config);
                 match serve_client(handler.clone(), transport).await {
                     Ok(service) => service,
                     // A server that refuses streamable HTTP may be an older one: try the
@@ -734,6 +791,7 @@ impl McpClient {
                             bearer.as_deref(),
                             map,
                             self.inner.spec.timeout(),
+                            self.inner.handler.list.tap.clone(),
                         )
                         .await;
                         match sse {
@@ -760,6 +818,7 @@ impl McpClient {
                     bearer.as_deref(),
                     map,
                     self.inner.spec.timeout(),
+                    self.inner.handler.list.tap.clone(),
                 )
                 .await
                 .map_err(|e| connect_err(e.to_string()))?;

@@ -329,12 +329,13 @@ impl DirectCalls {
         self: Arc<Self>,
         request: axum::extract::Request,
     ) -> axum::response::Response {
+        let delete = request.method() == Method::DELETE;
         if let Some(session) = request
             .headers()
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
         {
-            if request.method() == Method::DELETE {
+            if delete {
                 self.calls.forget(session);
                 // The session's calls are journaled before its client hears it is closed.
                 self.handler.settle().await;
@@ -342,7 +343,14 @@ impl DirectCalls {
                 self.calls.seen_by_rmcp(session);
             }
         }
-        self.forward(request).await
+        let mut response = self.forward(request).await;
+        // rmcp answers a session's DELETE with 202 Accepted, though the session is closed by
+        // then; clients expect 200 or 204 (the Python SDK logs "Session termination failed:
+        // 202"). The session is gone: say so plainly.
+        if delete && response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
+        response
     }
 
     /// Answers a `POST` to the MCP endpoint whose body, `bytes`, the body limits have read

@@ -1,9 +1,12 @@
 //! Authentication of the HTTP transport: every request to the MCP endpoint presents a bearer
 //! token an [`Authenticator`] accepts, or gets the RFC 6750 answer (`401` with a
 //! `WWW-Authenticate` challenge, `403 insufficient_scope`, `503` when the token cannot be
-//! checked now) and a JSON body saying why — MCP never sees it. A resource server also
-//! publishes its RFC 9728 metadata at `/.well-known/oauth-protected-resource`, which the
-//! challenge points to, so an MCP client can discover where to get a token.
+//! checked now) — MCP never sees the request. The body is a JSON-RPC error response
+//! (`"id": null`), since that is the one body MCP clients read at any status: the SDKs surface
+//! its message (which names the status and what to do about the token) instead of a bare
+//! "Server returned an error response". A resource server also publishes its RFC 9728 metadata
+//! at `/.well-known/oauth-protected-resource`, which the challenge points to, so an MCP client
+//! can discover where to get a token.
 
 use std::sync::Arc;
 
@@ -157,7 +160,7 @@ pub(super) async fn authenticate(
             _ => "invalid_token",
         });
     }
-    let body = json!({"error": error, "message": failure.message}).to_string();
+    let body = refusal_body(status, error, &failure.message).to_string();
     let mut response = axum::response::Response::new(axum::body::Body::from(body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
@@ -173,7 +176,38 @@ pub(super) async fn authenticate(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
+    // The refused request's body is never read, so the connection cannot carry another
+    // request: say so, or a client that pools connections (httpx, under every Python SDK)
+    // may send its next request on one the server is closing and read "disconnected".
+    headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
     Err(response)
+}
+
+/// The JSON-RPC error code of a request the gateway refused before MCP saw it: the token was
+/// missing or refused (`401`), lacked a scope (`403`), or could not be checked (`503`).
+pub const AUTH_ERROR_CODE: i64 = -32001;
+
+/// The body of an authentication refusal: a JSON-RPC error response with `"id": null` (the
+/// request was refused before its id was read), whose message says the HTTP status and why
+/// (`"HTTP 401 Unauthorized: the API key is not valid (unknown or revoked)"`), and whose
+/// `data` carries the status and the RFC 6750 error code for programs.
+fn refusal_body(status: http::StatusCode, error: &str, message: &str) -> serde_json::Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": AUTH_ERROR_CODE,
+            "message": format!(
+                "HTTP {} {}: {message}",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            ),
+            "data": {"status": status.as_u16(), "error": error},
+        },
+    })
 }
 
 /// `text` made safe inside a quoted header parameter (no quotes, backslashes or controls).
@@ -225,5 +259,27 @@ mod tests {
         );
         assert_eq!(root.paths(), ["/.well-known/oauth-protected-resource"]);
         assert_eq!(quoted("a \"b\"\n"), "a 'b' ");
+    }
+
+    #[test]
+    fn refusals_are_json_rpc_errors() {
+        crate::mcp::golden::check(
+            "auth_refusal.json",
+            &refusal_body(
+                http::StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "the API key is not valid (unknown or revoked)",
+            ),
+        );
+        let forbidden = refusal_body(
+            http::StatusCode::FORBIDDEN,
+            "insufficient_scope",
+            "the token lacks the scope `mcp`",
+        );
+        assert_eq!(
+            forbidden["error"]["message"],
+            "HTTP 403 Forbidden: the token lacks the scope `mcp`"
+        );
+        assert_eq!(forbidden["id"], serde_json::Value::Null);
     }
 }

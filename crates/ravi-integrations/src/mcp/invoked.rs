@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use ravi_agents::durable::RunJournal;
 use ravi_agents::invoker::{InvokerSession, ToolInvoker, ToolInvokerBuilder};
 use ravi_kernel::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobScope, CallSource, InvocationResult,
-    ToolCall, ToolContext,
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, BlobScope, CallSource, FailureReason,
+    InvocationResult, Principal, ToolCall, ToolContext,
 };
 use serde_json::{Value, json};
 
@@ -22,9 +22,14 @@ use super::server::{ClientPeer, ClientSession, ServedTool, ServerTools, SessionK
 /// session (`Mcp-Session-Id`). Its budget, trace and artifact scope span the client's calls,
 /// so a ref one call hands out (`{"$artifact": "art_…"}` for a large result) can be passed to
 /// the next, and its pins are released when the session ends (the client closes it, the
-/// transport closes, or the server's idle timeout ends it). Stateless requests (protocol
-/// 2026-07-28) each get a session of their own in one scope the server shares between them,
-/// so their refs resolve in later requests until the blob store's retention collects them.
+/// transport closes, or the server's idle timeout ends it). A session belongs to the caller
+/// whose call opened it: a call in it by another authenticated principal is refused.
+///
+/// Stateless requests (protocol 2026-07-28) each get a session of their own, in a scope of
+/// their caller's: one per authenticated principal (derived from the stateless scope and the
+/// principal's id, so replicas sharing a blob store derive the same one), one for every
+/// unauthenticated caller. A principal's refs resolve in its later requests until the blob
+/// store's retention collects them; another principal's ref reads like an unknown one.
 ///
 /// Outcomes are rendered for MCP by [`render_result`](super::render_result): the tool's
 /// content blocks (images and audio too), `structuredContent`, the invoker's reason for a
@@ -62,7 +67,8 @@ use super::server::{ClientPeer, ClientSession, ServedTool, ServerTools, SessionK
 #[derive(Clone)]
 pub struct InvokerTools {
     invoker: ToolInvoker,
-    /// The scope stateless requests share.
+    /// The scope stateless requests without a principal share; each principal's is derived
+    /// from it ([`InvokerTools::stateless_scope_for`]).
     stateless_scope: BlobScope,
     /// The budget of a client session, when it differs from the policy's.
     session_budget: Option<u32>,
@@ -70,7 +76,13 @@ pub struct InvokerTools {
     offered: Option<Vec<String>>,
     /// The run journal every client session's calls are written to, when the server is durable.
     journal: Option<Arc<RunJournal>>,
+    /// Told the scope of each client session that ended (see
+    /// [`InvokerTools::on_session_end`]).
+    session_end: Option<SessionEnd>,
 }
+
+/// What [`InvokerTools::on_session_end`] is told: the scope of a client session that ended.
+pub type SessionEnd = Arc<dyn Fn(&BlobScope) + Send + Sync>;
 
 impl std::fmt::Debug for InvokerTools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,10 +92,74 @@ impl std::fmt::Debug for InvokerTools {
     }
 }
 
+/// One client session of [`InvokerTools`]: the invoker session, and who it belongs to.
+struct Served {
+    session: InvokerSession,
+    /// The principal whose call opened the session (`Some(None)`: an unauthenticated caller);
+    /// set by the session's first call.
+    owner: std::sync::OnceLock<Option<String>>,
+    /// Told the session's scope once it is closed, for a session whose scope is its own.
+    end: Option<SessionEnd>,
+}
+
+impl Drop for Served {
+    /// The client session ended (rmcp dropped its handler: the client's `DELETE`, the
+    /// transport closing, the idle timeout): close the invoker session — which unpins what it
+    /// held — then tell [`InvokerTools::on_session_end`].
+    fn drop(&mut self) {
+        let Some(end) = self.end.take() else {
+            return;
+        };
+        let session = self.session.clone();
+        let finish = async move {
+            session.close().await;
+            end(session.scope());
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(finish);
+            }
+            Err(_) => futures::executor::block_on(finish),
+        }
+    }
+}
+
 impl InvokerTools {
     /// An invoker session for one client session, its artifacts in `scope` (default: a
     /// fresh one), with this server's source, offer, journal and budget.
     fn session_with(&self, scope: Option<BlobScope>) -> ClientSession {
+        // A fresh scope is the session's alone: when it ends, nothing can read its artifacts.
+        let end = match scope {
+            None => self.session_end.clone(),
+            Some(_) => None,
+        };
+        Arc::new(Served {
+            session: self.invoker_session(scope),
+            owner: std::sync::OnceLock::new(),
+            end,
+        })
+    }
+
+    /// The scope the stateless requests of `principal` keep their artifacts in: the shared
+    /// stateless scope's id, then a digest of the principal's id (so every replica that was
+    /// given the same [`with_stateless_scope`](Self::with_stateless_scope) derives the same
+    /// scope for the same principal, and no principal's scope is another's). Unauthenticated
+    /// requests share the stateless scope itself.
+    pub fn stateless_scope_for(&self, principal: Option<&Principal>) -> BlobScope {
+        let Some(p) = principal else {
+            return self.stateless_scope.clone();
+        };
+        let digest = ravi_kernel::args_digest(&Value::String(p.id.clone()));
+        let hex = digest.trim_start_matches("sha256:");
+        BlobScope::root(format!(
+            "{}_p{}",
+            self.stateless_scope.id,
+            hex.get(..32).unwrap_or(hex)
+        ))
+    }
+
+    /// The invoker session behind a client session (see [`InvokerTools::session_with`]).
+    fn invoker_session(&self, scope: Option<BlobScope>) -> InvokerSession {
         let session = match scope {
             Some(scope) => self.invoker.open_session_in(scope),
             None => self.invoker.open_session(),
@@ -94,15 +170,19 @@ impl InvokerTools {
         if let Some(journal) = &self.journal {
             session = session.with_journal(Arc::clone(journal));
         }
-        Arc::new(match self.session_budget {
+        match self.session_budget {
             Some(calls) => session.with_budget(calls),
             None => session,
-        })
+        }
     }
 
-    /// The scope stateless requests (protocol 2026-07-28) share their artifacts in (default:
-    /// a fresh one per server). Replicas sharing a blob store give the same scope, so a ref
-    /// one of them hands out resolves on the others.
+    /// The scope stateless requests (protocol 2026-07-28) keep their artifacts under
+    /// (default: a fresh one per server): unauthenticated requests share it, and each
+    /// principal's requests use a scope derived from it ([`stateless_scope_for`]). Replicas
+    /// sharing a blob store give the same scope, so a ref one of them hands out to a principal
+    /// resolves for that principal on the others.
+    ///
+    /// [`stateless_scope_for`]: Self::stateless_scope_for
     #[must_use]
     pub fn with_stateless_scope(mut self, scope: &str) -> Self {
         self.stateless_scope = BlobScope::root(scope);
@@ -122,7 +202,21 @@ impl InvokerTools {
             session_budget: None,
             offered: None,
             journal: None,
+            session_end: None,
         }
+    }
+
+    /// Calls `end` with the scope of each client session (stdio, or HTTP with
+    /// `Mcp-Session-Id`) that ended, once the session is closed and has let go of its
+    /// artifacts. The scope was the session's own, so nothing can read its artifacts any
+    /// more: `ravi serve` gives their memory back at once (`MemoryBlobStore::discard_scope`)
+    /// instead of keeping them for the retention stateless refs need. Not called for stateless
+    /// requests (their principal's scope outlives them) nor for sessions whose scope several
+    /// replicas share.
+    #[must_use]
+    pub fn on_session_end(mut self, end: SessionEnd) -> Self {
+        self.session_end = Some(end);
+        self
     }
 
     /// Journals every call of every client session in `journal` (in arrival order): each is
@@ -193,6 +287,16 @@ impl ServerTools for InvokerTools {
         }
     }
 
+    fn open_stateless(&self, principal: Option<&Principal>) -> ClientSession {
+        let served = Served {
+            session: self.invoker_session(Some(self.stateless_scope_for(principal))),
+            owner: std::sync::OnceLock::new(),
+            end: None,
+        };
+        let _ = served.owner.set(principal.map(|p| p.id.clone()));
+        Arc::new(served)
+    }
+
     async fn call(
         &self,
         session: &ClientSession,
@@ -204,9 +308,24 @@ impl ServerTools for InvokerTools {
         tool.as_function()?;
         let call = ToolCall::new(ctx.call_id.clone(), name, args);
         let grant = ravi_agents::access::Grant::from_context(&ctx);
-        match session.downcast_ref::<InvokerSession>() {
+        match session.downcast_ref::<Served>() {
+            // A session is its first caller's: another principal's call in it is refused, so
+            // nothing the session holds (artifacts, budget, trace) serves anyone else.
+            Some(served)
+                if served
+                    .owner
+                    .get_or_init(|| ctx.principal.as_ref().map(|p| p.id.clone()))
+                    .as_deref()
+                    != ctx.principal.as_ref().map(|p| p.id.as_str()) =>
+            {
+                Some(InvocationResult::failed(
+                    FailureReason::AccessDenied,
+                    "this MCP session was opened with other credentials; open a session of \
+                     your own (initialize again with your own token)",
+                ))
+            }
             // An authenticated caller's call is held to its grant (it may differ per request).
-            Some(session) => match grant {
+            Some(Served { session, .. }) => match grant {
                 Some(g) => {
                     let held = session.clone().with_grant(g);
                     Some(self.invoker.invoke(&held, call, &ctx).await)
@@ -286,6 +405,32 @@ impl ApprovalHandler for ElicitationApproval {
     /// unless the fallback can tell someone.
     fn notifies(&self, request: &ApprovalRequest) -> bool {
         self.fallback.as_ref().is_some_and(|f| f.notifies(request))
+    }
+
+    /// The MCP client's user when the client can be asked; otherwise the fallback's approver.
+    fn approver(&self, request: &ApprovalRequest) -> String {
+        match &self.fallback {
+            Some(f) if !ClientPeer::current().is_some_and(|p| p.can_elicit()) => {
+                f.approver(request)
+            }
+            _ => "the MCP client's user".into(),
+        }
+    }
+
+    /// Without a fallback, nobody can be asked when the call's client declared no form
+    /// elicitation (or no client is behind the call): the denial says so, not "no answer".
+    fn unreachable(&self, request: &ApprovalRequest) -> Option<ravi_kernel::Unreachable> {
+        let peer = ClientPeer::current();
+        if peer.as_ref().is_some_and(ClientPeer::can_elicit) {
+            return None;
+        }
+        if let Some(f) = &self.fallback {
+            return f.unreachable(request);
+        }
+        Some(match peer {
+            Some(_) => ravi_kernel::Unreachable::ClientCannotElicit,
+            None => ravi_kernel::Unreachable::NoClient,
+        })
     }
 
     async fn request(&self, request: &ApprovalRequest) -> ApprovalDecision {

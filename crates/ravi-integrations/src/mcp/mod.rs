@@ -2,7 +2,8 @@
 //!
 //! - Client: [`McpClient`] connects to an upstream server (stdio or streamable HTTP);
 //!   [`McpTool::from_client`] turns its tools into kernel tools named `server__tool`, with risk
-//!   from configuration first and the server's annotations second ([`risk_for`]);
+//!   from configuration first and the server's annotations second ([`risk_for`]), and the
+//!   effects the server's annotations state, the spec's defaults filled in ([`effects_for`]);
 //!   [`LiveToolbox`] is a registry whose servers' tools follow `tools/list_changed`.
 //! - Server: [`McpServer`] exposes any [`ServerTools`] (list + call) over stdio or streamable
 //!   HTTP, with Host/Origin validation against DNS rebinding; [`InvokerTools`] runs every
@@ -20,6 +21,7 @@
 
 mod client;
 mod convert;
+pub mod defaults;
 mod direct;
 mod error;
 mod http_auth;
@@ -34,6 +36,7 @@ mod rounds;
 mod server;
 mod spec;
 mod sse;
+mod tasks;
 mod tool;
 mod trace;
 
@@ -48,11 +51,11 @@ pub use convert::{block_from_mcp, block_to_mcp, render_result, result_from_mcp, 
 pub use error::McpError;
 pub use http_auth::{ResourceMetadata, WELL_KNOWN};
 pub use http_limits::HttpLimits;
-pub use invoked::{ElicitationApproval, InvokerTools};
+pub use invoked::{ElicitationApproval, InvokerTools, SessionEnd};
 pub use metrics::{GatewayMetrics, InFlight};
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
 pub use registry::{FinishTools, LiveToolbox};
-pub use risk::{annotations_for, risk_for};
+pub use risk::{annotations_for, effects_for, risk_for};
 pub use server::{
     ClientPeer, DirectTools, HttpOptions, HttpServerHandle, McpServer, PromptHandler,
     READY_CHECK_TIMEOUT, ReadyCheck, ResourceHandler, ServedTool, ServerTools, serve_metrics,

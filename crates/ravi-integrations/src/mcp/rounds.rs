@@ -286,6 +286,9 @@ impl ProgressForward {
 pub(crate) struct RunningCall<T> {
     pub(crate) tool: String,
     pub(crate) arguments: Value,
+    /// Who made the call (the authenticated principal's id; `None` without authentication):
+    /// only the same caller may bring its answers back.
+    pub(crate) owner: Option<String>,
     pub(crate) task: tokio::task::JoinHandle<T>,
     pub(crate) asks: mpsc::UnboundedReceiver<InputAsk>,
     pub(crate) route: SharedRoute,
@@ -397,16 +400,25 @@ impl<T: Send + 'static> ParkedCalls<T> {
         (requests, state)
     }
 
-    /// Hands the client's answers to the call parked under `state`.
+    /// Hands the client's answers to the call parked under `state`, when `caller` (the
+    /// authenticated principal's id) is who made it. Another caller's state is
+    /// [`Resumed::Unknown`], exactly like a state that never existed, and the call stays
+    /// parked for its own caller.
     pub(crate) fn resume(
         &self,
         state: &str,
+        caller: Option<&str>,
         tool: &str,
         arguments: &Value,
         responses: Option<&std::collections::BTreeMap<String, Value>>,
         route: Route,
     ) -> Resumed<T> {
-        let parked = self.calls.lock().ok().and_then(|mut c| c.remove(state));
+        let parked = self.calls.lock().ok().and_then(|mut c| {
+            if c.get(state)?.call.owner.as_deref() != caller {
+                return None;
+            }
+            c.remove(state)
+        });
         let Some(p) = parked else {
             return Resumed::Unknown;
         };

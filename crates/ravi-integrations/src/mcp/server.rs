@@ -3,7 +3,7 @@
 //! The server does not know how calls run: [`ServerTools`] lists tools and runs one call. The
 //! CLI backs it with a Toolbox and the ToolInvoker (so every `tools/call` passes the same gates
 //! as a model's call); [`DirectTools`] runs kernel tools directly (examples, tests). Tools are
-//! listed with annotations derived from their kernel risk and with their output schema;
+//! listed with annotations stating their effects (`Tool::effects`) and with their output schema;
 //! results carry `structuredContent` plus its JSON text. Resources and prompts are optional
 //! handlers working on MCP wire JSON.
 
@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ravi_agents::access::{Authenticator, Grant};
 use ravi_kernel::{
-    CancellationToken, FailureReason, InvocationResult, Tool, ToolContext, ToolRisk,
+    CancellationToken, FailureReason, InvocationResult, Principal, Tool, ToolContext, ToolRisk,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
@@ -35,7 +35,6 @@ use serde_json::{Value, json};
 
 use super::convert::render_result;
 use super::error::McpError;
-use super::risk::annotations_for;
 pub use super::rounds::ClientPeer;
 use super::rounds::{
     ClientAbilities, ParkedCalls, ProgressForward, Resumed, Route, RunningCall, SharedRoute,
@@ -52,8 +51,10 @@ pub struct ServedTool {
     pub input_schema: Value,
     /// JSON Schema of `structuredContent`, when the tool declares one.
     pub output_schema: Option<Value>,
-    /// The kernel risk; becomes the MCP annotations.
+    /// The kernel risk (what approvals and a caller's grant act on).
     pub risk: ToolRisk,
+    /// What the tool's calls do; becomes the MCP annotations.
+    pub effects: ravi_kernel::ToolEffects,
 }
 
 impl ServedTool {
@@ -65,6 +66,7 @@ impl ServedTool {
             input_schema: tool.input_schema(),
             output_schema: tool.output_schema(),
             risk: tool.risk(),
+            effects: tool.effects(),
         }
     }
 
@@ -74,7 +76,7 @@ impl ServedTool {
             "name": self.name,
             "description": self.description,
             "inputSchema": self.input_schema,
-            "annotations": annotations_for(self.risk),
+            "annotations": ravi_agents::schema::mcp_annotations(self.effects),
         });
         // MCP requires an object-typed output schema; anything else is left out.
         if let Some(s) = self
@@ -138,6 +140,18 @@ pub trait ServerTools: Send + Sync + 'static {
     fn open_session_in(&self, kind: SessionKind, scope: &str) -> ClientSession {
         let _ = scope;
         self.open_session(kind)
+    }
+
+    /// Opens the state of one stateless request (protocol 2026-07-28) of the authenticated
+    /// caller `principal` (`None`: no authentication). What outlives the request — its
+    /// artifacts, and whatever else a caller keeps between requests — must be that caller's
+    /// alone: [`InvokerTools`] keeps each principal's in a scope of its own. The default
+    /// ignores the principal.
+    ///
+    /// [`InvokerTools`]: super::InvokerTools
+    fn open_stateless(&self, principal: Option<&Principal>) -> ClientSession {
+        let _ = principal;
+        self.open_session(SessionKind::Stateless)
     }
 
     /// Runs one call in `session`; `None` when no tool has that name. Failures the client
@@ -314,11 +328,16 @@ impl Handler {
     }
 
     /// The client session a call runs in: a stateless HTTP request (2026-07-28) gets one of
-    /// its own; otherwise (a stdio connection, an HTTP session) this handler's, opened on first
-    /// use.
-    fn session_for(&self, modern: bool, mcp_session: Option<&str>) -> ClientSession {
+    /// its own, in what its caller (`principal`) keeps between requests; otherwise (a stdio
+    /// connection, an HTTP session) this handler's, opened on first use.
+    fn session_for(
+        &self,
+        modern: bool,
+        mcp_session: Option<&str>,
+        principal: Option<&Principal>,
+    ) -> ClientSession {
         if modern && !self.stream {
-            return self.tools.open_session(SessionKind::Stateless);
+            return self.tools.open_stateless(principal);
         }
         self.session_in(&self.session, mcp_session)
     }
@@ -376,13 +395,15 @@ impl Handler {
             .get::<http::request::Parts>()
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|v| v.to_str().ok());
-        let session = self.session_for(modern, session_id);
+        let session = self.session_for(modern, session_id, ctx.principal.as_deref());
+        let owner = ctx.principal.as_ref().map(|p| p.id.clone());
         let span =
             super::trace::server_span(&name, &context.id.to_string(), session_id, &context.meta);
         let task = self.spawn_call(session, name.clone(), args.clone(), ctx, peer, span);
         RunningCall {
             tool: name,
             arguments: args,
+            owner,
             task,
             asks,
             route,
@@ -628,10 +649,15 @@ impl ServerHandler for Handler {
             progress: context.meta.get_progress_token(),
         };
         let call = if let Some(state) = &request.request_state {
-            match self
-                .parked
-                .resume(state, &name, &args, request.input_responses.as_ref(), route)
-            {
+            let caller = grant_of(&context).and_then(|g| g.principal().map(|p| p.id.clone()));
+            match self.parked.resume(
+                state,
+                caller.as_deref(),
+                &name,
+                &args,
+                request.input_responses.as_ref(),
+                route,
+            ) {
                 Resumed::Running(call) => call,
                 Resumed::Unknown => {
                     return Err(ErrorData::invalid_params(

@@ -36,12 +36,14 @@ pub(crate) struct SseClientTransport {
 
 impl SseClientTransport {
     /// Opens the event stream at `url` and waits (at most `wait`) for the `endpoint` event.
-    /// `headers` (and `bearer`, as `Authorization: Bearer …`) go with every request.
+    /// `headers` (and `bearer`, as `Authorization: Bearer …`) go with every request; every
+    /// message is shown to `tap` before it is parsed.
     pub(crate) async fn connect(
         url: &str,
         bearer: Option<&str>,
         mut headers: HeaderMap,
         wait: Duration,
+        tap: super::tasks::ExecutionTap,
     ) -> Result<Self, SseTransportError> {
         let err =
             |what: String| SseTransportError(format!("legacy SSE transport at {url}: {what}"));
@@ -117,6 +119,7 @@ impl SseClientTransport {
                 let Some(data) = event.data else {
                     continue;
                 };
+                tap.observe(data.as_bytes());
                 match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&data) {
                     Ok(message) => {
                         if tx.send(message).await.is_err() {

@@ -4,19 +4,28 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ravi_kernel::{Tool, ToolContext, ToolError, ToolErrorKind, ToolExecutionResult, ToolRisk};
+use ravi_kernel::{
+    Tool, ToolContext, ToolEffects, ToolError, ToolErrorKind, ToolExecutionResult, ToolRisk,
+};
 use serde_json::Value;
 
 use super::client::{CallError, McpClient, UpstreamTool};
 use super::convert::result_from_mcp;
 use super::names::NameMap;
-use super::risk::risk_for;
+use super::risk::{effects_for, risk_for};
 
 /// One upstream tool under its local name (`server__tool`), with its risk resolved.
+///
+/// Its arguments are validated against the upstream schema with the properties that have a
+/// `default` no longer required, and a call missing one of those is relayed with the default
+/// filled in, as the server would have used it; the result's application data names what was
+/// filled (`"filled_defaults": {"scale": "css"}`). See [`defaults`](super::defaults).
 pub struct McpTool {
     client: McpClient,
     local: String,
     upstream: UpstreamTool,
+    /// The schema calls are validated against: the upstream one, relaxed.
+    schema: Value,
     risk: ToolRisk,
 }
 
@@ -39,6 +48,9 @@ impl McpTool {
     }
 
     /// Like [`McpTool::from_client`], avoiding names other tools already use.
+    ///
+    /// Tools Ravi cannot call are left out ([`UpstreamTool::left_out_because`]: those that
+    /// run only as MCP Tasks); [`McpClient::left_out`] lists them.
     pub fn from_client_avoiding(client: &McpClient, taken: &HashSet<String>) -> Vec<Arc<dyn Tool>> {
         // The operator's `allow`/`deny` decide which tools are served at all; `rename` their
         // names.
@@ -46,7 +58,7 @@ impl McpTool {
         let tools: Vec<UpstreamTool> = client
             .tools()
             .into_iter()
-            .filter(|t| spec.serves(&t.name))
+            .filter(|t| spec.serves(&t.name) && t.left_out_because().is_none())
             .collect();
         let names = NameMap::build_renamed(
             client.name(),
@@ -63,6 +75,7 @@ impl McpTool {
                 Some(Arc::new(Self {
                     client: client.clone(),
                     local,
+                    schema: super::defaults::relaxed(&t.input_schema),
                     upstream: t,
                     risk,
                 }) as Arc<dyn Tool>)
@@ -87,7 +100,7 @@ impl Tool for McpTool {
     }
 
     fn input_schema(&self) -> Value {
-        self.upstream.input_schema.clone()
+        self.schema.clone()
     }
 
     fn output_schema(&self) -> Option<Value> {
@@ -96,6 +109,13 @@ impl Tool for McpTool {
 
     fn risk(&self) -> ToolRisk {
         self.risk
+    }
+
+    /// The effects the server's annotations state, each hint it left out at the spec's default
+    /// (not read-only, destructive, not idempotent, open-world): relayed as the upstream said,
+    /// whatever risk the operator configured.
+    fn effects(&self) -> ToolEffects {
+        effects_for(self.upstream.annotations.as_ref())
     }
 
     /// The server's `idempotentHint` (an untrusted hint, like every annotation: it only decides
@@ -112,14 +132,36 @@ impl Tool for McpTool {
     async fn execute(
         &self,
         ctx: &ToolContext,
-        args: Value,
+        mut args: Value,
     ) -> Result<ToolExecutionResult, ToolError> {
+        let filled = super::defaults::fill(&self.upstream.input_schema, &mut args);
+        if !filled.is_empty() {
+            let shown = Value::Object(filled.clone());
+            tracing::debug!(tool = %self.local, filled = %shown,
+                "relayed with the schema defaults of missing required properties");
+        }
         match self
             .client
             .call(&self.upstream.name, args, ctx, None, &self.local)
             .await
         {
-            Ok(wire) => Ok(result_from_mcp(&wire)),
+            Ok(wire) => {
+                let mut result = result_from_mcp(&wire);
+                if !filled.is_empty() {
+                    let mut data = match result.app_data.take() {
+                        Some(Value::Object(m)) => m,
+                        Some(other) => {
+                            let mut m = serde_json::Map::new();
+                            m.insert("app_data".into(), other);
+                            m
+                        }
+                        None => serde_json::Map::new(),
+                    };
+                    data.insert("filled_defaults".into(), Value::Object(filled));
+                    result.app_data = Some(Value::Object(data));
+                }
+                Ok(result)
+            }
             Err(e) => {
                 let kind = match &e {
                     CallError::Timeout { .. } => ToolErrorKind::Timeout,

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use ravi_kernel::{
-    ApiKey, ApprovalRequest, ApprovalState, AuditQuery, CallKey, CallState, Decision,
-    InvocationResult, JournalEntry, RunKind, RunRecord, RunStatus, StandingGrant, Store,
-    StoreError, StoredApproval, ToolRisk, now_ms,
+    Abandoned, ApiKey, ApprovalRequest, ApprovalState, AuditQuery, CallKey, CallState, Decision,
+    InvocationResult, JournalEntry, RunKind, RunOwner, RunRecord, RunStatus, StandingGrant, Store,
+    StoreError, StoredApproval, ToolRisk, abandoned_result, now_ms,
 };
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
@@ -95,6 +95,13 @@ impl MigrationSource<'static> for Embedded {
                     Cow::Borrowed("mcp sessions"),
                     MigrationType::Simple,
                     include_str!("0006_mcp_sessions.sql").into_sql_str(),
+                    false,
+                ),
+                Migration::new(
+                    7,
+                    Cow::Borrowed("run owners"),
+                    MigrationType::Simple,
+                    include_str!("0007_run_owner.sql").into_sql_str(),
                     false,
                 ),
             ])
@@ -192,6 +199,16 @@ impl SqlStore {
         for attempt in 0..5u32 {
             match migrator.run(&self.pool).await {
                 Ok(()) => return Ok(()),
+                // A schema newer than this build's (a later Ravi opened the store) is not a
+                // race: retrying cannot help, and the operator needs to know which it is.
+                Err(sqlx::migrate::MigrateError::VersionMissing(version)) => {
+                    let known = migrator.iter().map(|m| m.version).max().unwrap_or_default();
+                    return Err(StoreError::Backend(format!(
+                        "the store's schema is at version {version}, written by a newer Ravi; \
+                         this build knows versions up to {known}: open it with that newer \
+                         build, or pass another --store"
+                    )));
+                }
                 Err(e) => {
                     last = Some(e);
                     tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt + 1))).await;
@@ -314,6 +331,9 @@ fn run_from(row: &AnyRow) -> Result<RunRecord, StoreError> {
     run.output = opt_text(row, "output")?
         .map(|o| json("run output", &o))
         .transpose()?;
+    run.owner = opt_text(row, "owner")?
+        .map(|o| json::<RunOwner>("run owner", &o))
+        .transpose()?;
     Ok(run)
 }
 
@@ -375,6 +395,45 @@ fn approval_from(row: &AnyRow) -> Result<StoredApproval, StoreError> {
     a.decided_ms = opt_int(row, "decided_ms")?;
     Ok(a)
 }
+
+/// The `WHERE` condition of an audit query: its filters as numbered parameters, bound by
+/// [`bind_audit`] in the same order.
+fn audit_filter(query: &AuditQuery) -> String {
+    let mut sql = String::from("1 = 1");
+    let mut n = 0;
+    for (on, column, op) in [
+        (query.principal.is_some(), "principal", "="),
+        (query.tool.is_some(), "tool", "="),
+        (query.since_ms.is_some(), "updated_ms", ">="),
+    ] {
+        if on {
+            n += 1;
+            sql.push_str(&format!(" AND {column} {op} ${n}"));
+        }
+    }
+    sql
+}
+
+/// Binds the parameters of [`audit_filter`].
+fn bind_audit<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    query: &AuditQuery,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    if let Some(p) = &query.principal {
+        q = q.bind(p.clone());
+    }
+    if let Some(t) = &query.tool {
+        q = q.bind(t.clone());
+    }
+    if let Some(s) = query.since_ms {
+        q = q.bind(s);
+    }
+    q
+}
+
+/// The rows of run `$1` and of its sub-runs (`$1:SEQ`…): `substr` rather than `LIKE`, whose
+/// `_` is a wildcard and which SQLite matches without regard to case.
+const IN_RUN_TREE: &str = "(run_id = $1 OR substr(run_id, 1, length($1) + 1) = $1 || ':')";
 
 /// The journal upsert, in two halves around its `VALUES` rows (one row, or a batch's).
 const UPSERT_HEAD: &str = "INSERT INTO ravi_calls (run_id, seq, call_id, tool, args_digest, \
@@ -536,7 +595,7 @@ impl Store for SqlStore {
     async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO ravi_runs (id, kind, status, created_ms, updated_ms, scope, input, \
-             output) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             output, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(run.id.clone())
         .bind(run.kind.as_str())
@@ -546,6 +605,7 @@ impl Store for SqlStore {
         .bind(run.scope.clone())
         .bind(to_json(&run.input)?)
         .bind(run.output.as_ref().map(to_json).transpose()?)
+        .bind(run.owner.as_ref().map(to_json).transpose()?)
         .execute(&self.pool)
         .await
         .map_err(|e| backend_err(&e))?;
@@ -700,41 +760,31 @@ impl Store for SqlStore {
     }
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<JournalEntry>, StoreError> {
-        let mut sql = String::from("SELECT * FROM ravi_calls WHERE 1 = 1");
-        let mut n = 0;
-        let mut param = |sql: &mut String, column: &str, op: &str| {
-            n += 1;
-            sql.push_str(&format!(" AND {column} {op} ${n}"));
-        };
-        if query.principal.is_some() {
-            param(&mut sql, "principal", "=");
-        }
-        if query.tool.is_some() {
-            param(&mut sql, "tool", "=");
-        }
-        if query.since_ms.is_some() {
-            param(&mut sql, "updated_ms", ">=");
-        }
-        sql.push_str(&format!(
-            " ORDER BY updated_ms DESC, run_id, seq LIMIT {}",
+        let sql = format!(
+            "SELECT * FROM ravi_calls WHERE {} ORDER BY updated_ms DESC, run_id, seq LIMIT {}",
+            audit_filter(query),
             query.limit
-        ));
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        if let Some(p) = &query.principal {
-            q = q.bind(p.clone());
-        }
-        if let Some(t) = &query.tool {
-            q = q.bind(t.clone());
-        }
-        if let Some(s) = query.since_ms {
-            q = q.bind(s);
-        }
-        q.fetch_all(&self.pool)
+        );
+        bind_audit(sqlx::query(sqlx::AssertSqlSafe(sql)), query)
+            .fetch_all(&self.pool)
             .await
             .map_err(|e| backend_err(&e))?
             .iter()
             .map(entry_from)
             .collect()
+    }
+
+    async fn audit_count(&self, query: &AuditQuery) -> Result<u64, StoreError> {
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM ravi_calls WHERE {}",
+            audit_filter(query)
+        );
+        let row = bind_audit(sqlx::query(sqlx::AssertSqlSafe(sql)), query)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        let n = int(&row, "n")?;
+        u64::try_from(n).map_err(|_| corrupt("call count", n))
     }
 
     async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError> {
@@ -979,6 +1029,86 @@ impl Store for SqlStore {
         Ok(u32::try_from(done.rows_affected()).unwrap_or(u32::MAX))
     }
 
+    async fn abandon_run(&self, run_id: &str, reason: &str) -> Result<Abandoned, StoreError> {
+        let now = now_ms();
+        let mut done = Abandoned::default();
+        let mut tx = self.pool.begin().await.map_err(|e| backend_err(&e))?;
+        let expired: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE ravi_approvals SET state = 'expired', reason = $2, decided_ms = $3 WHERE \
+             state = 'pending' AND {IN_RUN_TREE} RETURNING id"
+        )))
+        .bind(run_id.to_owned())
+        .bind(reason.to_owned())
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| backend_err(&e))?
+        .iter()
+        .map(|r| text(r, "id"))
+        .collect::<Result<_, _>>()?;
+        done.expired_approvals = u32::try_from(expired.len()).unwrap_or(u32::MAX);
+        let doubted = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE ravi_calls SET state = 'in_doubt', updated_ms = $2 WHERE state = 'started' \
+             AND {IN_RUN_TREE}"
+        )))
+        .bind(run_id.to_owned())
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        done.in_doubt = u32::try_from(doubted.rows_affected()).unwrap_or(u32::MAX);
+        let waiting = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT * FROM ravi_calls WHERE state = 'awaiting_approval' AND {IN_RUN_TREE}"
+        )))
+        .bind(run_id.to_owned())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| backend_err(&e))?
+        .iter()
+        .map(entry_from)
+        .collect::<Result<Vec<_>, _>>()?;
+        for call in waiting {
+            let result = to_json(&abandoned_result(&call.key.tool, reason))?;
+            // Conditional: of two replicas recovering the same run at once, one counts it.
+            let ended = sqlx::query(
+                "UPDATE ravi_calls SET state = 'expired', updated_ms = $1, finished_ms = $1, \
+                 result = $2 WHERE run_id = $3 AND seq = $4 AND state = 'awaiting_approval'",
+            )
+            .bind(now)
+            .bind(result)
+            .bind(call.key.run_id.clone())
+            .bind(i64::from(call.key.seq))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| backend_err(&e))?;
+            done.expired_calls += u32::try_from(ended.rows_affected()).unwrap_or(u32::MAX);
+        }
+        tx.commit().await.map_err(|e| backend_err(&e))?;
+        for id in &expired {
+            self.announce(id).await;
+        }
+        Ok(done)
+    }
+
+    async fn claim_run(&self, id: &str, owner: &RunOwner) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE ravi_runs SET status = 'running', updated_ms = $1, owner = $2 WHERE id = $3",
+        )
+        .bind(now_ms())
+        .bind(to_json(owner)?)
+        .bind(id.to_owned())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                what: "run",
+                id: id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     async fn put_mcp_session(&self, id: &str, state: &serde_json::Value) -> Result<(), StoreError> {
         let now = now_ms();
         sqlx::query(
@@ -1097,6 +1227,33 @@ impl Store for SqlStore {
 
 #[cfg(test)]
 mod tests {
+    /// A store a newer Ravi migrated is refused with what happened and what to do, at once
+    /// (no retries: it is not a race between two openers).
+    #[tokio::test]
+    async fn a_schema_from_a_newer_ravi_is_refused_naming_both_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("ravi.db").display());
+        let store = super::SqlStore::open(&url).await.unwrap();
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+             execution_time) VALUES (9999, 'from the future', TRUE, x'00', 0)",
+        )
+        .execute(&store.pool)
+        .await
+        .unwrap();
+        drop(store);
+        let started = std::time::Instant::now();
+        let err = super::SqlStore::open(&url).await.err().unwrap().to_string();
+        assert!(
+            err.contains("version 9999") && err.contains("newer Ravi") && err.contains("--store"),
+            "{err}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "it retried"
+        );
+    }
+
     #[test]
     fn upserts_number_their_parameters_or_leave_them_anonymous() {
         let numbered = super::upsert_sql(2);

@@ -48,12 +48,24 @@ async fn everything_over_stdio_lists_calls_images_structured_progress_errors() {
         Some("mcp-servers/everything")
     );
     let tools = McpTool::from_client(&client);
-    assert!(tools.len() >= 13, "{} tools", tools.len());
+    // 13 listed, less `simulate-research-query` (see below).
+    assert!(tools.len() >= 12, "{} tools", tools.len());
     assert!(
         tools
             .iter()
             .all(|t| t.name().starts_with("ev__") && t.name().len() <= 64)
     );
+    // A tool that runs only as an MCP Task is not offered, and the client says why.
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.name() == "ev__simulate-research-query"),
+        "a tasks-only tool was offered"
+    );
+    let left_out = client.left_out();
+    assert_eq!(left_out.len(), 1, "{left_out:?}");
+    assert_eq!(left_out[0].0, "simulate-research-query");
+    assert!(left_out[0].1.contains("MCP Task"), "{left_out:?}");
 
     // Plain call, risk from annotations (readOnlyHint → Safe).
     let sum = find(&tools, "ev__get-sum");
@@ -277,7 +289,21 @@ async fn everything_over_streamable_http() {
     }
     let client = client.expect("server-everything did not come up over HTTP");
     let tools = McpTool::from_client(&client);
-    assert!(tools.len() >= 13);
+    assert!(tools.len() >= 12);
+    // Over streamable HTTP too, the tasks-only tool is seen in the listing's events and left out.
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.name() == "web__simulate-research-query")
+    );
+    assert_eq!(
+        client
+            .left_out()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>(),
+        ["simulate-research-query"]
+    );
     let r = find(&tools, "web__get-sum")
         .execute(&ToolContext::default(), json!({"a": 20, "b": 22}))
         .await

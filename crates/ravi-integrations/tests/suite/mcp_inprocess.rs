@@ -583,3 +583,98 @@ async fn an_mcp_session_spans_its_calls_and_releases_its_pins_when_it_ends() {
     }
     assert_eq!(store.total_pins(), 0, "the session's pins outlived it");
 }
+
+/// A server whose one tool lists a property with a `default` as `required` too (as Playwright's
+/// `browser_take_screenshot.scale` does) and echoes the arguments it receives.
+#[derive(Clone)]
+struct Screenshot;
+
+impl ServerHandler for Screenshot {
+    fn get_info(&self) -> ServerConfig {
+        let caps: ServerCapabilities = serde_json::from_value(json!({"tools": {}})).unwrap();
+        InitializeResult::new(caps)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(serde_json::from_value(json!({"tools": [{
+            "name": "take_screenshot",
+            "inputSchema": {"type": "object",
+                "properties": {
+                    "scale": {"type": "string", "enum": ["css", "device"], "default": "css"},
+                    "filename": {"type": "string"}},
+                "required": ["scale"]},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}}]}))
+        .unwrap())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        text_result(Value::Object(request.arguments.unwrap_or_default()).to_string())
+    }
+}
+
+/// Issue 40, item 5: a relayed call the upstream itself accepts is not refused for a missing
+/// property that has a default: it is validated without that requirement, relayed with the
+/// default filled in, and the result says what was filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_required_defaults_are_filled_before_relaying() {
+    let (url, stop) = serve_http(Screenshot, None).await;
+    let client = McpClient::connect(McpServerSpec::http("pw", &url))
+        .await
+        .unwrap();
+    let tools: Vec<AnyTool> = McpTool::from_client(&client)
+        .into_iter()
+        .map(AnyTool::Function)
+        .collect();
+    let invoker = ToolInvoker::builder(Arc::new(ravi_agents::invoker::StaticRegistry::new(tools)))
+        .record_app_data(true)
+        .build();
+    let session = invoker.open_session();
+    let call = |args: Value| ToolCall::new("c", "pw__take_screenshot", args);
+    let r = invoker
+        .invoke(&session, call(json!({})), &ToolContext::default())
+        .await;
+    assert_eq!(r.status, InvocationStatus::Ok, "{}", r.text());
+    assert_eq!(
+        r.text(),
+        r#"{"scale":"css"}"#,
+        "the upstream got its default"
+    );
+    assert_eq!(
+        r.app_data.as_ref().unwrap()["filled_defaults"],
+        json!({"scale": "css"})
+    );
+    // Recorded in the trace.
+    assert_eq!(
+        session.trace()[0].app_data.as_ref().unwrap()["filled_defaults"],
+        json!({"scale": "css"})
+    );
+    // A value given is sent as given, nothing recorded; a bad value is still refused.
+    let r = invoker
+        .invoke(
+            &session,
+            call(json!({"scale": "device"})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(r.text(), r#"{"scale":"device"}"#);
+    assert!(r.app_data.is_none(), "{:?}", r.app_data);
+    let r = invoker
+        .invoke(
+            &session,
+            call(json!({"scale": "huge"})),
+            &ToolContext::default(),
+        )
+        .await;
+    assert_eq!(r.status, InvocationStatus::Error, "{}", r.text());
+    session.close().await;
+    client.close().await;
+    stop.cancel();
+}

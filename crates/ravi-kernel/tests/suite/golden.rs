@@ -73,6 +73,17 @@ fn risk_and_modes() {
         ],
     );
     goldens().check_round_trip("provider", &Provider::ALL.to_vec());
+    goldens().check_round_trip(
+        "tool_effects",
+        &vec![
+            ToolEffects::read_only_closed(),
+            ToolEffects::read_only_closed().with_open_world(true),
+            ToolEffects::unknown()
+                .with_idempotent(true)
+                .with_open_world(false),
+            ToolEffects::unknown(),
+        ],
+    );
 }
 
 #[test]
@@ -140,6 +151,8 @@ fn approvals() {
         ApprovalResolution::Unrecognized,
         ApprovalResolution::HandlerFailed,
         ApprovalResolution::Cancelled,
+        ApprovalResolution::Deferred,
+        ApprovalResolution::Unreachable,
     ];
     for r in &resolutions {
         assert_eq!(serde_json::to_value(r).unwrap(), json!(r.as_str()));
@@ -527,7 +540,14 @@ fn journal_records() {
     run.created_ms = 1_764_000_000_000;
     run.updated_ms = 1_764_000_000_900;
     run.status = RunStatus::Paused;
+    let mut owner = RunOwner::new(4242);
+    owner.boot_id = Some("6f1c2e9a-3b7d-4f0e-9a51-2d8c7b3e1f40".into());
+    owner.pid_ns = Some("pid:[4026531836]".into());
+    owner.start_ticks = Some(1_234_567);
+    owner.host = Some("build-7".into());
+    let run = run.with_owner(owner);
     goldens().check_round_trip("run_record", &run);
+    goldens().check_round_trip("run_statuses", &RunStatus::ALL.to_vec());
     let request = ApprovalRequest::new(
         "apr_9",
         &ToolCall::new("call_3", "shell", json!({"command": "ls"})),

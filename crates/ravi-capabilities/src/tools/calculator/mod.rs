@@ -3,7 +3,9 @@
 mod expr;
 
 use ravi_agents::TypedTool;
-use ravi_kernel::{ContentBlock, ToolContext, ToolError, ToolExecutionResult, ToolRisk};
+use ravi_kernel::{
+    ContentBlock, ToolContext, ToolEffects, ToolError, ToolExecutionResult, ToolRisk,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -61,6 +63,11 @@ impl TypedTool for Calculator {
 
     fn risk(&self) -> ToolRisk {
         ToolRisk::Safe
+    }
+
+    /// Computes, nothing else: read-only, idempotent, closed-world.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::read_only_closed()
     }
 
     fn input_examples(&self) -> Vec<Value> {

@@ -14,7 +14,7 @@
 //! minutes). `NAME` selects the targets or figures whose name contains it.
 //!
 //! The committed baseline, `bench/baseline.json`, is a full run's figures (`--save` writes
-//! it). `--compare` sets each figure of this run against its baseline — ratio to ratio where
+//! it; `--doc` then writes docs/benchmarks.md's tables from it, see [`crate::benchdoc`]). `--compare` sets each figure of this run against its baseline — ratio to ratio where
 //! there is a peer (the machine's speed drifts between runs; a peer measured in the same run
 //! cancels that), value to value where there is none — and names every figure more than
 //! [`WORSE`] worse, failing when there is one.
@@ -141,6 +141,36 @@ fn bench_executables(
     found
 }
 
+/// Where the reference whose tables [`write_doc`] writes is, relative to the workspace root.
+const DOC: &str = "docs/benchmarks.md";
+
+/// docs/benchmarks.md as [`benchdoc::render`](crate::benchdoc::render) writes it from the
+/// committed baseline, and whether that is what the file holds now.
+pub fn doc_from_baseline() -> anyhow::Result<(String, bool)> {
+    let root = crate::util::workspace_root()?;
+    let baseline = std::fs::read_to_string(root.join(BASELINE))
+        .with_context(|| format!("reading {BASELINE} (`cargo xtask bench --save` writes it)"))?;
+    let baseline: Value =
+        serde_json::from_str(&baseline).with_context(|| format!("{BASELINE} is not JSON"))?;
+    let doc = std::fs::read_to_string(root.join(DOC)).with_context(|| format!("reading {DOC}"))?;
+    let rendered = crate::benchdoc::render(&doc, &baseline)
+        .with_context(|| format!("writing the tables of {DOC} from {BASELINE}"))?;
+    let same = rendered == doc;
+    Ok((rendered, same))
+}
+
+/// `--doc`: rewrites docs/benchmarks.md's tables from the baseline.
+fn write_doc() -> anyhow::Result<()> {
+    let (rendered, same) = doc_from_baseline()?;
+    if same {
+        println!("{DOC} already shows {BASELINE}");
+    } else {
+        std::fs::write(crate::util::workspace_root()?.join(DOC), rendered)?;
+        println!("{DOC}: tables written from {BASELINE}");
+    }
+    Ok(())
+}
+
 /// How much worse than its baseline a figure may get before `--compare` names it: 10 %.
 pub const WORSE: f64 = 0.10;
 
@@ -160,8 +190,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "--quick" => quick = true,
             "--compare" => compare = true,
             "--save" => save = true,
+            // The doc's tables from the committed baseline: no benchmark runs.
+            "--doc" => return write_doc(),
             a if a.starts_with('-') => {
-                bail!("unknown bench flag `{a}` (expected --json, --quick, --compare or --save)")
+                bail!(
+                    "unknown bench flag `{a}` (expected --json, --quick, --compare, --save or --doc)"
+                )
             }
             a => name = Some(a.to_owned()),
         }

@@ -15,6 +15,7 @@
 #![expect(clippy::print_stdout, reason = "a command-line tool's job is to print")]
 
 mod bench;
+mod benchdoc;
 mod conformance;
 mod eval;
 mod fuzz;

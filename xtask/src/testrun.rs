@@ -133,6 +133,35 @@ pub fn build() -> anyhow::Result<TestBuild> {
     parse_build(&String::from_utf8_lossy(&out.stdout))
 }
 
+/// Builds the workspace example `name` with the test build's features (so the test build
+/// reuses what it compiles) and returns its executable.
+fn build_example(name: &str) -> anyhow::Result<PathBuf> {
+    let root = util::workspace_root()?;
+    let out = Command::new("cargo")
+        .args([
+            "build",
+            "--workspace",
+            "--features",
+            TEST_FEATURES,
+            "--example",
+            name,
+        ])
+        .args(["--message-format", "json-render-diagnostics"])
+        .current_dir(&root)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not run `cargo build --example {name}`"))?;
+    if !out.status.success() {
+        bail!("building the example `{name}` failed ({})", out.status);
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .with_context(|| format!("`cargo build --example {name}` reported no executable"))
+}
+
 /// Reads cargo's JSON messages into a [`TestBuild`].
 fn parse_build(messages: &str) -> anyhow::Result<TestBuild> {
     let mut build = TestBuild::default();
@@ -396,6 +425,23 @@ fn steps(opts: Options) -> anyhow::Result<()> {
     crate::rustfmt()?;
     crate::clippy()?;
     crate::layer_check()?;
+    // The code-mode engines are prepared on first use (the CPython engine takes minutes of CPU
+    // on a machine that has not prepared it before; then it is in `~/.cache/ravi`). Their
+    // preparer is built first, in the test build's feature resolution (what it compiles the
+    // test build reuses), and run at once beside the docs and the test build: on this
+    // machine's two cores its CPU then fills the build's single-crate stretches instead of
+    // holding up the CPython tests at the end. Tests that need an engine wait on the
+    // preparation's lock for what is left.
+    let mut prepare = PathBuf::new();
+    util::step("build: engine preparer", || {
+        prepare = build_example("prepare_engines")?;
+        Ok(())
+    })?;
+    let engines = background("engines", false, move || {
+        util::step("prepare: code-mode engines", || {
+            util::run(&prepare.to_string_lossy(), &[])
+        })
+    })?;
     // Right after clippy: rustdoc reads the dependencies' metadata clippy just checked. A
     // build without dev-dependencies resolves some features differently (tokio's `test-util`,
     // the test support's own): [`DOC_FEATURES`] asks for them, so nothing is checked again.
@@ -410,7 +456,16 @@ fn steps(opts: Options) -> anyhow::Result<()> {
                 &format!("{TEST_FEATURES},{DOC_FEATURES}"),
             ],
             &[("RUSTDOCFLAGS", "-D warnings")],
-        )
+        )?;
+        // The reference's figures are the committed baseline's, table for table.
+        let (_, same) = crate::bench::doc_from_baseline()?;
+        if !same {
+            bail!(
+                "docs/benchmarks.md's tables are not those of bench/baseline.json: \
+                 run `cargo xtask bench --doc` (after `--save` for new figures)"
+            );
+        }
+        Ok(())
     })?;
     let mut build = TestBuild::default();
     util::step("build: tests", || {
@@ -424,16 +479,6 @@ fn steps(opts: Options) -> anyhow::Result<()> {
     let harness = installed.mcp_skip.is_none();
     let harness_flag = if harness { "1" } else { "0" };
     let minilm = installed.minilm.to_string_lossy().into_owned();
-    // The code-mode engines are prepared on first use (the CPython engine takes minutes on a
-    // machine that has not prepared it before; then it is in `~/.cache/ravi`): prepared at
-    // once, beside the tests (which mostly wait), the tests that need them wait on the
-    // preparation's lock for what is left instead of preparing on one test's clock.
-    let prepare = build.executable("prepare_engines")?.to_path_buf();
-    let engines = background("engines", false, move || {
-        util::step("prepare: code-mode engines", || {
-            util::run(&prepare.to_string_lossy(), &[])
-        })
-    })?;
     // Every test of the workspace (unit, scenario, doc, the MCP interop tests, the in-process
     // embedding model's reference test against its real weights), and the engine-independent
     // sandbox suites and the compatibility corpus again on the CPython engine (the tests

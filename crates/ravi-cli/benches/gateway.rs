@@ -66,8 +66,12 @@ fn otlp_sink() -> u16 {
     ravi_test_support::http::serve(|_| (200, "application/json", b"{}".to_vec())).port()
 }
 
+/// The `ravi` binary measured: this build's, or `RAVI_BENCH_BIN` (another tree's build, for an
+/// A/B against this one with the same bench and peers).
 fn ravi(state: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ravi"));
+    let bin = std::env::var_os("RAVI_BENCH_BIN")
+        .unwrap_or_else(|| std::ffi::OsString::from(env!("CARGO_BIN_EXE_ravi")));
+    let mut cmd = Command::new(bin);
     cmd.args(args)
         .env("XDG_STATE_HOME", state)
         .stdout(Stdio::null())

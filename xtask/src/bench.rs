@@ -184,6 +184,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut compare = false;
     let mut save = false;
     let mut name: Option<String> = None;
+    let mut doc = false;
     for arg in args {
         match arg.as_str() {
             "--json" => json = true,
@@ -191,7 +192,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "--compare" => compare = true,
             "--save" => save = true,
             // The doc's tables from the committed baseline: no benchmark runs.
-            "--doc" => return write_doc(),
+            "--doc" => doc = true,
             a if a.starts_with('-') => {
                 bail!(
                     "unknown bench flag `{a}` (expected --json, --quick, --compare, --save or --doc)"
@@ -199,6 +200,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             }
             a => name = Some(a.to_owned()),
         }
+    }
+    if doc {
+        if json || quick || compare || save || name.is_some() {
+            bail!(
+                "--doc writes docs/benchmarks.md from bench/baseline.json and runs nothing: \
+                 give it alone (`cargo xtask bench --save` first for new figures)"
+            );
+        }
+        return write_doc();
     }
     if save && (quick || name.is_some()) {
         bail!(

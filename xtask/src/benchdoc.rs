@@ -49,8 +49,13 @@ pub fn render(doc: &str, baseline: &Value) -> anyhow::Result<String> {
         };
         out.push_str(line);
         out.push('\n');
-        // Skip the table written last time, up to its end marker (if it has one).
-        let rest: Vec<&str> = lines.clone().collect();
+        // Skip the table written last time, up to its end marker (if it has one before the
+        // next table's start: a new marker above an old table keeps the old one and the prose
+        // between them).
+        let rest: Vec<&str> = lines
+            .clone()
+            .take_while(|l| !l.trim().starts_with("<!-- figures:"))
+            .collect();
         if let Some(end) = rest.iter().position(|l| l.trim() == END) {
             for _ in 0..=end {
                 lines.next();
@@ -145,20 +150,20 @@ fn headline_table(
 
 fn section_table(prefixes: &[&str], figures: &[Value]) -> anyhow::Result<String> {
     let mut t = String::from("| figure | Ravi | peer | ratio |\n|---|---|---|---|\n");
-    let mut any = false;
+    let named = |f: &Value, p: &str| f["bench"].as_str().unwrap_or_default().starts_with(p);
+    // Each name must still find a figure: one renamed in the bench is then an error, not a
+    // row that quietly disappears.
+    if let Some(missing) = prefixes
+        .iter()
+        .find(|p| !figures.iter().any(|f| named(f, p)))
+    {
+        bail!("no figure of the baseline starts with `{missing}`");
+    }
     for f in figures {
-        let name = f["bench"].as_str().unwrap_or_default();
-        if prefixes.iter().any(|p| name.starts_with(p)) {
+        if prefixes.iter().any(|p| named(f, p)) {
             t.push_str(&row(f));
             t.push('\n');
-            any = true;
         }
-    }
-    if !any {
-        bail!(
-            "no figure of the baseline starts with {}",
-            prefixes.join(" or ")
-        );
     }
     Ok(t)
 }
@@ -271,6 +276,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("nothing/"), "{err}");
+        // One name of several that matches nothing is an error too, not a quiet gap.
+        let err = render("<!-- figures: invoker/ gone/ -->\n", &baseline())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`gone/`"), "{err}");
+    }
+
+    #[test]
+    fn a_new_marker_above_an_old_table_keeps_the_old_table_and_the_prose_between() {
+        let old = render("<!-- figures: store/ -->\nafter\n", &baseline()).unwrap();
+        let doc = format!("<!-- figures: invoker/ -->\nbetween\n{old}");
+        let new = render(&doc, &baseline()).unwrap();
+        assert!(new.contains("between\n<!-- figures: store/ -->"), "{new}");
+        assert!(new.contains("store/safe_call_added_sqlite"), "{new}");
+        assert!(new.contains("invoker/noop_pipeline"), "{new}");
+        assert_eq!(render(&new, &baseline()).unwrap(), new);
     }
 
     #[test]

@@ -413,6 +413,11 @@ pub struct RunOwner {
     /// The boot id of its machine (`/proc/sys/kernel/random/boot_id` on Linux).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+    /// Its machine's id (`/etc/machine-id`), which outlives reboots: what tells "this machine,
+    /// an earlier boot" from "another machine" when the boot ids differ (host names repeat
+    /// across machines and containers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<String>,
     /// Its PID namespace (`/proc/self/ns/pid`, e.g. `pid:[4026531836]`): containers on one
     /// machine share its boot id, not their process ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -432,6 +437,7 @@ impl RunOwner {
         Self {
             pid,
             boot_id: None,
+            machine_id: None,
             pid_ns: None,
             start_ticks: None,
             host: None,

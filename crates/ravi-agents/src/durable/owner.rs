@@ -5,8 +5,9 @@
 //! several machines must notice each other's death. A script's or an agent's process is
 //! checked where it ran: on Linux its process id, qualified by the machine's boot id, its PID
 //! namespace and its start time, names exactly one process, which is either still there or
-//! gone. Elsewhere (another machine, another namespace, no `/proc`) nothing can be told, and
-//! the run is taken to be running.
+//! gone. Another boot of the same machine (the same `/etc/machine-id`) has ended every process
+//! of the boot before. Elsewhere (another machine, another namespace, no `/proc`, a process
+//! table this process may not read) nothing can be told, and the run is taken to be running.
 
 use ravi_kernel::{RunKind, RunOwner, RunRecord, RunStatus};
 
@@ -26,6 +27,7 @@ pub enum Liveness {
 pub fn this_process() -> RunOwner {
     let mut owner = RunOwner::new(std::process::id());
     owner.boot_id = read_trimmed("/proc/sys/kernel/random/boot_id");
+    owner.machine_id = read_trimmed("/etc/machine-id");
     owner.pid_ns = std::fs::read_link("/proc/self/ns/pid")
         .ok()
         .map(|p| p.to_string_lossy().into_owned());
@@ -40,7 +42,12 @@ pub fn this_process() -> RunOwner {
 /// Whether `owner` is still alive, checked from this process.
 pub fn liveness(owner: &RunOwner) -> Liveness {
     liveness_from(owner, &this_process(), |pid| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(line) => Stat::Line(line),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Stat::Missing,
+            // Permission (a `hidepid` mount) or anything else: not a sign of death.
+            Err(_) => Stat::Unreadable,
+        }
     })
 }
 
@@ -57,22 +64,36 @@ pub fn interrupted(run: &RunRecord) -> Option<String> {
     }
 }
 
+/// What reading a process's `/proc/PID/stat` gave.
+enum Stat {
+    /// Its line.
+    Line(String),
+    /// No such process.
+    Missing,
+    /// It could not be read (permissions): nothing can be told.
+    Unreadable,
+}
+
 /// [`liveness`] of `owner` as seen by `me`, reading a process's `/proc/PID/stat` with `stat`.
-fn liveness_from(
-    owner: &RunOwner,
-    me: &RunOwner,
-    stat: impl Fn(u32) -> Option<String>,
-) -> Liveness {
+fn liveness_from(owner: &RunOwner, me: &RunOwner, stat: impl Fn(u32) -> Stat) -> Liveness {
     let (Some(theirs), Some(mine)) = (&owner.boot_id, &me.boot_id) else {
         return Liveness::Unknown;
     };
     if theirs != mine {
-        // Another boot of this machine: everything that ran before it is gone. Another
-        // machine looks the same from here, so it takes the host name to tell them apart.
-        return match (&owner.host, &me.host) {
-            (Some(a), Some(b)) if a == b && !a.is_empty() && a != "localhost" => Liveness::Gone(
-                format!("its machine ({a}) restarted since pid {} ran it", owner.pid),
-            ),
+        // Another boot of this machine has ended everything that ran before it; another
+        // machine (whatever its host name) says nothing about it.
+        return match (&owner.machine_id, &me.machine_id) {
+            (Some(a), Some(b)) if a == b => {
+                let on = owner
+                    .host
+                    .as_deref()
+                    .map(|h| format!(" ({h})"))
+                    .unwrap_or_default();
+                Liveness::Gone(format!(
+                    "its machine{on} restarted since pid {} ran it",
+                    owner.pid
+                ))
+            }
             _ => Liveness::Unknown,
         };
     }
@@ -91,8 +112,13 @@ fn liveness_from(
             owner.pid
         ))
     };
-    match stat(owner.pid).as_deref().and_then(parse_stat) {
-        None => gone(""),
+    let line = match stat(owner.pid) {
+        Stat::Line(line) => line,
+        Stat::Missing => return gone(""),
+        Stat::Unreadable => return Liveness::Unknown,
+    };
+    match parse_stat(&line) {
+        None => Liveness::Unknown,
         // Dead and not yet reaped by its parent.
         Some(('Z' | 'X' | 'x', _)) => gone(""),
         Some((_, start)) if owner.start_ticks.is_some_and(|t| t != start) => {
@@ -128,6 +154,7 @@ mod tests {
     fn owner(pid: u32, boot: &str, ns: &str, start: u64, host: &str) -> RunOwner {
         let mut o = RunOwner::new(pid);
         o.boot_id = Some(boot.into());
+        o.machine_id = Some(format!("machine-of-{host}"));
         o.pid_ns = Some(ns.into());
         o.start_ticks = Some(start);
         o.host = Some(host.into());
@@ -160,8 +187,8 @@ mod tests {
     #[test]
     fn an_owner_is_judged_only_where_it_can_be() {
         let me = owner(1, "boot-a", "pid:[1]", 100, "box");
-        let running = |pid| Some(stat_line(pid, 'S', 500));
-        let none = |_| None;
+        let running = |pid| Stat::Line(stat_line(pid, 'S', 500));
+        let none = |_| Stat::Missing;
         // Same boot and namespace: the process table decides.
         let o = owner(42, "boot-a", "pid:[1]", 500, "box");
         assert_eq!(liveness_from(&o, &me, running), Liveness::Alive);
@@ -169,11 +196,11 @@ mod tests {
             matches!(liveness_from(&o, &me, none), Liveness::Gone(w) if w.contains("pid 42 on box"))
         );
         assert!(matches!(
-            liveness_from(&o, &me, |pid| Some(stat_line(pid, 'Z', 500))),
+            liveness_from(&o, &me, |pid| Stat::Line(stat_line(pid, 'Z', 500))),
             Liveness::Gone(_)
         ));
         // Its id reused by a later process.
-        let reused = |pid| Some(stat_line(pid, 'S', 900));
+        let reused = |pid| Stat::Line(stat_line(pid, 'S', 900));
         assert!(
             matches!(liveness_from(&o, &me, reused), Liveness::Gone(w) if w.contains("another process"))
         );
@@ -187,6 +214,22 @@ mod tests {
         assert!(
             matches!(liveness_from(&rebooted, &me, running), Liveness::Gone(w) if w.contains("restarted"))
         );
+        // A process table it may not read, or a line it cannot parse: not a death.
+        assert_eq!(
+            liveness_from(&o, &me, |_| Stat::Unreadable),
+            Liveness::Unknown
+        );
+        assert_eq!(
+            liveness_from(&o, &me, |_| Stat::Line("garbage".into())),
+            Liveness::Unknown
+        );
+        // Another machine with the same host name (a container's fixed `hostname:`): unknown.
+        let mut twin = owner(42, "boot-b", "pid:[1]", 500, "box");
+        twin.machine_id = Some("another-machine".into());
+        assert_eq!(liveness_from(&twin, &me, running), Liveness::Unknown);
+        // No machine id to compare: unknown too.
+        twin.machine_id = None;
+        assert_eq!(liveness_from(&twin, &me, running), Liveness::Unknown);
         // Nothing to go on.
         assert_eq!(
             liveness_from(&RunOwner::new(42), &me, none),

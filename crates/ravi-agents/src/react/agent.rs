@@ -709,6 +709,20 @@ impl ReActAgent {
         if has_handler || self.pause_on_approval || !state.decisions.is_empty() {
             builder = builder.approval_handler(Arc::clone(&book) as Arc<dyn ApprovalHandler>);
         }
+        // Decisions given on resume answer only their own calls: nobody else can be asked, so
+        // an unset threshold stays where it is without a handler (Safe), not where a handler
+        // would put it.
+        if !has_handler && !self.pause_on_approval {
+            let policy = self.invoker.configured_policy();
+            if policy.max_risk_unapproved_set().is_none()
+                && let Ok(pinned) = policy
+                    .to_builder()
+                    .max_risk_unapproved(policy.max_risk_unapproved_for(false))
+                    .build()
+            {
+                builder = builder.policy(pinned);
+            }
+        }
         let invoker = builder.build();
         // The budget spans the whole run: calls made before a pause (recorded in the state's
         // trace) count against `max_tool_calls` after a resume too. So does the artifact

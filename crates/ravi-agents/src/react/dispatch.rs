@@ -187,10 +187,10 @@ impl ApprovalHandler for DecisionBook {
     }
 
     /// Only the application's handler can tell a person in passing, and only when it says it
-    /// can. A call with a decision given on resume is answered by that decision, and a
-    /// script's call under `defer` is deferred (a person decides it later): neither may run on
-    /// a notification — without a notifying handler, a `FireAndContinue` call is asked about
-    /// (and so deferred) like a blocking one.
+    /// can. A call with a decision given on resume is answered by that decision, never by a
+    /// notification; any other `FireAndContinue` call (a script's included) runs on a
+    /// notification only when the application's handler notifies — without one it is asked
+    /// about (and under `defer`, deferred) like a blocking one.
     fn notifies(&self, request: &ApprovalRequest) -> bool {
         !self.has(&request.call_id) && self.fallback.as_ref().is_some_and(|h| h.notifies(request))
     }

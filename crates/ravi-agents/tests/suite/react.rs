@@ -381,6 +381,55 @@ async fn cancellation_stops_in_flight_calls_with_a_visible_result() {
     );
 }
 
+/// Decisions given on resume answer their own calls only: an agent resumed without a handler
+/// and without pausing keeps the no-handler threshold (Safe), so a Sensitive call that nobody
+/// was asked about does not run.
+#[tokio::test]
+async fn a_resume_decision_does_not_loosen_the_threshold_for_other_calls() {
+    let sent = Arc::new(AtomicU32::new(0));
+    let peeked = Arc::new(AtomicU32::new(0));
+    let peek = {
+        let peeked = peeked.clone();
+        TestTool::new("peek", move |_, _| {
+            peeked.fetch_add(1, Ordering::SeqCst);
+            Outcome::text("seen")
+        })
+        .with_description("Look outside the process.")
+        .with_risk(ToolRisk::Sensitive)
+        .into_any()
+    };
+    let mail = || calls(&[("mail", "send_email", json!({"to": "ops@example.com"}))]);
+    let first = ReActAgent::new(
+        "mailer",
+        ScriptedModel::new(vec![mail(), answer("unused")]),
+        vec![send_email(sent.clone()), peek.clone()],
+    )
+    .pause_on_approval(true);
+    let paused = first.run("mail ops").await;
+    assert_eq!(paused.stop, RunStop::AwaitingApproval);
+    let second = ReActAgent::new(
+        "mailer",
+        ScriptedModel::new(vec![calls(&[("look", "peek", json!({}))]), answer("Done.")]),
+        vec![send_email(sent.clone()), peek],
+    );
+    let done = second
+        .resume(
+            paused.state,
+            [("mail".to_owned(), ApprovalDecision::Approved)],
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "the decided call ran");
+    assert_eq!(
+        peeked.load(Ordering::SeqCst),
+        0,
+        "the Sensitive call ran unasked"
+    );
+    let r = results(done.messages());
+    assert!(r.iter().any(|(id, _, err)| id == "look" && *err), "{r:?}");
+}
+
 #[tokio::test]
 async fn approval_pause_serializes_and_resumes_in_a_fresh_agent() {
     let script = || {

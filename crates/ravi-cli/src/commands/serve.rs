@@ -684,8 +684,20 @@ async fn serve(
                     j.run_id(),
                     "the gateway that held this approval stopped before it was decided",
                 )
-                .await
-                .unwrap_or_default();
+                .await;
+            // A store that failed here leaves the run `running`: `ravi runs recover` (or a
+            // replica's lease check) then ends what this server could not.
+            let ended = match ended {
+                Ok(ended) => ended,
+                Err(e) => {
+                    eprintln!(
+                        "ravi serve: could not end run {}'s pending approvals and running calls \
+                         ({e}); it stays running for `ravi runs recover`",
+                        j.run_id()
+                    );
+                    return anyhow::Ok(());
+                }
+            };
             if ended.expired_approvals > 0 {
                 eprintln!(
                     "ravi serve: {} pending approval(s) expired as the server stopped",

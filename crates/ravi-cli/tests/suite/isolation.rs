@@ -12,6 +12,8 @@
 //!   state, and the call stays parked for its caller.
 //! - A refused token reaches the SDK as a JSON-RPC error whose message names the HTTP status and
 //!   what was wrong with the key, not as "Server returned an error response".
+//! - A 2025-11-25 session is its opener's: another principal's request naming it is answered
+//!   as an unknown session's.
 //! - Closing a 2025-11-25 session answers 200, which the SDK takes without complaint.
 //!
 //! Across replicas (PostgreSQL + S3) the same checks run in `scale.rs`.
@@ -82,7 +84,14 @@ fn principals_keep_their_artifacts(url: &str, alice: &str, bob: &str, ws: &std::
         };
         let mut calls = probe(&r).as_array().unwrap().clone();
         calls.extend(probe(UNKNOWN).as_array().unwrap().iter().cloned());
-        let report = sdk(url, bob, mode, json!({"calls": calls}));
+        // Bob approves his own calls, so the write is judged on its ref, not refused at
+        // approval before the ref is looked at.
+        let report = sdk(
+            url,
+            bob,
+            mode,
+            json!({"calls": calls, "elicit": {"approve": true}}),
+        );
         let calls = report["calls"].as_array().unwrap();
         for (i, what) in ["read_result", "an `$artifact` argument"]
             .iter()
@@ -104,6 +113,10 @@ fn principals_keep_their_artifacts(url: &str, alice: &str, bob: &str, ws: &std::
                 "{mode}, {what}: the same reason and kind"
             );
             assert!(!said(foreign, &r).contains("another"), "{report}");
+            assert!(
+                said(unknown, UNKNOWN).contains("does not exist"),
+                "{mode}, {what}: refused for its ref, not for something else: {report}"
+            );
         }
         assert!(
             !ws.join("stolen.txt").exists(),
@@ -158,6 +171,89 @@ fn approvals_wait_for_their_own_caller(url: &str, alice: &str, bob: &str, ws: &s
     );
 }
 
+/// A 2025-11-25 session is its opener's: another principal naming it (a call, its event
+/// stream, closing it) is answered exactly as an unknown session is, and the session goes on
+/// serving its opener.
+fn sessions_are_their_openers(url: &str, alice: &str, bob: &str) {
+    let (url, alice, bob) = (url.to_owned(), alice.to_owned(), bob.to_owned());
+    // A thread of its own: the caller may be on a runtime's blocking thread.
+    std::thread::spawn(move || {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(async move {
+                let http = reqwest::Client::new();
+                let post = |bearer: &str, session: Option<&str>, body: Value| {
+                    let mut req = http
+                        .post(&url)
+                        .bearer_auth(bearer)
+                        .header("Accept", "application/json, text/event-stream")
+                        .header("MCP-Protocol-Version", "2025-11-25")
+                        .json(&body);
+                    if let Some(s) = session {
+                        req = req.header("Mcp-Session-Id", s);
+                    }
+                    req.send()
+                };
+                let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}});
+                let resp = post(&alice, None, init).await.unwrap();
+                assert_eq!(resp.status(), 200);
+                let session = resp.headers()["mcp-session-id"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
+                drop(resp.text().await);
+                let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+                let resp = post(&alice, Some(&session), initialized).await.unwrap();
+                assert_eq!(resp.status(), 202);
+                let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "calculator", "arguments": {"expression": "1+1"}}});
+                let answer = |resp: reqwest::Response| async move {
+                    (resp.status().as_u16(), resp.text().await.unwrap())
+                };
+                // Bob with Alice's session, and with a session nobody opened: the same answer.
+                let foreign = answer(post(&bob, Some(&session), call.clone()).await.unwrap()).await;
+                let unknown = answer(
+                    post(&bob, Some("0123456789abcdef0123456789abcdef"), call.clone())
+                        .await
+                        .unwrap(),
+                )
+                .await;
+                assert_eq!(foreign.0, 404, "{foreign:?}");
+                assert_eq!(
+                    foreign, unknown,
+                    "a foreign session must read like an unknown one"
+                );
+                let stream = http
+                    .get(&url)
+                    .bearer_auth(&bob)
+                    .header("Accept", "text/event-stream")
+                    .header("MCP-Protocol-Version", "2025-11-25")
+                    .header("Mcp-Session-Id", &session)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(stream.status(), 404, "Bob read Alice's event stream");
+                let close = http
+                    .delete(&url)
+                    .bearer_auth(&bob)
+                    .header("MCP-Protocol-Version", "2025-11-25")
+                    .header("Mcp-Session-Id", &session)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(close.status(), 404, "Bob closed Alice's session");
+                // Alice's session is still hers, and still open.
+                let mine = answer(post(&alice, Some(&session), call).await.unwrap()).await;
+                assert_eq!(mine.0, 200, "{mine:?}");
+                assert!(mine.1.contains(r#""text":"2""#), "{mine:?}");
+            });
+    })
+    .join()
+    .unwrap();
+}
+
 /// A refused token, through the Python SDK: the message names the status and the key.
 fn refusals_reach_the_sdk(url: &str, bad: &str, says: &str) {
     for mode in ["legacy", "auto"] {
@@ -205,6 +301,7 @@ fn api_keys_keep_each_principals_artifacts_approvals_and_refusals_true() {
     let (served, port, _) = serving(cmd);
     let url = format!("http://127.0.0.1:{port}/mcp");
     principals_keep_their_artifacts(&url, &alice, &bob, ws.path());
+    sessions_are_their_openers(&url, &alice, &bob);
     refusals_reach_the_sdk(&url, "ravi_not_a_key", "API key is not valid");
     drop(served);
 }
@@ -257,6 +354,7 @@ async fn jwt_principals_keep_their_artifacts_and_approvals() {
     let dir = ws.path().to_owned();
     tokio::task::spawn_blocking(move || {
         principals_keep_their_artifacts(&url, &alice, &bob, &dir);
+        sessions_are_their_openers(&url, &alice, &bob);
         refusals_reach_the_sdk(&url, "not.a.jwt", "not a JWT this server accepts");
     })
     .await

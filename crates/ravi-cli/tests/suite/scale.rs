@@ -999,4 +999,45 @@ async fn artifacts_stay_with_their_principal_across_replicas() {
     );
     mine.close().await;
     theirs.close().await;
+    // A session opened on A is its opener's on B too (B learns the opener from the store):
+    // the other principal naming it on B is answered as for an unknown session; its opener
+    // is served.
+    let post = |port: u16, key: &str, session: Option<&str>, body: Value| {
+        let mut req = http
+            .post(format!("http://127.0.0.1:{port}/mcp"))
+            .bearer_auth(key)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .json(&body);
+        if let Some(s) = session {
+            req = req.header("Mcp-Session-Id", s);
+        }
+        req.send()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let resp = post(pa, &bed.client_key, None, init).await.unwrap();
+    let opened = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    drop(resp.text().await);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let resp = post(pa, &bed.client_key, Some(&opened), initialized)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let sum = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "calculator", "arguments": {"expression": "2+3"}}});
+    let stolen = post(pb, &other, Some(&opened), sum.clone()).await.unwrap();
+    assert_eq!(
+        stolen.status(),
+        404,
+        "another principal used the session on B"
+    );
+    let own = post(pb, &bed.client_key, Some(&opened), sum).await.unwrap();
+    assert_eq!(own.status(), 200);
+    let body = own.text().await.unwrap();
+    assert!(body.contains(r#""text":"5""#), "{body}");
 }

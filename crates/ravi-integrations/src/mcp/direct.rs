@@ -29,6 +29,8 @@
 //! - **Cancellation.** `notifications/cancelled` naming a call running here cancels it: its
 //!   context is cancelled and it has [`CANCEL_GRACE`] to stop, as on rmcp's path; so does the
 //!   client dropping the request.
+//! - **Whose session.** A request naming a session its caller did not open is answered as an
+//!   unknown session's before either route sees it (`owners.rs`).
 //! - **The session's life.** A `DELETE` of the session forgets it here before rmcp closes it;
 //!   a session whose handler rmcp dropped is forgotten at its next request. rmcp's idle
 //!   timeout counts only the requests rmcp sees, so a session's requests go to rmcp whenever
@@ -241,6 +243,9 @@ pub(super) struct DirectCalls {
     pub(super) inner: StreamableHttpService<Handler, LocalSessionManager>,
     pub(super) handler: Handler,
     pub(super) calls: Arc<SessionCalls>,
+    /// Who opened each session: a request naming a session with other credentials is
+    /// answered as an unknown session's, on either path.
+    pub(super) owners: Arc<super::owners::SessionOwners>,
 }
 
 /// A plain `tools/call` request.
@@ -330,12 +335,18 @@ impl DirectCalls {
         request: axum::extract::Request,
     ) -> axum::response::Response {
         let delete = request.method() == Method::DELETE;
-        if let Some(session) = request
+        let session = request
             .headers()
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
-        {
+            .map(str::to_owned);
+        if let Some(session) = &session {
+            let caller = super::owners::principal_of(request.extensions());
+            if !self.owners.admits(session, caller.as_deref()).await {
+                return super::owners::not_found();
+            }
             if delete {
+                self.owners.forget(session);
                 self.calls.forget(session);
                 // The session's calls are journaled before its client hears it is closed.
                 self.handler.settle().await;
@@ -366,6 +377,28 @@ impl DirectCalls {
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let caller = super::owners::principal_of(&parts.extensions);
+        let Some(session_id) = &session else {
+            // No session yet: an `initialize` (or a stateless request). The session rmcp
+            // opens for it is its caller's.
+            let response = super::owners::OPENER
+                .scope(
+                    caller.clone(),
+                    self.forward(axum::extract::Request::from_parts(parts, Body::from(bytes))),
+                )
+                .await;
+            if let Some(opened) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                self.owners.opened(opened, caller);
+            }
+            return response;
+        };
+        if !self.owners.admits(session_id, caller.as_deref()).await {
+            return super::owners::not_found();
+        }
         let admitted = session
             .as_deref()
             .and_then(|session| self.calls.admit(session, &parts.headers));

@@ -309,8 +309,10 @@ impl ServerTools for InvokerTools {
         let call = ToolCall::new(ctx.call_id.clone(), name, args);
         let grant = ravi_agents::access::Grant::from_context(&ctx);
         match session.downcast_ref::<Served>() {
-            // A session is its first caller's: another principal's call in it is refused, so
-            // nothing the session holds (artifacts, budget, trace) serves anyone else.
+            // A session is its opener's: over HTTP another principal's request naming it is
+            // answered as an unknown session's before it gets here (`owners`); this holds the
+            // line for any other transport, so nothing the session holds (artifacts, budget,
+            // trace) serves anyone else.
             Some(served)
                 if served
                     .owner

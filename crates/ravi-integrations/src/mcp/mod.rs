@@ -30,6 +30,7 @@ mod inline_wake;
 mod invoked;
 mod metrics;
 mod names;
+mod owners;
 mod registry;
 mod risk;
 mod rounds;

@@ -932,7 +932,12 @@ impl rmcp::transport::streamable_http_server::session::SessionStore for StoreSes
         rmcp::transport::streamable_http_server::session::SessionStoreError,
     > {
         match self.0.mcp_session(session_id).await? {
-            Some(v) => Ok(Some(serde_json::from_value(v)?)),
+            Some(mut v) => {
+                if let Value::Object(fields) = &mut v {
+                    fields.remove(super::owners::OWNER_FIELD);
+                }
+                Ok(Some(serde_json::from_value(v)?))
+            }
             None => Ok(None),
         }
     }
@@ -942,10 +947,15 @@ impl rmcp::transport::streamable_http_server::session::SessionStore for StoreSes
         session_id: &str,
         state: &rmcp::transport::streamable_http_server::session::SessionState,
     ) -> Result<(), rmcp::transport::streamable_http_server::session::SessionStoreError> {
-        Ok(self
-            .0
-            .put_mcp_session(session_id, &serde_json::to_value(state)?)
-            .await?)
+        // The opener goes with the state (the handshake is stored on the task that handles
+        // it), so every replica knows whose the session is (see `owners`).
+        let mut value = serde_json::to_value(state)?;
+        if let (Ok(opener), Value::Object(fields)) =
+            (super::owners::OPENER.try_with(Clone::clone), &mut value)
+        {
+            fields.insert(super::owners::OWNER_FIELD.to_owned(), json!(opener));
+        }
+        Ok(self.0.put_mcp_session(session_id, &value).await?)
     }
 
     async fn delete(
@@ -1238,6 +1248,10 @@ impl McpServer {
             inner: service,
             handler,
             calls,
+            owners: Arc::new(super::owners::SessionOwners::new(
+                opts.session_idle_timeout,
+                opts.sessions.clone(),
+            )),
         });
         let auth = opts.auth.clone().map(|auth| super::http_auth::AuthState {
             auth,

@@ -542,6 +542,7 @@ fn journal_records() {
     run.status = RunStatus::Paused;
     let mut owner = RunOwner::new(4242);
     owner.boot_id = Some("6f1c2e9a-3b7d-4f0e-9a51-2d8c7b3e1f40".into());
+    owner.machine_id = Some("0c9f4e5b8a7d4d2e9f1a3b5c7d9e1f20".into());
     owner.pid_ns = Some("pid:[4026531836]".into());
     owner.start_ticks = Some(1_234_567);
     owner.host = Some("build-7".into());

@@ -24,6 +24,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("ravi-sandbox-artifact", 2),
     ("ravi-capabilities", 2),
     ("ravi-integrations", 3),
+    // The durable store: at the integrations layer, over the kernel alone.
+    ("ravi-store-sql", 3),
     ("ravi-cli", 4),
     // Scenario tests spanning every layer (the top-level `tests/` package): dev, like xtask.
     ("ravi-scenarios", 5),
@@ -50,6 +52,20 @@ const BANNED: &[(&str, &[&str])] = &[
     ),
     ("ravi-agents", &["wasmtime", "reqwest", "rmcp", "hyper"]),
     ("ravi-capabilities", &["rmcp"]),
+    // The durable store stands on the kernel alone: no runtime, no network stack.
+    (
+        "ravi-store-sql",
+        &[
+            "ravi-agents",
+            "ravi-capabilities",
+            "ravi-integrations",
+            "rmcp",
+            "axum",
+            "reqwest",
+            "object_store",
+            "wasmtime",
+        ],
+    ),
     // The kernel's and the runtime's tests use it: nothing above the runtime.
     (
         TEST_SUPPORT,

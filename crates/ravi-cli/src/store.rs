@@ -61,7 +61,7 @@ pub fn url(flag: Option<&str>, config: &RaviConfig) -> anyhow::Result<Option<Str
 pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
     {
-        let store = ravi_integrations::store::SqlStore::open(url)
+        let store = ravi_store_sql::SqlStore::open(url)
             .await
             .with_context(|| format!("opening the store {url}"))?;
         Ok(Arc::new(store))

@@ -2,9 +2,9 @@
 //!
 //! Where Ravi meets other systems over the network: the MCP client adapter and server
 //! (feature `mcp`, on by default) and the model provider clients for OpenAI Chat
-//! Completions, OpenAI Responses and Anthropic Messages (feature `providers`, on by default),
-//! and the durable store on SQLite or PostgreSQL (features `store-sqlite`, `store-postgres`,
-//! module `store`). The local blob stores live in `ravi-agents`, which needs no network.
+//! Completions, OpenAI Responses and Anthropic Messages (feature `providers`, on by default).
+//! The durable store on SQLite or PostgreSQL is `ravi-store-sql`; the local blob stores live
+//! in `ravi-agents`, which needs no network.
 //!
 //! ```
 //! # #[cfg(feature = "mcp")]
@@ -46,9 +46,6 @@ pub fn ensure_tls_provider() {
 
 #[cfg(feature = "console")]
 pub mod console;
-
-#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
-pub mod store;
 
 /// The examples of `docs/agents.md` and `docs/mcp.md`, compiled as doctests so the guides
 /// stay true (they need a model key or an MCP server to run, so they are `no_run`).

@@ -2,8 +2,8 @@
 //! name finds its calls, an unknown principal is answered with the ones that exist, and a
 //! listing cut by `--limit` says so.
 
-use ravi_integrations::store::SqlStore;
 use ravi_kernel::{CallKey, CallState, JournalEntry, Store as _, ToolRisk};
+use ravi_store_sql::SqlStore;
 use ravi_test_support::text;
 use serde_json::Value;
 

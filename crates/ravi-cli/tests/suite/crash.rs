@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ravi_integrations::store::SqlStore;
 use ravi_kernel::{ApprovalState, CallState, Decision, RunStatus, Store};
+use ravi_store_sql::SqlStore;
 use ravi_test_support::text;
 
 /// Where a scenario's first process dies.

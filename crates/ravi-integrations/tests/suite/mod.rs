@@ -11,5 +11,3 @@ mod providers_agent;
 mod providers_deferred;
 mod providers_env;
 mod providers_wire;
-#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
-mod store;

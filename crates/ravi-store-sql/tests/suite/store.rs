@@ -1,12 +1,17 @@
 //! The SQL stores pass the store conformance suite: SQLite on a file (two pools on it, as two
 //! processes would have), PostgreSQL on a throwaway server of its own.
 
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres")),
+    allow(unused_imports, reason = "each backend's tests use some of them")
+)]
+
 use std::sync::Arc;
 
-use ravi_integrations::store::{Backend, SqlStore};
 use ravi_kernel::{RunKind, RunRecord, Store};
+use ravi_store_sql::{Backend, SqlStore};
 
-#[cfg(feature = "store-sqlite")]
+#[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_passes_the_conformance_suite() {
     let dir = tempfile::tempdir().unwrap();
@@ -17,7 +22,7 @@ async fn sqlite_passes_the_conformance_suite() {
     ravi_test_support::store::conformance(Arc::new(a), Arc::new(b)).await;
 }
 
-#[cfg(feature = "store-postgres")]
+#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_passes_the_conformance_suite() {
     let url = ravi_test_support::postgres::database();
@@ -27,7 +32,7 @@ async fn postgres_passes_the_conformance_suite() {
     ravi_test_support::store::conformance(Arc::new(a), Arc::new(b)).await;
 }
 
-#[cfg(feature = "store-sqlite")]
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn reopening_keeps_what_was_stored_and_migrates_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,7 +50,7 @@ async fn reopening_keeps_what_was_stored_and_migrates_once() {
     assert_eq!(again.run("run_keep").await.unwrap(), Some(run));
 }
 
-#[cfg(feature = "store-sqlite")]
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn bad_urls_are_refused_with_what_was_expected() {
     for (url, says) in [

@@ -1,0 +1,4 @@
+//! One module per scenario area.
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod store;

@@ -26,6 +26,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("ravi-integrations", 3),
     // The durable store: at the integrations layer, over the kernel alone.
     ("ravi-store-sql", 3),
+    // The model clients and embedders: at the integrations layer, over the runtime.
+    ("ravi-providers", 3),
     ("ravi-cli", 4),
     // Scenario tests spanning every layer (the top-level `tests/` package): dev, like xtask.
     ("ravi-scenarios", 5),
@@ -52,6 +54,20 @@ const BANNED: &[(&str, &[&str])] = &[
     ),
     ("ravi-agents", &["wasmtime", "reqwest", "rmcp", "hyper"]),
     ("ravi-capabilities", &["rmcp"]),
+    // The model clients need HTTP, not MCP, a server, a store or a sandbox.
+    (
+        "ravi-providers",
+        &[
+            "ravi-capabilities",
+            "ravi-integrations",
+            "ravi-store-sql",
+            "rmcp",
+            "axum",
+            "sqlx",
+            "object_store",
+            "wasmtime",
+        ],
+    ),
     // The durable store stands on the kernel alone: no runtime, no network stack.
     (
         "ravi-store-sql",
@@ -96,10 +112,10 @@ const BANNED_WITHOUT: &[(&str, &[&str], &[&str])] = &[
         &["wasmtime", "cranelift-codegen"],
     ),
     ("ravi-capabilities", &["code-mode"], &["reqwest"]),
-    // MCP and the providers never need the code-mode sandbox.
+    // MCP never needs the code-mode sandbox.
     (
         "ravi-integrations",
-        &["mcp", "providers", "mcp-tls"],
+        &["mcp", "mcp-tls"],
         &["wasmtime", "cranelift-codegen"],
     ),
     (
@@ -109,14 +125,11 @@ const BANNED_WITHOUT: &[(&str, &[&str], &[&str])] = &[
     ),
     (
         "ravi-integrations",
-        &["providers"],
-        &["wasmtime", "rmcp", "axum"],
-    ),
-    (
-        "ravi-integrations",
         &[],
         &["wasmtime", "rmcp", "axum", "reqwest", "hyper"],
     ),
+    // The model clients without the in-process embedder: no tensor library.
+    ("ravi-providers", &[], &["candle-core", "gemm"]),
 ];
 
 /// Checks [`BANNED_WITHOUT`] with `cargo tree` (one resolution per feature set); returns

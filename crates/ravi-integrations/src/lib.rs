@@ -1,10 +1,9 @@
-//! # ravi-integrations — MCP and model providers (layer L3)
+//! # ravi-integrations — MCP, both ways (layer L3)
 //!
-//! Where Ravi meets other systems over the network: the MCP client adapter and server
-//! (feature `mcp`, on by default) and the model provider clients for OpenAI Chat
-//! Completions, OpenAI Responses and Anthropic Messages (feature `providers`, on by default).
-//! The durable store on SQLite or PostgreSQL is `ravi-store-sql`; the local blob stores live
-//! in `ravi-agents`, which needs no network.
+//! Where Ravi meets MCP: the client adapter and the server (feature `mcp`, on by default), with
+//! the S3 blob store, JWT authentication and the operator console behind features. The model
+//! clients are `ravi-providers`, the durable store on SQLite or PostgreSQL `ravi-store-sql`;
+//! the local blob stores live in `ravi-agents`, which needs no network.
 //!
 //! ```
 //! # #[cfg(feature = "mcp")]
@@ -12,9 +11,6 @@
 //! # #[cfg(feature = "mcp")]
 //! assert!(spec.is_ok());
 //! ```
-
-#[cfg(feature = "providers")]
-pub mod providers;
 
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -47,13 +43,9 @@ pub fn ensure_tls_provider() {
 #[cfg(feature = "console")]
 pub mod console;
 
-/// The examples of `docs/agents.md` and `docs/mcp.md`, compiled as doctests so the guides
-/// stay true (they need a model key or an MCP server to run, so they are `no_run`).
-#[cfg(all(doctest, feature = "mcp", feature = "providers"))]
-#[doc = include_str!("../../../docs/agents.md")]
-struct AgentsGuide;
-
-#[cfg(all(doctest, feature = "mcp", feature = "providers"))]
+/// The examples of `docs/mcp.md`, compiled as doctests so the guide stays true (they need an
+/// MCP server to run, so they are `no_run`).
+#[cfg(all(doctest, feature = "mcp"))]
 #[doc = include_str!("../../../docs/mcp.md")]
 struct McpGuide;
 

@@ -5,5 +5,4 @@
 // A failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod provider_support;
 mod suite;

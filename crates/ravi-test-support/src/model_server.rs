@@ -1,5 +1,5 @@
 //! Model providers played back: responses recorded from each provider's API reference (the
-//! cassettes in `ravi-integrations/tests/cassettes/`, one folder per provider), served by a
+//! cassettes in `ravi-providers/tests/cassettes/`, one folder per provider), served by a
 //! local HTTP server on 127.0.0.1.
 
 use std::path::Path;
@@ -8,10 +8,10 @@ use serde_json::Value;
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Respond, ResponseTemplate};
 
-/// The recorded response `ravi-integrations/tests/cassettes/REL`.
+/// The recorded response `ravi-providers/tests/cassettes/REL`.
 pub fn cassette(rel: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../ravi-integrations/tests/cassettes")
+        .join("../ravi-providers/tests/cassettes")
         .join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -1,6 +1,6 @@
-use ravi_integrations::providers::fuzzing::decode;
-use ravi_integrations::providers::sse::SseParser;
 use ravi_kernel::ChatResponse;
+use ravi_providers::fuzzing::decode;
+use ravi_providers::sse::SseParser;
 
 /// Where to cut `data`: lengths drawn from a generator seeded by the data itself, so an input
 /// always replays the same way (the first byte picks the provider, the rest is the stream).

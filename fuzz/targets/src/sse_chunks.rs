@@ -1,4 +1,4 @@
-use ravi_integrations::providers::sse::SseParser;
+use ravi_providers::sse::SseParser;
 
 /// The provider clients' SSE parser on arbitrary bytes cut at arbitrary places: never a
 /// panic, and the events do not depend on where the network split the stream.

@@ -7,7 +7,7 @@
 //! [`Embedder`]: [`CapabilityRegistry::use_embedder`](super::CapabilityRegistry::use_embedder)
 //! embeds every tool once, and
 //! [`CapabilityRegistry::search_embedded`](super::CapabilityRegistry::search_embedded) embeds
-//! each query with it. `ravi_integrations::providers::OpenAiEmbeddings` is the HTTP one (any
+//! each query with it. `ravi_providers::OpenAiEmbeddings` is the HTTP one (any
 //! OpenAI-compatible `/embeddings` endpoint).
 
 use async_trait::async_trait;

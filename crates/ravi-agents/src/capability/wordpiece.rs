@@ -1,5 +1,5 @@
 //! BERT's uncased WordPiece tokenizer over a `vocab.txt`, for embedders that run a BERT-family
-//! sentence model themselves (`ravi_integrations::providers::LocalEmbeddings`). The same
+//! sentence model themselves (`ravi_providers::LocalEmbeddings`). The same
 //! normalisation and splitting the static vectors use (see `semantic.rs`), with the model's
 //! own vocabulary and ids.
 

@@ -27,11 +27,11 @@ use ravi_agents::react::{AgentEvent, AgentObserver, ReActAgent, RunStop};
 use ravi_capabilities::chain::{CodeMode, CodeModeAgent as _, TOOL_CHAIN_NAME};
 use ravi_capabilities::tools::ReadResult;
 use ravi_integrations::mcp::{McpClient, McpServerSpec};
-use ravi_integrations::providers::{ProviderError, model_from_spec};
 use ravi_kernel::{
     ApprovalHandler, BlobStore, CallStatus, CancellationToken, FailureReason, InvocationStatus,
     RunKind, RunRecord, Skill, ToolChoice, ToolRegistry as _,
 };
+use ravi_providers::{ProviderError, model_from_spec};
 
 use super::mcp_attach::McpArgs;
 use crate::Exit;

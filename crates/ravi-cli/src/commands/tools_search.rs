@@ -9,8 +9,8 @@ use clap::Args;
 use ravi_agents::capability::Embedder;
 use ravi_agents::{CapabilityRegistry, SearchHit};
 use ravi_capabilities::Catalog;
-use ravi_integrations::providers::{OpenAiEmbeddings, ProviderConfig};
 use ravi_kernel::ToolRegistry as _;
+use ravi_providers::{OpenAiEmbeddings, ProviderConfig};
 use serde_json::{Value, json};
 
 use super::mcp_attach::McpArgs;
@@ -177,8 +177,7 @@ fn embedder(args: &SearchArgs) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
 #[cfg(feature = "embed-local")]
 fn local_model(dir: &Path) -> anyhow::Result<Arc<dyn Embedder>> {
     Ok(Arc::new(
-        ravi_integrations::providers::LocalEmbeddings::load(dir)
-            .context("--embeddings-model-dir")?,
+        ravi_providers::LocalEmbeddings::load(dir).context("--embeddings-model-dir")?,
     ))
 }
 

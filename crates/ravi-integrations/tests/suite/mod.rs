@@ -7,7 +7,3 @@ mod mcp_client;
 mod mcp_direct;
 mod mcp_inprocess;
 mod mcp_server;
-mod providers_agent;
-mod providers_deferred;
-mod providers_env;
-mod providers_wire;

@@ -1,10 +1,10 @@
 //! An agent with tools, a skill and approvals: the example of `docs/agents.md`, ready to run
-//! (the page's copy is compiled as a doctest of `ravi-integrations`).
-//! Run with `OPENAI_API_KEY=… cargo run -p ravi-integrations --example agent`.
+//! (the page's copy is compiled as a doctest of `ravi-providers`).
+//! Run with `OPENAI_API_KEY=… cargo run -p ravi-providers --example agent`.
 #![allow(clippy::print_stdout, missing_docs)]
 use ravi_agents::kernel::{AnyTool, ApprovalDecision, CancellationToken, Skill};
 use ravi_agents::react::{ReActAgent, RunState, RunStop};
-use ravi_integrations::providers::model_from_spec;
+use ravi_providers::model_from_spec;
 use std::sync::Arc;
 
 /// Add two integers.

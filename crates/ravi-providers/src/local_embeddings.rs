@@ -7,7 +7,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use ravi_agents::CapabilityRegistry;
-//! use ravi_integrations::providers::LocalEmbeddings;
+//! use ravi_providers::LocalEmbeddings;
 //!
 //! let mut reg = CapabilityRegistry::from_tool_list(r#"[{"name": "get_weather", "description": "Current conditions."}]"#)?;
 //! reg.use_embedder(Arc::new(LocalEmbeddings::load("models/all-MiniLM-L6-v2")?)).await?;

@@ -523,7 +523,7 @@ pub(crate) fn decode_response(v: &Value, tools: &[AnyTool]) -> Result<ChatRespon
     decode_with_types(v, &call_type_map(tools))
 }
 
-/// A decoder for the fuzz targets (see `providers::fuzzing`).
+/// A decoder for the fuzz targets (see `fuzzing`).
 #[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_decoder() -> impl StreamDecoder {
     ResponsesStreamDecoder {

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ravi_agents::react::{ReActAgent, RunStop};
-use ravi_integrations::providers::{
+use ravi_kernel::{AnyTool, ChatModel};
+use ravi_providers::{
     AnthropicModel, OpenAiChatModel, OpenAiResponsesModel, ProviderConfig, TOOL_SEARCH_BETA,
 };
-use ravi_kernel::{AnyTool, ChatModel};
 use ravi_test_support::tools::{Outcome, TestTool};
 use serde_json::{Value, json};
 use wiremock::MockServer;

@@ -6,7 +6,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use ravi_agents::CapabilityRegistry;
-//! use ravi_integrations::providers::{OpenAiEmbeddings, ProviderConfig};
+//! use ravi_providers::{OpenAiEmbeddings, ProviderConfig};
 //!
 //! let mut reg = CapabilityRegistry::from_tool_list(r#"[{"name": "get_weather", "description": "Current conditions."}]"#)?;
 //! // A local server needs no key; OpenAI's does (`ProviderConfig::openai_from_env()`).
@@ -165,7 +165,7 @@ mod tests {
     async fn sends_the_openai_request_and_orders_vectors_by_index() {
         let server = MockServer::start().await;
         let golden: Value =
-            serde_json::from_str(include_str!("../../tests/golden/embeddings_request.json"))
+            serde_json::from_str(include_str!("../tests/golden/embeddings_request.json"))
                 .unwrap();
         Mock::given(method("POST"))
             .and(path("/v1/embeddings"))

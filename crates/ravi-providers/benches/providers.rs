@@ -3,7 +3,7 @@
 //! the ReAct loop's own cost per turn (a scripted, instant model; against making the same
 //! model calls and tool calls directly through the invoker).
 //!
-//! `cargo bench -p ravi-integrations --bench providers -- --ravi-figures [--quick]` prints the
+//! `cargo bench -p ravi-providers --bench providers -- --ravi-figures [--quick]` prints the
 //! headline figures as JSON lines; without the flag it runs the criterion benches.
 
 #![allow(
@@ -22,12 +22,12 @@ use criterion::{Criterion, Throughput};
 use ravi_agents::Toolbox;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_agents::react::{ReActAgent, RunStop};
-use ravi_integrations::providers::sse::SseParser;
-use ravi_integrations::providers::{OpenAiChatModel, ProviderConfig};
 use ravi_kernel::{
     AnyTool, ChatModel, ChatRequest, ChatResponse, Message, MessagePart, ModelError, Role,
     StopReason, ToolCall, ToolContext, Usage,
 };
+use ravi_providers::sse::SseParser;
+use ravi_providers::{OpenAiChatModel, ProviderConfig};
 use ravi_test_support::model::tool_result;
 use ravi_test_support::tools::{Outcome, TestTool};
 use serde_json::json;

@@ -386,7 +386,7 @@ impl StreamDecoder for ChatStreamDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::sse::SseParser;
+    use crate::sse::SseParser;
 
     #[test]
     fn decodes_a_tool_call_answer_and_keeps_bad_arguments() {

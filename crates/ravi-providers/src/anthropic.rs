@@ -344,7 +344,7 @@ pub(crate) fn decode_response(v: &Value) -> Result<ChatResponse, ModelError> {
     ))
 }
 
-/// A decoder for the fuzz targets (see `providers::fuzzing`).
+/// A decoder for the fuzz targets (see `fuzzing`).
 #[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_decoder() -> impl StreamDecoder {
     AnthropicStreamDecoder::default()
@@ -551,7 +551,7 @@ mod tests {
         let mut decoder = AnthropicStreamDecoder::default();
         let mut out = Vec::new();
         for (kind, data) in events {
-            let event = crate::providers::sse::SseEvent {
+            let event = crate::sse::SseEvent {
                 event: Some((*kind).to_owned()),
                 data: data.to_string(),
                 id: None,

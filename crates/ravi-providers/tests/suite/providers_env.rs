@@ -14,8 +14,8 @@
 
 use crate::provider_support::cassette;
 use pretty_assertions::assert_eq;
-use ravi_integrations::providers::{ProviderConfig, model_from_spec};
 use ravi_kernel::{ChatRequest, Message};
+use ravi_providers::{ProviderConfig, model_from_spec};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 

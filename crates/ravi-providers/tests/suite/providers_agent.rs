@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use ravi_agents::react::{AgentEvent, ReActAgent, RunStop};
-use ravi_integrations::providers::{AnthropicModel, OpenAiResponsesModel, ProviderConfig};
 use ravi_kernel::{AnyTool, ChatModel, ToolRisk};
+use ravi_providers::{AnthropicModel, OpenAiResponsesModel, ProviderConfig};
 use ravi_test_support::tools::TestProviderDefined;
 use serde_json::json;
 use wiremock::matchers::{body_partial_json, body_string_contains, method, path};

@@ -2,7 +2,7 @@
 //! cassettes written from the providers' API references (`tests/cassettes/<provider>/`).
 //!
 //! Every request body Ravi sends is pinned as golden JSON under `tests/golden/`
-//! (`UPDATE_GOLDEN=1 cargo test -p ravi-integrations --test all providers` rewrites them).
+//! (`UPDATE_GOLDEN=1 cargo test -p ravi-providers --test all providers` rewrites them).
 
 use crate::provider_support;
 use provider_support::*;
@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use pretty_assertions::assert_eq;
-use ravi_integrations::providers::{
-    AnthropicModel, FallbackModel, OpenAiChatModel, OpenAiResponsesModel, ProviderConfig,
-};
 use ravi_kernel::{
     AnyTool, ChatModel, ChatRequest, ContentBlock, Message, MessagePart, ModelError, Provider,
     Role, StopReason, StreamEvent, Tool,
+};
+use ravi_providers::{
+    AnthropicModel, FallbackModel, OpenAiChatModel, OpenAiResponsesModel, ProviderConfig,
 };
 use ravi_test_support::model::tool_result;
 use ravi_test_support::tools::{Outcome, TestHosted, TestProviderDefined, TestTool};

@@ -1,10 +1,27 @@
+//! # ravi-providers — model clients and embedders (layer L3)
+//!
 //! Model provider clients: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages
 //! over reqwest, a [`FallbackModel`] across them, and [`model_from_spec`] to pick one from a
-//! string such as `openai:gpt-4.1`.
+//! string such as `openai:gpt-4.1`; and the embedders capability search can use
+//! ([`OpenAiEmbeddings`], and with `embed-local` a sentence model run in process).
 //!
 //! Every client implements the kernel's [`ChatModel`](ravi_kernel::ChatModel): it translates
 //! the provider-neutral request at the edge, streams text and tool-call argument deltas, and
-//! retries 429/5xx with backoff honouring `retry-after`.
+//! retries 429/5xx with backoff honouring `retry-after`. The crate needs no MCP, no HTTP
+//! server, no store and no sandbox.
+//!
+//! ```
+//! use ravi_providers::{ProviderConfig, model_from_spec};
+//!
+//! // A local OpenAI-compatible server needs no key; a provider Ravi does not know is refused,
+//! // naming the specs it takes.
+//! let model = model_from_spec("openai-compatible:http://127.0.0.1:8000/v1#qwen3");
+//! assert!(model.is_ok());
+//! let refused = model_from_spec("gemini:pro").err().map(|e| e.to_string()).unwrap_or_default();
+//! assert!(refused.contains("openai-chat:MODEL"), "{refused}");
+//! let config = ProviderConfig::new("http://127.0.0.1:8000/v1/");
+//! assert_eq!(config.base_url, "http://127.0.0.1:8000/v1");
+//! ```
 
 mod anthropic;
 mod common;
@@ -72,3 +89,9 @@ pub use openai_responses::{
     ENCRYPTED_REASONING_INCLUDE, OpenAiResponsesModel, RESPONSES_PROVIDER, provider_output_item,
 };
 pub use spec::model_from_spec;
+
+/// The examples of `docs/agents.md`, compiled as doctests so the guide stays true (they need a
+/// model key to run, so they are `no_run`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/agents.md")]
+struct AgentsGuide;

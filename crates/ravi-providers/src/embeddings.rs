@@ -165,8 +165,7 @@ mod tests {
     async fn sends_the_openai_request_and_orders_vectors_by_index() {
         let server = MockServer::start().await;
         let golden: Value =
-            serde_json::from_str(include_str!("../tests/golden/embeddings_request.json"))
-                .unwrap();
+            serde_json::from_str(include_str!("../tests/golden/embeddings_request.json")).unwrap();
         Mock::given(method("POST"))
             .and(path("/v1/embeddings"))
             .and(header("authorization", "Bearer sk-test"))

@@ -111,6 +111,29 @@ impl Bed {
     }
 }
 
+/// The longest a scenario's request may go unanswered (a shell call waits up to the replicas'
+/// 60 s for its approval): a server that never answers fails the test, naming the call,
+/// instead of hanging it.
+const NO_ANSWER: Duration = Duration::from_secs(150);
+
+/// An HTTP client whose requests give up after [`NO_ANSWER`].
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(NO_ANSWER)
+        .build()
+        .unwrap()
+}
+
+/// Why a request failed: a timeout is no answer (a failure of the server), anything else the
+/// transport's (a killed replica's connection).
+fn transport(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        format!("no answer within {NO_ANSWER:?}: {e}")
+    } else {
+        format!("transport: {e}")
+    }
+}
+
 /// A stateless (2026-07-28) `tools/call` on `port`: the JSON-RPC result, or why not.
 async fn call(
     http: &reqwest::Client,
@@ -137,9 +160,9 @@ async fn call(
         .json(&body)
         .send()
         .await
-        .map_err(|e| format!("transport: {e}"))?;
+        .map_err(|e| transport(&e))?;
     let status = resp.status();
-    let text = resp.text().await.map_err(|e| format!("transport: {e}"))?;
+    let text = resp.text().await.map_err(|e| transport(&e))?;
     if !status.is_success() {
         return Err(format!("HTTP {status}: {text}"));
     }
@@ -172,7 +195,7 @@ async fn approver(
     decided: Arc<AtomicUsize>,
     double: Arc<AtomicUsize>,
 ) {
-    let http = reqwest::Client::new();
+    let http = client();
     let mut turn = 0usize;
     while !stop.load(Ordering::Relaxed) {
         let list = ports.lock().unwrap().clone();
@@ -272,7 +295,7 @@ fn replicas_share_everything_and_survive_a_kill() {
                 bed.client_key.clone(),
             );
             rt.spawn(async move {
-                let http = reqwest::Client::new();
+                let http = client();
                 let mut last_ref: Option<String> = None;
                 for i in 0..per_client {
                     let n = issued.fetch_add(1, Ordering::Relaxed);

@@ -88,6 +88,8 @@ const BANNED: &[(&str, &[&str])] = &[
         &[
             "ravi-capabilities",
             "ravi-integrations",
+            "ravi-providers",
+            "ravi-store-sql",
             "ravi-cli",
             "wasmtime",
             "reqwest",

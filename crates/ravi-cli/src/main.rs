@@ -94,7 +94,7 @@ fn main() {
             println!("ravi {v}");
             println!(
                 "crates: ravi-kernel {v}, ravi-macros {v}, ravi-agents {v}, ravi-capabilities {v}, \
-                 ravi-integrations {v}"
+                 ravi-integrations {v}, ravi-providers {v}, ravi-store-sql {v}"
             );
             Ok(Exit::Ok)
         }

@@ -13,7 +13,7 @@
 //! store, and consumed when the call starts — so one approval authorises one execution.
 //!
 //! The kernel only defines the contract ([`Store`]); `ravi-agents` has an in-memory store and
-//! `ravi-integrations` the SQLite and PostgreSQL ones.
+//! `ravi-store-sql` the SQLite and PostgreSQL ones.
 
 use std::time::Duration;
 

@@ -652,6 +652,7 @@ impl Store for SqlStore {
 mod tests {
     /// A store a newer Ravi migrated is refused with what happened and what to do, at once
     /// (no retries: it is not a race between two openers).
+    #[cfg(feature = "sqlite")]
     #[tokio::test]
     async fn a_schema_from_a_newer_ravi_is_refused_naming_both_versions() {
         let dir = tempfile::tempdir().unwrap();

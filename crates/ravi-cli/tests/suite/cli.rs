@@ -20,7 +20,7 @@ fn help_and_version_work() {
         stdout(&version),
         format!(
             "ravi {v}\ncrates: ravi-kernel {v}, ravi-macros {v}, ravi-agents {v}, \
-             ravi-capabilities {v}, ravi-integrations {v}\n"
+             ravi-capabilities {v}, ravi-integrations {v}, ravi-providers {v}, ravi-store-sql {v}\n"
         )
     );
 }

@@ -3,6 +3,11 @@
 //! with a filter: `cargo test -p ravi-scenarios --test all one_pipeline`.
 
 // A failed unwrap is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 mod suite;

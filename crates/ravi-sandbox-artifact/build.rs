@@ -72,7 +72,10 @@ fn main() {
 
 /// The cache folder (`$RAVI_CACHE_DIR`, else `$XDG_CACHE_HOME/ravi`, else `$HOME/.cache/ravi`),
 /// the same function the library exports.
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "the build script uses part of the module the library exports"
+)]
 #[path = "src/cache.rs"]
 mod cache;
 

@@ -15,7 +15,8 @@ use ravi_agents::approval::AutoApprovalHandler;
 use ravi_agents::invoker::{ToolInvoker, ToolInvokerBuilder};
 use ravi_agents::react::ReActAgent;
 use ravi_capabilities::chain::ToolChainTool;
-use ravi_integrations::mcp::{HttpOptions, InvokerTools, McpClient, McpServer, McpServerSpec};
+use ravi_gateway::{HttpOptions, InvokerTools, McpServer};
+use ravi_integrations::mcp::{McpClient, McpServerSpec};
 use ravi_kernel::{
     AnyTool, ApprovalDecision, CallStatus, ChainPolicy, ChatModel, FailureReason, InvocationStatus,
     MessagePart, ToolCall, ToolContext, ToolRegistry,

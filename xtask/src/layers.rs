@@ -28,6 +28,11 @@ const LAYERS: &[(&str, u8)] = &[
     ("ravi-store-sql", 3),
     // The model clients and embedders: at the integrations layer, over the runtime.
     ("ravi-providers", 3),
+    // Artifacts on S3-protocol storage: at the integrations layer, over the kernel alone.
+    ("ravi-blobs-s3", 3),
+    // Ravi as an MCP server, over the MCP adapter; the console over the gateway.
+    ("ravi-gateway", 3),
+    ("ravi-console", 3),
     ("ravi-cli", 4),
     // Scenario tests spanning every layer (the top-level `tests/` package): dev, like xtask.
     ("ravi-scenarios", 5),
@@ -61,6 +66,7 @@ const BANNED: &[(&str, &[&str])] = &[
             "ravi-capabilities",
             "ravi-integrations",
             "ravi-store-sql",
+            "ravi-gateway",
             "rmcp",
             "axum",
             "sqlx",
@@ -82,6 +88,62 @@ const BANNED: &[(&str, &[&str])] = &[
             "wasmtime",
         ],
     ),
+    // The MCP adapter: a client, no server, store, sandbox or tensor library.
+    (
+        "ravi-integrations",
+        &[
+            "ravi-capabilities",
+            "ravi-gateway",
+            "ravi-console",
+            "axum",
+            "prometheus-client",
+            "sqlx",
+            "object_store",
+            "candle-core",
+            "wasmtime",
+        ],
+    ),
+    // The gateway knows no database, object store, sandbox or tensor library (the application
+    // hands it a store, a blob store and its script tool), and not the console above it.
+    (
+        "ravi-gateway",
+        &[
+            "ravi-capabilities",
+            "ravi-console",
+            "ravi-store-sql",
+            "ravi-blobs-s3",
+            "ravi-providers",
+            "sqlx",
+            "object_store",
+            "candle-core",
+            "wasmtime",
+        ],
+    ),
+    (
+        "ravi-console",
+        &[
+            "ravi-capabilities",
+            "ravi-store-sql",
+            "ravi-blobs-s3",
+            "sqlx",
+            "object_store",
+            "candle-core",
+            "wasmtime",
+        ],
+    ),
+    // The S3 blob store stands on the kernel alone: no runtime, no MCP, no server, no SQL.
+    (
+        "ravi-blobs-s3",
+        &[
+            "ravi-agents",
+            "ravi-capabilities",
+            "ravi-integrations",
+            "rmcp",
+            "axum",
+            "sqlx",
+            "wasmtime",
+        ],
+    ),
     // The kernel's and the runtime's tests use it: nothing above the runtime.
     (
         TEST_SUPPORT,
@@ -90,6 +152,9 @@ const BANNED: &[(&str, &[&str])] = &[
             "ravi-integrations",
             "ravi-providers",
             "ravi-store-sql",
+            "ravi-blobs-s3",
+            "ravi-gateway",
+            "ravi-console",
             "ravi-cli",
             "wasmtime",
             "reqwest",
@@ -114,22 +179,6 @@ const BANNED_WITHOUT: &[(&str, &[&str], &[&str])] = &[
         &["wasmtime", "cranelift-codegen"],
     ),
     ("ravi-capabilities", &["code-mode"], &["reqwest"]),
-    // MCP never needs the code-mode sandbox.
-    (
-        "ravi-integrations",
-        &["mcp", "mcp-tls"],
-        &["wasmtime", "cranelift-codegen"],
-    ),
-    (
-        "ravi-integrations",
-        &["mcp"],
-        &["wasmtime", "cranelift-codegen"],
-    ),
-    (
-        "ravi-integrations",
-        &[],
-        &["wasmtime", "rmcp", "axum", "reqwest", "hyper"],
-    ),
     // The model clients without the in-process embedder: no tensor library.
     ("ravi-providers", &[], &["candle-core", "gemm"]),
 ];

@@ -223,8 +223,8 @@ const TEST_JOBS: usize = 4;
 fn weight(package: &str, target: &str) -> u32 {
     match (package, target) {
         ("ravi-capabilities" | "ravi-cli", "all") => 100,
-        ("ravi-integrations", "all") => 30,
-        ("ravi-store-sql" | "ravi-providers", "all") => 20,
+        ("ravi-integrations" | "ravi-gateway", "all") => 30,
+        ("ravi-store-sql" | "ravi-providers" | "ravi-blobs-s3", "all") => 20,
         ("ravi-agents", "all") => 25,
         (_, "all") => 15,
         _ => 1,

@@ -8,7 +8,8 @@
     missing_docs,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::print_stdout
+    clippy::print_stdout,
+    reason = "a benchmark: it prints its figures, and a failed unwrap is a failed run"
 )]
 
 use ravi_test_support::bench::Figure;

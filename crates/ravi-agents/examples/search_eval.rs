@@ -11,7 +11,11 @@
 //! Timing runs on one thread, each query once after one untimed pass; the figures are printed
 //! to stdout as one JSON object.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "an example program: it prints, and a failed unwrap ends it"
+)]
 
 use std::io::Write as _;
 use std::time::Instant;

@@ -3,7 +3,12 @@
 //! with a filter: `cargo test -p ravi-agents --test all capability_search`.
 
 // A failed unwrap is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 mod common;
 mod suite;

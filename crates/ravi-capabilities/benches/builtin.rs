@@ -21,8 +21,9 @@
     missing_docs,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::print_stdout
-)] // a bench binary
+    clippy::print_stdout,
+    reason = "a bench binary"
+)]
 
 use ravi_agents::Typed;
 use std::hint::black_box;

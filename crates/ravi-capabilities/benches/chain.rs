@@ -7,7 +7,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::print_stdout,
-    missing_docs
+    missing_docs,
+    reason = "a benchmark: it prints its figures, and a failed unwrap is a failed run"
 )]
 
 use std::process::Command;

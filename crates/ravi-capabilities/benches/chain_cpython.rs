@@ -9,7 +9,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::print_stdout,
-    missing_docs
+    missing_docs,
+    reason = "a benchmark: it prints its figures, and a failed unwrap is a failed run"
 )]
 
 use std::path::PathBuf;
@@ -20,7 +21,10 @@ use std::time::Instant;
 use ravi_capabilities::chain::{PythonEngine, Sandbox, SandboxLimits, SandboxRun, ToolChainTool};
 use ravi_kernel::{ChainStatus, ToolContext};
 
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "a benchmark: it prints its figures, and a failed unwrap is a failed run"
+)]
 mod support;
 use ravi_test_support::bench::{Figure, Memory};
 use support::{BenchTool, noop_invoker};

@@ -11,11 +11,16 @@
     dead_code,
     missing_docs,
     clippy::duplicate_mod,
-    rustdoc::broken_intra_doc_links
+    rustdoc::broken_intra_doc_links,
+    reason = "the fuzzing build includes private modules again, not all of whose items it uses"
 )]
 #[path = "chain/abi.rs"]
 pub mod abi;
 
-#[allow(dead_code, clippy::duplicate_mod)]
+#[allow(
+    dead_code,
+    clippy::duplicate_mod,
+    reason = "the fuzzing build includes private modules again, not all of whose items it uses"
+)]
 #[path = "chain/frames.rs"]
 pub mod frames;

@@ -3,6 +3,11 @@
 //! area with a filter: `cargo test -p ravi-capabilities --test all golden`.
 
 // A failed unwrap is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 mod suite;

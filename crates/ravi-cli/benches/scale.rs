@@ -20,8 +20,9 @@
     clippy::expect_used,
     clippy::panic,
     clippy::print_stdout,
-    clippy::print_stderr
-)] // a bench binary
+    clippy::print_stderr,
+    reason = "a bench binary"
+)]
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -352,9 +353,9 @@ fn figures(quick: bool) {
     // Artifacts: S3 (moto) against the file-system store.
     let size = 32 * 1024 * 1024;
     let rounds = if quick { 2 } else { 5 };
-    let mut loc = ravi_integrations::blobs::S3Location::parse(&bed.blobs).unwrap();
+    let mut loc = ravi_blobs_s3::S3Location::parse(&bed.blobs).unwrap();
     loc.credentials = Some((s3::ACCESS_KEY.into(), s3::SECRET_KEY.into()));
-    let s3_store = ravi_integrations::blobs::S3BlobStore::open(&loc).unwrap();
+    let s3_store = ravi_blobs_s3::S3BlobStore::open(&loc).unwrap();
     let fs_store = ravi_agents::blob::FsBlobStore::open(bed.dir.path().join("blobs")).unwrap();
     let (s3_put, s3_get) = blob_rates(&s3_store, size, rounds);
     let (fs_put, fs_get) = blob_rates(&fs_store, size, rounds);

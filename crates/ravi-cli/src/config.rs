@@ -112,7 +112,7 @@ pub struct RaviConfig {
     pub store_url: Option<String>,
     /// `[auth.jwt]`: how `ravi serve --auth jwt` checks access tokens (a relative
     /// `jwks_file` is relative to the file).
-    pub jwt: Option<ravi_integrations::auth::JwtConfig>,
+    pub jwt: Option<ravi_gateway::auth::JwtConfig>,
     /// `[http]`: `http_get`'s reach and per-host headers.
     pub http: FileHttp,
     /// `[blobs] url`: where artifacts live (`file:PATH`, relative to the file; `s3://…`).
@@ -215,7 +215,7 @@ pub struct FileHttp {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct FileAuth {
-    jwt: Option<ravi_integrations::auth::JwtConfig>,
+    jwt: Option<ravi_gateway::auth::JwtConfig>,
 }
 
 #[derive(Deserialize, Default)]

@@ -3,9 +3,10 @@
 //! Exit codes are part of the interface: 0 success, 1 a tool or script error, 2 a usage or
 //! configuration error, 3 a timeout, limit or cancellation, 4 a denied call.
 
-#![allow(clippy::print_stdout)] // a command-line tool prints
+#![allow(clippy::print_stdout, reason = "a command-line tool prints")]
 
 mod approval;
+mod blobs;
 mod commands;
 mod config;
 mod memory;
@@ -94,7 +95,8 @@ fn main() {
             println!("ravi {v}");
             println!(
                 "crates: ravi-kernel {v}, ravi-macros {v}, ravi-agents {v}, ravi-capabilities {v}, \
-                 ravi-integrations {v}, ravi-providers {v}, ravi-store-sql {v}"
+                 ravi-integrations {v}, ravi-gateway {v}, ravi-console {v}, ravi-providers {v}, \
+                 ravi-store-sql {v}, ravi-blobs-s3 {v}"
             );
             Ok(Exit::Ok)
         }

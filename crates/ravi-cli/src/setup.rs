@@ -11,7 +11,8 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use ravi_agents::Toolbox;
 use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
-use ravi_integrations::mcp::{ElicitationApproval, McpClient, McpServerSpec};
+use ravi_gateway::ElicitationApproval;
+use ravi_integrations::mcp::{McpClient, McpServerSpec};
 use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy, ToolRegistry as _};
 
 use crate::approval::CliApprovalHandler;

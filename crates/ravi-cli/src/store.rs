@@ -104,22 +104,17 @@ pub fn blobs_url(flag: Option<&str>, config: &RaviConfig) -> Option<String> {
 }
 
 /// Opens the blob store at `url`.
-pub fn open_blobs(url: &str) -> anyhow::Result<ravi_integrations::blobs::OpenedBlobs> {
-    ravi_integrations::blobs::open(url).with_context(|| format!("opening the blob store {url}"))
+pub fn open_blobs(url: &str) -> anyhow::Result<crate::blobs::OpenedBlobs> {
+    crate::blobs::open(url).with_context(|| format!("opening the blob store {url}"))
 }
 
 /// The blob store of a durable run: the one `url` names, else its own directory
 /// ([`blob_store`]).
 pub fn run_blob_store(url: Option<&str>, scope: &str) -> anyhow::Result<Arc<dyn BlobStore>> {
     match url {
-        Some(u) => Ok(open_blobs(u)?.store),
+        Some(u) => Ok(open_blobs(u)?.store()),
         None => blob_store(scope),
     }
 }
 
-/// A fresh run id: `run_` and 16 random hex digits.
-pub fn new_run_id() -> String {
-    let scope = ravi_agents::blob::new_scope_id();
-    let hex = scope.trim_start_matches("ses_");
-    format!("run_{}", hex.get(..16).unwrap_or(hex))
-}
+pub use ravi_gateway::new_run_id;

@@ -17,7 +17,7 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 
 /// What `RUST_LOG` defaults to: warnings from Ravi's crates, nothing from dependencies.
 const DEFAULT_LOG: &str = "off,ravi=warn,ravi_kernel=warn,ravi_agents=warn,\
-    ravi_capabilities=warn,ravi_integrations=warn,ravi_providers=warn,ravi_store_sql=warn";
+    ravi_capabilities=warn,ravi_integrations=warn,ravi_gateway=warn,ravi_console=warn,ravi_providers=warn,ravi_store_sql=warn,ravi_blobs_s3=warn";
 
 /// Where traces go, once set up; [`Telemetry::shutdown`] flushes them.
 pub struct Telemetry {

@@ -3,7 +3,12 @@
 //! with a filter: `cargo test -p ravi-cli --test all agent_cli`.
 
 // A failed unwrap is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 use ravi_test_support::Ravi;
 

@@ -1,55 +1,39 @@
-//! # ravi-integrations — MCP, both ways (layer L3)
+//! # ravi-integrations — the MCP adapter (layer L3)
 //!
-//! Where Ravi meets MCP: the client adapter and the server (feature `mcp`, on by default), with
-//! the S3 blob store, JWT authentication and the operator console behind features. The model
-//! clients are `ravi-providers`, the durable store on SQLite or PostgreSQL `ravi-store-sql`;
-//! the local blob stores live in `ravi-agents`, which needs no network.
+//! Upstream MCP servers as Ravi tools. An
+//! [`mcp::McpClient`] connects over stdio, streamable HTTP or the legacy HTTP+SSE transport;
+//! [`mcp::McpTool`] turns each upstream tool into a kernel tool named `server__tool`, its risk
+//! from configuration first and the server's annotations second; [`mcp::LiveToolbox`] follows
+//! the servers' `tools/list_changed`. Ravi as an MCP server is `ravi-gateway`; the model
+//! clients are `ravi-providers`, the durable store `ravi-store-sql`, artifacts on S3
+//! `ravi-blobs-s3`.
 //!
 //! ```
-//! # #[cfg(feature = "mcp")]
 //! let spec = ravi_integrations::mcp::McpServerSpec::parse_cli("docs=http://127.0.0.1:3001/mcp", true);
-//! # #[cfg(feature = "mcp")]
 //! assert!(spec.is_ok());
 //! ```
 
-#[cfg(feature = "mcp")]
 pub mod mcp;
 
-#[cfg(feature = "jwt")]
-pub mod auth;
-
-pub mod blobs;
-
-/// Gives rustls a process-wide crypto provider; call it before building a reqwest 0.13 client
-/// of your own (the MCP client, object_store and the OTLP exporter share that reqwest; this
-/// crate calls it before building its own clients). With `blobs-s3`, reqwest 0.13 is built
-/// with rustls but without a provider of its own — object_store's bundled one would be
-/// `aws-lc-rs`, a C library (the manifest says why not) — and reqwest then panics building any
-/// client, `http://` ones included, unless one is installed. This installs `ring`, which
-/// rustls and jsonwebtoken already build, unless the application installed another first;
-/// without `blobs-s3` it does nothing.
+/// Gives rustls a process-wide crypto provider (`ring`, which rustls and jsonwebtoken already
+/// build) unless the application installed another first. The MCP clients call it before
+/// building their HTTP clients; call it before building a reqwest 0.13 client of your own.
+/// Why: once a crate that builds reqwest 0.13 with rustls but without a provider is linked
+/// (`ravi-blobs-s3`'s object_store: its bundled provider would be `aws-lc-rs`, a C library),
+/// Cargo's feature unification makes every reqwest 0.13 client in the binary, `http://` ones
+/// included, panic on construction unless a provider is installed.
 ///
 /// ```
 /// ravi_integrations::ensure_tls_provider();
 /// ravi_integrations::ensure_tls_provider(); // idempotent
 /// ```
 pub fn ensure_tls_provider() {
-    #[cfg(feature = "blobs-s3")]
-    {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
+    // An error means a provider is installed already: the application's choice stands.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
-
-#[cfg(feature = "console")]
-pub mod console;
 
 /// The examples of `docs/mcp.md`, compiled as doctests so the guide stays true (they need an
 /// MCP server to run, so they are `no_run`).
-#[cfg(all(doctest, feature = "mcp"))]
+#[cfg(doctest)]
 #[doc = include_str!("../../../docs/mcp.md")]
 struct McpGuide;
-
-/// The example of `docs/console.md`, compiled as a doctest.
-#[cfg(all(doctest, feature = "console"))]
-#[doc = include_str!("../../../docs/console.md")]
-struct ConsoleGuide;

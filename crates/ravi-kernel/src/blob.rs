@@ -83,6 +83,20 @@ impl ArtifactRef {
     /// The prefix every ref starts with.
     pub const PREFIX: &'static str = "art_";
 
+    /// A fresh random ref, what every store hands out: the prefix and 32 random base-36
+    /// characters (about 165 bits), never a content hash, so a ref cannot be guessed.
+    pub fn random() -> Self {
+        use rand::Rng as _;
+        const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let mut rng = rand::rng();
+        let mut s = String::with_capacity(Self::PREFIX.len() + 32);
+        s.push_str(Self::PREFIX);
+        for _ in 0..32 {
+            s.push(char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]));
+        }
+        Self(s)
+    }
+
     /// Checks the shape of `s` and wraps it. Stores create refs from at least 128 random bits;
     /// this only rejects strings that cannot be refs at all.
     pub fn parse(s: &str) -> Result<Self, KernelError> {

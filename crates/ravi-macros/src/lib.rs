@@ -409,7 +409,7 @@ fn expand(opts: Options, func: ItemFn) -> syn::Result<TokenStream2> {
             #[derive(#p::serde::Deserialize, #p::schemars::JsonSchema)]
             #[serde(crate = #serde_crate)]
             #[schemars(crate = #schemars_crate)]
-            #[allow(non_camel_case_types, dead_code)]
+            #[allow(non_camel_case_types, dead_code, reason = "a generated arguments struct, read only through serde")]
             struct __RaviArgs { #(#names: #tys,)* }
         }
     };

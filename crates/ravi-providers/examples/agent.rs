@@ -1,7 +1,11 @@
 //! An agent with tools, a skill and approvals: the example of `docs/agents.md`, ready to run
 //! (the page's copy is compiled as a doctest of `ravi-providers`).
 //! Run with `OPENAI_API_KEY=… cargo run -p ravi-providers --example agent`.
-#![allow(clippy::print_stdout, missing_docs)]
+#![allow(
+    clippy::print_stdout,
+    missing_docs,
+    reason = "an example program: it prints, and a failed unwrap ends it"
+)]
 use ravi_agents::kernel::{AnyTool, ApprovalDecision, CancellationToken, Skill};
 use ravi_agents::react::{ReActAgent, RunState, RunStop};
 use ravi_providers::model_from_spec;

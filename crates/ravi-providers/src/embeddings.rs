@@ -148,7 +148,10 @@ impl Embedder for OpenAiEmbeddings {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(
+        clippy::unwrap_used,
+        reason = "tests: a failed unwrap is a failed test"
+    )]
 
     use super::*;
     use wiremock::matchers::{body_json, header, method, path};

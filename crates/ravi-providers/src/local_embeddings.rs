@@ -191,7 +191,11 @@ impl Embedder for LocalEmbeddings {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::print_stderr)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::print_stderr,
+        reason = "tests: a failed unwrap is a failed test"
+    )]
 
     use super::*;
 

@@ -19,8 +19,9 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::print_stdout
-)] // a bench binary
+    clippy::print_stdout,
+    reason = "a bench binary"
+)]
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -13,7 +13,12 @@
 //! test.
 
 // Test support: a failed unwrap is a failed test, with its location.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test support: a failed unwrap is a failed test, with its location"
+)]
 
 pub mod bench;
 mod command;

@@ -53,8 +53,8 @@ pub fn endpoint() -> String {
     format!("http://127.0.0.1:{}", SERVER.get_or_init(start).port)
 }
 
-/// A fresh bucket on this process's server; returns the `s3://` URL the CLI and
-/// `ravi_integrations::blobs::open` take (credentials: set [`env()`] first).
+/// A fresh bucket on this process's server; returns the `s3://` URL that
+/// `ravi-blobs-s3` and `ravi --blobs` take (credentials: set [`env()`] first).
 pub fn bucket() -> String {
     let port = SERVER.get_or_init(start).port;
     let name = format!(

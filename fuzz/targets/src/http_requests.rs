@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ravi_integrations::mcp::{DirectTools, HttpLimits, HttpOptions, McpServer};
+use ravi_gateway::{DirectTools, HttpLimits, HttpOptions, McpServer};
 use ravi_kernel::Tool;
 
 use crate::echo::Echo;

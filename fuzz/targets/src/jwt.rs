@@ -1,7 +1,7 @@
 use std::sync::OnceLock;
 
 use ravi_agents::access::AccessPolicy;
-use ravi_integrations::auth::{JwtAuthenticator, JwtConfig};
+use ravi_gateway::auth::{JwtAuthenticator, JwtConfig};
 
 struct Fixture {
     rt: tokio::runtime::Runtime,

@@ -1,7 +1,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ravi_integrations::mcp::{DirectTools, McpServer};
+use ravi_gateway::{DirectTools, McpServer};
 use ravi_kernel::Tool;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -11,23 +11,11 @@ mod memory;
 pub use fs::{FsBlobStore, GcReport};
 pub use memory::MemoryBlobStore;
 
-use rand::Rng as _;
 use ravi_kernel::{ArtifactRef, BlobError};
 
-const REF_ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-const REF_RANDOM_CHARS: usize = 32;
-
-/// A fresh random ref. Fails only if the kernel's ref rule no longer accepts the shape built
-/// here, which the unit test below would catch first.
+/// A fresh random ref ([`ArtifactRef::random`]).
 pub fn new_artifact_ref() -> Result<ArtifactRef, BlobError> {
-    let mut rng = rand::rng();
-    let mut s = String::with_capacity(ArtifactRef::PREFIX.len() + REF_RANDOM_CHARS);
-    s.push_str(ArtifactRef::PREFIX);
-    for _ in 0..REF_RANDOM_CHARS {
-        let i = rng.random_range(0..REF_ALPHABET.len());
-        s.push(char::from(REF_ALPHABET[i]));
-    }
-    ArtifactRef::parse(&s).map_err(|e| BlobError::Io(format!("could not mint a ref: {e}")))
+    Ok(ArtifactRef::random())
 }
 
 /// A random scope id for a new session.
@@ -45,7 +33,7 @@ mod tests {
         let a = new_artifact_ref().unwrap();
         let b = new_artifact_ref().unwrap();
         assert_ne!(a, b);
-        assert_eq!(a.as_str().len(), 4 + REF_RANDOM_CHARS);
+        assert_eq!(a.as_str().len(), 4 + 32);
         assert!(ArtifactRef::parse(a.as_str()).is_ok());
     }
 }

@@ -156,7 +156,10 @@ fn as_strict_model_sends(root: &Value, schema: &Value, args: &Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(
+        clippy::unwrap_used,
+        reason = "tests: a failed unwrap is a failed test"
+    )]
 
     use super::*;
     use proptest::prelude::*;

@@ -148,7 +148,10 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
         // (rustix issues it directly, without locking or allocating) and, on failure, builds an
         // `io::Error` from the raw errno, which does not allocate either. `cwd_dir` is owned by
         // the closure, which `cmd` keeps alive until after `spawn`.
-        #[allow(unsafe_code)]
+        #[allow(
+            unsafe_code,
+            reason = "pre_exec: the closure only calls fchdir, which is async-signal-safe"
+        )]
         unsafe {
             cmd.pre_exec(move || rustix::process::fchdir(&cwd_dir).map_err(std::io::Error::from));
         }

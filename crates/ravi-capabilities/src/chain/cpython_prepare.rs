@@ -418,7 +418,11 @@ fn tail(text: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        reason = "tests: a failed unwrap is a failed test"
+    )]
 
     use std::io::Write as _;
 

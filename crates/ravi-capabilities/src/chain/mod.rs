@@ -30,7 +30,10 @@ mod cpython;
 #[cfg(feature = "code-mode-cpython")]
 mod cpython_prepare;
 mod describe;
-#[allow(missing_docs)]
+#[allow(
+    missing_docs,
+    reason = "generated engine settings, documented where they are used"
+)]
 mod engine_config;
 mod frames;
 mod output;

@@ -220,7 +220,11 @@ async fn snapshot(wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        reason = "tests: a failed unwrap is a failed test"
+    )]
 
     use super::*;
 

@@ -1,6 +1,10 @@
 //! Compatibility corpus: LLM-style scripts with the exact stdout CPython 3.11 prints
 //! (`NN_name.expected`). The sandbox must reproduce every one byte for byte.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 use std::path::PathBuf;
 use std::sync::Arc;

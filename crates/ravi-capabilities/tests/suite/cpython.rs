@@ -2,7 +2,11 @@
 //! defaults, tools called from data code. The engine-independent cases (values, failures,
 //! limits, escapes) are `sandbox.rs`, which runs on this engine too with
 //! `RAVI_TEST_ENGINE=cpython`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 use std::sync::Arc;
 

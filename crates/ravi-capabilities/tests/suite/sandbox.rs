@@ -1,7 +1,11 @@
 //! Scenario tests of the code-mode sandbox with a test bridge: values across the boundary,
 //! failures as exceptions, every limit, isolation and escape attempts.
 // Test helpers outside #[test] fns: a failed unwrap is a failed test with a clear location.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -285,7 +285,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
     let blobs: Arc<dyn BlobStore> = match (&run, blobs_url.as_deref()) {
         // A durable run's artifacts outlive the process, so its refs resolve on resume.
         (Some(record), url) => store::run_blob_store(url, &record.scope)?,
-        (None, Some(url)) => store::open_blobs(url)?.store,
+        (None, Some(url)) => store::open_blobs(url)?.store(),
         (None, None) => Arc::new(MemoryBlobStore::new()),
     };
     let mut agent = ReActAgent::new("ravi", model, toolbox)

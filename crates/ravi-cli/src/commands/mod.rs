@@ -8,7 +8,7 @@ pub mod mcp_attach;
 pub mod run;
 pub mod runs;
 pub mod serve;
-pub mod serve_tools;
+pub mod serve_args;
 pub mod skills;
 pub mod toolbox;
 pub mod tools;

@@ -285,7 +285,7 @@ pub fn execute(
     };
     let blobs: Arc<dyn BlobStore> = match (&durable, blobs_url.as_deref()) {
         (Some(record), url) => store::run_blob_store(url, &record.scope)?,
-        (None, Some(url)) => store::open_blobs(url)?.store,
+        (None, Some(url)) => store::open_blobs(url)?.store(),
         (None, None) => Arc::new(MemoryBlobStore::new()),
     };
     // Attached MCP servers run as child processes (or connections) for the whole run.

@@ -5,7 +5,7 @@
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
 use ravi_agents::durable::owner;
-use ravi_kernel::{Abandoned, CallState, JournalEntry, RunKind, RunRecord, RunStatus};
+use ravi_kernel::{CallState, JournalEntry, RunKind, RunRecord, RunStatus};
 use serde_json::json;
 
 use super::approvals::{StoreArgs, relative};
@@ -155,7 +155,7 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<Exit> {
         } => runtime()?.block_on(async {
             let store = store.open().await?;
             let lease = std::time::Duration::from_secs(lease_secs);
-            let recovered = recover_runs(&*store, lease).await?;
+            let recovered = ravi_gateway::recover_runs(&*store, lease).await?;
             if json {
                 let list: Vec<_> = recovered
                     .iter()
@@ -401,57 +401,4 @@ fn dir_size(path: &std::path::Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
-}
-
-/// The gateway runs (`ravi serve`) whose lease ran out `lease` ago or more: what they left
-/// is ended ([`Store::abandon_run`](ravi_kernel::Store::abandon_run): calls still `started`
-/// in doubt, pending approvals and the calls waiting for them expired) and the run failed.
-/// Returns each run and how many calls it had in doubt (what the lease keeper of
-/// `ravi serve` reports).
-pub async fn recover(
-    store: &dyn ravi_kernel::Store,
-    lease: std::time::Duration,
-) -> anyhow::Result<Vec<(String, u32)>> {
-    Ok(recover_runs(store, lease)
-        .await?
-        .into_iter()
-        .map(|(run, ended)| (run, ended.in_doubt))
-        .collect())
-}
-
-/// [`recover`], with everything each run's recovery ended.
-pub async fn recover_runs(
-    store: &dyn ravi_kernel::Store,
-    lease: std::time::Duration,
-) -> anyhow::Result<Vec<(String, Abandoned)>> {
-    let before = ravi_kernel::now_ms() - i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-    let mut out = Vec::new();
-    for run in store.expired_runs(RunKind::Serve, before).await? {
-        let last = chrono::DateTime::from_timestamp_millis(run.updated_ms)
-            .map_or_else(|| run.updated_ms.to_string(), |t| t.to_rfc3339());
-        let reason = format!(
-            "the gateway replica that waited for it died (run {} stopped renewing its lease at \
-             {last})",
-            run.id
-        );
-        let ended = store.abandon_run(&run.id, &reason).await?;
-        if ended.expired_approvals > 0 {
-            tracing::warn!(
-                run = %run.id, approvals = ended.expired_approvals,
-                "a dead replica's pending approvals expired"
-            );
-        }
-        let output = json!({
-            "error": format!(
-                "the server stopped renewing its lease (last at {last}); {} call(s) it was \
-                 running are in_doubt, {} approval(s) it waited for expired",
-                ended.in_doubt, ended.expired_approvals
-            ),
-        });
-        store
-            .update_run(&run.id, RunStatus::Failed, Some(&output))
-            .await?;
-        out.push((run.id, ended));
-    }
-    Ok(out)
 }

@@ -1,7 +1,11 @@
 //! `ravi agent` end to end: the real binary against a local OpenAI-compatible server
 //! (wiremock on 127.0.0.1) replaying the provider cassettes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 use std::path::Path;
 use std::process::Output;

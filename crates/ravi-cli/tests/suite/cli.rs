@@ -20,7 +20,8 @@ fn help_and_version_work() {
         stdout(&version),
         format!(
             "ravi {v}\ncrates: ravi-kernel {v}, ravi-macros {v}, ravi-agents {v}, \
-             ravi-capabilities {v}, ravi-integrations {v}, ravi-providers {v}, ravi-store-sql {v}\n"
+             ravi-capabilities {v}, ravi-integrations {v}, ravi-gateway {v}, ravi-console {v}, \
+             ravi-providers {v}, ravi-store-sql {v}, ravi-blobs-s3 {v}\n"
         )
     );
 }

@@ -193,7 +193,10 @@ fn run_id_of(rt: &tokio::runtime::Runtime, store: &SqlStore, name: &str) -> Stri
 
 /// One scenario: the first process dies at `point` (at its `k`-th pass), then resumes until
 /// the run ends; then every property is checked.
-#[allow(clippy::too_many_lines)]
+#[allow(
+    clippy::too_many_lines,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 fn scenario(
     rt: &tokio::runtime::Runtime,
     store: &SqlStore,

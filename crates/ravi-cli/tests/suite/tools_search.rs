@@ -1,7 +1,11 @@
 //! `ravi tools search` over the built-ins, a tool list from a file, attached MCP servers, and
 //! a file of queries.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a failed unwrap is a failed test"
+)]
 
 use std::path::Path;
 use std::process::Output;

@@ -168,7 +168,10 @@ impl Tool for McpTool {
                     CallError::Cancelled { .. } => ToolErrorKind::Cancelled,
                     CallError::Disconnected { .. } => ToolErrorKind::Unavailable,
                     CallError::Protocol { .. } => ToolErrorKind::InvalidArguments,
-                    #[allow(unreachable_patterns)]
+                    #[allow(
+                        unreachable_patterns,
+                        reason = "the matched enum is non-exhaustive: a future variant is handled, not a compile error"
+                    )]
                     _ => ToolErrorKind::Internal,
                 };
                 Err(ToolError::new(kind, e.to_string()))

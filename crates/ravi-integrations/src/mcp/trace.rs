@@ -1,32 +1,10 @@
-//! Spans of MCP requests, named by the OpenTelemetry MCP semantic conventions
-//! (`tools/call {tool}`, `mcp.method.name`, `mcp.session.id`, `jsonrpc.request.id`), and — with
-//! the `otel` feature — W3C trace context carried in `params._meta` (`traceparent`,
-//! `tracestate`) both ways: a client's call continues its trace in the gateway, and the
-//! gateway's call to an upstream server continues it there, so client → Ravi → upstream is one
-//! trace.
+//! Spans of the `tools/call`s the client sends, named by the OpenTelemetry MCP semantic
+//! conventions (`tools/call {tool}`, `mcp.method.name`), and — with the `otel` feature — the
+//! W3C trace context of the current span carried in `params._meta` (`traceparent`,
+//! `tracestate`), so an upstream server continues the caller's trace. (The server side, which
+//! continues a client's trace, is `ravi-gateway`'s.)
 
 use serde_json::{Map, Value};
-
-/// The span of a served `tools/call`, child of the trace the request's `_meta` names.
-pub(super) fn server_span(
-    tool: &str,
-    request_id: &str,
-    session: Option<&str>,
-    meta: &Map<String, Value>,
-) -> tracing::Span {
-    let span = tracing::info_span!(
-        target: "ravi::mcp",
-        "tools/call",
-        otel.name = %format_args!("tools/call {tool}"),
-        otel.kind = "server",
-        mcp.method.name = "tools/call",
-        gen_ai.tool.name = tool,
-        jsonrpc.request.id = request_id,
-        mcp.session.id = session,
-    );
-    continue_trace(&span, meta);
-    span
-}
 
 /// The span of a `tools/call` sent to an upstream server.
 pub(super) fn client_span(server: &str, tool: &str) -> tracing::Span {
@@ -40,23 +18,6 @@ pub(super) fn client_span(server: &str, tool: &str) -> tracing::Span {
         server.address = server,
     )
 }
-
-#[cfg(feature = "otel")]
-fn continue_trace(span: &tracing::Span, meta: &Map<String, Value>) {
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    if span.is_disabled() || !meta.contains_key("traceparent") {
-        return;
-    }
-    let carrier: std::collections::HashMap<String, String> = ["traceparent", "tracestate"]
-        .iter()
-        .filter_map(|k| Some(((*k).to_owned(), meta.get(*k)?.as_str()?.to_owned())))
-        .collect();
-    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
-    let _ = span.set_parent(parent);
-}
-
-#[cfg(not(feature = "otel"))]
-fn continue_trace(_span: &tracing::Span, _meta: &Map<String, Value>) {}
 
 /// The current span's trace context, as `_meta` entries for an outgoing request.
 #[cfg(feature = "otel")]

@@ -9,7 +9,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::print_stdout
+    clippy::print_stdout,
+    reason = "tests: a failed unwrap is a failed test"
 )]
 
 use crate::provider_support::cassette;

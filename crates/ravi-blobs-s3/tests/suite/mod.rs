@@ -1,0 +1,3 @@
+//! One module per scenario area.
+
+mod s3;

@@ -1,0 +1,379 @@
+//! The MCP conformance suite's fixture server, built from ordinary Ravi tools, a resource
+//! handler and a prompt handler, served the way `ravi serve` serves: `McpServer` over
+//! `InvokerTools`, so every fixture call goes through the ToolInvoker (argument validation
+//! against the fixture's schema, risk and approval — approved automatically here, as with
+//! `ravi serve --approve auto` — timeout, result shaping and relay), not around it.
+//!
+//!     cargo run -p ravi-integrations --example conformance_server -- 127.0.0.1:8931
+//!
+//! then `cargo xtask conformance` (or the suite's `server --url http://127.0.0.1:8931/mcp`).
+//! Fixture names and payloads are the ones the suite's server scenarios call.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ravi_agents::Toolbox;
+use ravi_agents::approval::AutoApprovalHandler;
+use ravi_agents::blob::MemoryBlobStore;
+use ravi_agents::invoker::ToolInvoker;
+use ravi_gateway::{
+    ClientPeer, HttpOptions, InvokerTools, McpServer, PromptHandler, ResourceHandler,
+};
+use ravi_kernel::{AnyTool, ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult};
+use serde_json::{Map, Value, json};
+
+/// A 1×1 PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg==";
+/// An empty WAV file.
+const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA=";
+
+fn image() -> ContentBlock {
+    ContentBlock::Image {
+        media_type: "image/png".into(),
+        source: ravi_kernel::MediaSource::Base64 { data: PNG.into() },
+    }
+}
+
+fn embedded(uri: &str, mime: &str, text: &str) -> ContentBlock {
+    ContentBlock::Json {
+        value: json!({"type": "resource", "resource": {"uri": uri, "mimeType": mime, "text": text}}),
+    }
+}
+
+/// One fixture tool; `execute` dispatches on the name.
+struct Fixture {
+    name: &'static str,
+    description: &'static str,
+    schema: Value,
+}
+
+fn no_args() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+fn fixtures() -> Vec<Arc<dyn Tool>> {
+    let f = |name, description, schema| -> Arc<dyn Tool> {
+        Arc::new(Fixture {
+            name,
+            description,
+            schema,
+        })
+    };
+    vec![
+        f("test_simple_text", "Returns simple text content", no_args()),
+        f("test_image_content", "Returns image content", no_args()),
+        f("test_audio_content", "Returns audio content", no_args()),
+        f(
+            "test_embedded_resource",
+            "Returns embedded resource content",
+            no_args(),
+        ),
+        f(
+            "test_multiple_content_types",
+            "Returns multiple content types",
+            no_args(),
+        ),
+        f(
+            "test_tool_with_logging",
+            "Sends log messages while it runs",
+            no_args(),
+        ),
+        f("test_error_handling", "Always returns an error", no_args()),
+        f("test_tool_with_progress", "Reports progress", no_args()),
+        f(
+            "test_sampling",
+            "Asks the client's model for a completion",
+            json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}),
+        ),
+        f(
+            "test_elicitation",
+            "Asks the user for input",
+            json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+        ),
+        f(
+            "test_elicitation_sep1034_defaults",
+            "Elicitation with default values",
+            no_args(),
+        ),
+        f(
+            "test_elicitation_sep1330_enums",
+            "Elicitation with enum schemas",
+            no_args(),
+        ),
+        f(
+            "json_schema_2020_12_tool",
+            "Tool whose input schema uses JSON Schema 2020-12",
+            json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {"address": {"type": "object", "properties": {
+                    "street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "additionalProperties": false
+            }),
+        ),
+        f(
+            "test_reconnection",
+            "Takes a moment, for SSE reconnection tests",
+            no_args(),
+        ),
+    ]
+}
+
+fn peer() -> Result<ClientPeer, ToolError> {
+    ClientPeer::current().ok_or_else(|| ToolError::internal("not running under an MCP server"))
+}
+
+#[async_trait]
+impl Tool for Fixture {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        self.description
+    }
+    fn input_schema(&self) -> Value {
+        self.schema.clone()
+    }
+    async fn execute(
+        &self,
+        ctx: &ToolContext,
+        args: Value,
+    ) -> Result<ToolExecutionResult, ToolError> {
+        fn text(s: impl Into<String>) -> ToolExecutionResult {
+            ToolExecutionResult::text(s)
+        }
+        Ok(match self.name {
+            "test_simple_text" => text("This is a simple text response for testing."),
+            "test_image_content" => ToolExecutionResult::blocks(vec![image()]),
+            "test_audio_content" => ToolExecutionResult::blocks(vec![ContentBlock::Audio {
+                media_type: "audio/wav".into(),
+                source: ravi_kernel::MediaSource::Base64 { data: WAV.into() },
+            }]),
+            "test_embedded_resource" => ToolExecutionResult::blocks(vec![embedded(
+                "test://embedded-resource",
+                "text/plain",
+                "This is an embedded resource content.",
+            )]),
+            "test_multiple_content_types" => ToolExecutionResult::blocks(vec![
+                ContentBlock::text("Multiple content types test:"),
+                image(),
+                embedded(
+                    "test://mixed-content-resource",
+                    "application/json",
+                    r#"{"test":"data","value":123}"#,
+                ),
+            ]),
+            "test_tool_with_logging" => {
+                let p = peer()?;
+                for m in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ] {
+                    p.log("info", "conformance-server", json!(m))
+                        .await
+                        .map_err(ToolError::internal)?;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                text("Logging test completed")
+            }
+            "test_error_handling" => {
+                ToolExecutionResult::error("This tool intentionally returns an error for testing")
+            }
+            "test_tool_with_progress" => {
+                for (p, m) in [(0.0, "Starting"), (50.0, "Halfway"), (100.0, "Complete")] {
+                    ctx.report_progress(self.name, p, Some(100.0), Some(m.into()));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                text("Progress test completed")
+            }
+            "test_sampling" => {
+                let prompt = args["prompt"].as_str().unwrap_or("Hello");
+                match peer()?.sample(prompt, 100).await {
+                    Ok(r) => {
+                        let reply = r["content"]["text"]
+                            .as_str()
+                            .or_else(|| r["content"][0]["text"].as_str())
+                            .unwrap_or("No text response");
+                        text(format!("LLM response: {reply}"))
+                    }
+                    Err(e) => ToolExecutionResult::error(format!("Sampling error: {e}")),
+                }
+            }
+            "test_elicitation" => {
+                let message = args["message"]
+                    .as_str()
+                    .unwrap_or("Please provide your information");
+                let schema = json!({"type": "object", "properties": {
+                    "username": {"type": "string", "description": "User's response"},
+                    "email": {"type": "string", "description": "User's email address"}},
+                    "required": ["username", "email"]});
+                elicit_result(peer()?.elicit(message, schema).await, "User response")
+            }
+            "test_elicitation_sep1034_defaults" => {
+                let schema = json!({"type": "object", "properties": {
+                    "name": {"type": "string", "description": "User's name", "default": "John Doe"},
+                    "age": {"type": "integer", "description": "User's age", "default": 30},
+                    "score": {"type": "number", "description": "User's score", "default": 95.5},
+                    "status": {"type": "string", "description": "User's status",
+                               "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "description": "Whether user is verified", "default": true}}});
+                elicit_result(
+                    peer()?
+                        .elicit("Please provide values (all have defaults)", schema)
+                        .await,
+                    "Elicitation completed",
+                )
+            }
+            "test_elicitation_sep1330_enums" => {
+                let schema = json!({"type": "object", "properties": {
+                    "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "oneOf": [
+                        {"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"}]},
+                    "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                                   "enumNames": ["Option One", "Option Two", "Option Three"]},
+                    "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                    "titledMulti": {"type": "array", "items": {"anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"}]}}}});
+                elicit_result(
+                    peer()?
+                        .elicit("Test enum schema improvements", schema)
+                        .await,
+                    "Enum elicitation completed",
+                )
+            }
+            "json_schema_2020_12_tool" => text(format!(
+                "Hello, {}!",
+                args["name"].as_str().unwrap_or("world")
+            )),
+            "test_reconnection" => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                text("Reconnection test completed")
+            }
+            other => return Err(ToolError::not_found(format!("no fixture `{other}`"))),
+        })
+    }
+}
+
+fn elicit_result(r: Result<Value, String>, label: &str) -> ToolExecutionResult {
+    match r {
+        Ok(v) => ToolExecutionResult::text(format!(
+            "{label}: action={}, content={}",
+            v["action"].as_str().unwrap_or("unknown"),
+            v.get("content").cloned().unwrap_or(Value::Null)
+        )),
+        Err(e) => ToolExecutionResult::error(format!("Elicitation error: {e}")),
+    }
+}
+
+struct Resources;
+
+#[async_trait]
+impl ResourceHandler for Resources {
+    fn list(&self) -> Vec<Value> {
+        vec![
+            json!({"uri": "test://static-text", "name": "Static Text Resource",
+                   "description": "A static text resource for testing", "mimeType": "text/plain"}),
+            json!({"uri": "test://static-binary", "name": "Static Binary Resource",
+                   "description": "A static binary/blob resource for testing", "mimeType": "image/png"}),
+        ]
+    }
+    fn templates(&self) -> Vec<Value> {
+        vec![
+            json!({"uriTemplate": "test://template/{id}/data", "name": "Dynamic Resource",
+                    "description": "A dynamic resource with parameter substitution",
+                    "mimeType": "application/json"}),
+        ]
+    }
+    async fn read(&self, uri: &str) -> Option<Value> {
+        let contents = match uri {
+            "test://static-text" => json!({"uri": uri, "mimeType": "text/plain",
+                "text": "This is the content of the static text resource."}),
+            "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG}),
+            _ => {
+                let id = uri
+                    .strip_prefix("test://template/")?
+                    .strip_suffix("/data")?;
+                json!({"uri": uri, "mimeType": "application/json",
+                       "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()})
+            }
+        };
+        Some(json!({"contents": [contents]}))
+    }
+}
+
+struct Prompts;
+
+#[async_trait]
+impl PromptHandler for Prompts {
+    fn list(&self) -> Vec<Value> {
+        vec![
+            json!({"name": "test_simple_prompt", "description": "A simple test prompt with no arguments"}),
+            json!({"name": "test_prompt_with_arguments", "description": "A test prompt that accepts arguments",
+                   "arguments": [{"name": "arg1", "description": "First test argument", "required": true},
+                                 {"name": "arg2", "description": "Second test argument", "required": false}]}),
+            json!({"name": "test_prompt_with_embedded_resource",
+                   "description": "A test prompt that includes an embedded resource"}),
+            json!({"name": "test_prompt_with_image", "description": "A test prompt that includes an image"}),
+        ]
+    }
+    async fn get(&self, name: &str, args: Map<String, Value>) -> Option<Value> {
+        let user = |content: Value| json!({"role": "user", "content": content});
+        let text = |t: String| user(json!({"type": "text", "text": t}));
+        let messages = match name {
+            "test_simple_prompt" => vec![text("This is a simple test prompt.".into())],
+            "test_prompt_with_arguments" => {
+                let a = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                vec![text(format!(
+                    "Prompt with arguments: arg1='{}', arg2='{}'",
+                    a("arg1"),
+                    a("arg2")
+                ))]
+            }
+            "test_prompt_with_embedded_resource" => vec![
+                text("Here is a resource:".into()),
+                user(
+                    json!({"type": "resource", "resource": {"uri": "test://static-text",
+                    "mimeType": "text/plain", "text": "Resource content for prompt"}}),
+                ),
+            ],
+            "test_prompt_with_image" => vec![
+                text("Here is an image:".into()),
+                user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
+            ],
+            _ => return None,
+        };
+        Some(json!({"description": name, "messages": messages}))
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let addr: SocketAddr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:8931".into())
+        .parse()
+        .map_err(|e| format!("expected an address like 127.0.0.1:8931: {e}"))?;
+    let toolbox = Toolbox::try_from_tools(fixtures().into_iter().map(AnyTool::Function))?;
+    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+        .blob_store(Arc::new(MemoryBlobStore::new()))
+        .approval_handler(Arc::new(AutoApprovalHandler::approving()));
+    let server = McpServer::new(Arc::new(InvokerTools::new(invoker)))
+        .with_resources(Arc::new(Resources))
+        .with_prompts(Arc::new(Prompts))
+        .with_identity(
+            "ravi-conformance-server",
+            Some("Ravi MCP conformance fixtures".into()),
+        );
+    let handle = server.bind_http(addr, HttpOptions::default()).await?;
+    eprintln!("listening on {}", handle.url());
+    handle.wait().await?;
+    Ok(())
+}

@@ -1,0 +1,603 @@
+//! The rmcp server handler behind [`McpServer`](crate::McpServer): lists, calls (with
+//! progress, cancellation and input rounds), resources, prompts, logging level and completion,
+//! for one client session. Results carry `structuredContent` plus its JSON text.
+
+// Logging and resource subscriptions are deprecated by the 2026-07-28 revision (SEP-2577) but
+// are still part of 2025-11-25, which current clients and the conformance suite speak.
+#![allow(
+    deprecated,
+    reason = "MCP logging, sampling and subscriptions are deprecated by SEP-2577 but part of 2025-11-25, which clients speak"
+)]
+
+use std::sync::{Arc, Mutex};
+
+use ravi_agents::access::Grant;
+use ravi_kernel::{CancellationToken, FailureReason, InvocationResult, Principal, ToolContext};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
+    InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::rounds::ClientPeer;
+use crate::rounds::{
+    ClientAbilities, ParkedCalls, ProgressForward, Resumed, Route, RunningCall, SharedRoute,
+};
+use ravi_integrations::mcp::render_result;
+
+use crate::tools::*;
+
+fn from_wire<T: serde::de::DeserializeOwned>(mut v: Value, what: &str) -> Result<T, ErrorData> {
+    // 2026-07-28 results carry `resultType`; rmcp strips it again for peers on older versions.
+    if let Some(m) = v.as_object_mut() {
+        m.entry("resultType").or_insert_with(|| json!("complete"));
+    }
+    serde_json::from_value(v)
+        .map_err(|e| ErrorData::internal_error(format!("could not encode {what}: {e}"), None))
+}
+
+/// The rmcp server handler behind [`McpServer`].
+#[derive(Clone)]
+pub(crate) struct Handler {
+    pub(crate) tools: Arc<dyn ServerTools>,
+    pub(crate) resources: Option<Arc<dyn ResourceHandler>>,
+    pub(crate) prompts: Option<Arc<dyn PromptHandler>>,
+    pub(crate) info: Implementation,
+    pub(crate) instructions: Option<String>,
+    pub(crate) subscriptions: Arc<Mutex<Vec<String>>>,
+    pub(crate) parked: Arc<ParkedCalls<Option<InvocationResult>>>,
+    /// This handler's client session, opened at its first call: one per stdio client and per
+    /// streamable HTTP session (rmcp builds a handler for each), dropped with the handler when
+    /// the session ends.
+    pub(crate) session: Arc<std::sync::OnceLock<ClientSession>>,
+    /// Served over a byte stream (stdio): one connection whatever the protocol revision, so
+    /// every call runs in the connection's session.
+    pub(crate) stream: bool,
+    /// Set when the served list can change (see [`McpServer::with_list_changes`]).
+    pub(crate) list_changes: Option<ListChanges>,
+    /// Where finished calls are counted (see [`McpServer::with_metrics`]).
+    pub(crate) metrics: Option<Arc<crate::GatewayMetrics>>,
+    /// Sessions are kept in a store every replica shares ([`HttpOptions::sessions`]).
+    pub(crate) shared_sessions: bool,
+    /// The sessions whose plain calls are answered without rmcp's hand-overs (HTTP only).
+    pub(crate) direct: Option<Arc<crate::direct_sessions::SessionCalls>>,
+}
+
+/// Who to tell that the tool list changed: the clients connected with the `initialize`
+/// handshake (2026-07-28 clients re-list on their own when a call names a tool they have not
+/// listed).
+#[derive(Clone, Default)]
+pub(crate) struct ListChanges {
+    pub(crate) peers: Arc<Mutex<Vec<rmcp::Peer<RoleServer>>>>,
+    pub(crate) sources: Arc<Mutex<Vec<tokio::sync::watch::Receiver<u64>>>>,
+}
+
+impl ListChanges {
+    /// Starts forwarding changes (once; later calls find no sources left).
+    pub(crate) fn start(&self) {
+        let sources = self
+            .sources
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        for mut rx in sources {
+            let peers = self.peers.clone();
+            tokio::spawn(async move {
+                while rx.changed().await.is_ok() {
+                    let targets: Vec<rmcp::Peer<RoleServer>> = match peers.lock() {
+                        Ok(mut p) => {
+                            p.retain(|peer| !peer.is_transport_closed());
+                            p.clone()
+                        }
+                        Err(_) => Vec::new(),
+                    };
+                    for peer in targets {
+                        let _ = peer.notify_tool_list_changed().await;
+                    }
+                }
+            });
+        }
+    }
+}
+
+impl Handler {
+    /// Waits until the served tools' background records are written (see
+    /// [`ServerTools::settle`]).
+    pub(crate) async fn settle(&self) {
+        self.tools.settle().await;
+    }
+
+    /// A copy of this handler for a new client session (its own session slot).
+    pub(crate) fn for_new_session(&self) -> Self {
+        Self {
+            session: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The client session a call runs in: a stateless HTTP request (2026-07-28) gets one of
+    /// its own, in what its caller (`principal`) keeps between requests; otherwise (a stdio
+    /// connection, an HTTP session) this handler's, opened on first use.
+    pub(crate) fn session_for(
+        &self,
+        modern: bool,
+        mcp_session: Option<&str>,
+        principal: Option<&Principal>,
+    ) -> ClientSession {
+        if modern && !self.stream {
+            return self.tools.open_stateless(principal);
+        }
+        self.session_in(&self.session, mcp_session)
+    }
+
+    /// The client session kept in `slot` (a session handler's), opened on first use.
+    pub(crate) fn session_in(
+        &self,
+        slot: &std::sync::OnceLock<ClientSession>,
+        mcp_session: Option<&str>,
+    ) -> ClientSession {
+        Arc::clone(slot.get_or_init(|| {
+            // Sessions shared by replicas: the session's artifacts live in a scope named by
+            // the MCP session, so whichever replica serves its next call reads them.
+            match mcp_session.filter(|_| self.shared_sessions) {
+                Some(id) => self
+                    .tools
+                    .open_session_in(SessionKind::Connection, &format!("mcp_{id}")),
+                None => self.tools.open_session(SessionKind::Connection),
+            }
+        }))
+    }
+
+    /// Starts a call in its own task, so it can outlive this request when it asks the client
+    /// for input on protocol 2026-07-28 or later.
+    pub(crate) fn start_call(
+        &self,
+        name: String,
+        args: Value,
+        context: &RequestContext<RoleServer>,
+        route: Route,
+    ) -> RunningCall<Option<InvocationResult>> {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let abilities = ClientAbilities::from_capabilities(context.client_capabilities().as_ref());
+        let wants_progress = route.progress.is_some();
+        let route: SharedRoute = Arc::new(Mutex::new(Some(route)));
+        let (ask_tx, asks) = tokio::sync::mpsc::unbounded_channel();
+        let peer = ClientPeer::new(route.clone(), abilities, modern.then_some(ask_tx));
+        let mut ctx = ToolContext::new(format!("mcp-{}", context.id));
+        // The authenticated caller (a gateway's): its calls are held to its grant.
+        if let Some(grant) = grant_of(context) {
+            ctx.principal = grant.principal().map(|p| Arc::new(p.clone()));
+            ctx.access = Some(grant as Arc<dyn std::any::Any + Send + Sync>);
+        }
+        let cancel = CancellationToken::new();
+        ctx.cancellation = cancel.clone();
+        let forward = wants_progress.then(|| {
+            let (sink, task) = ProgressForward::start(route.clone());
+            ctx.progress = Some(sink);
+            task
+        });
+        let session_id = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok());
+        let session = self.session_for(modern, session_id, ctx.principal.as_deref());
+        let owner = ctx.principal.as_ref().map(|p| p.id.clone());
+        let span =
+            crate::trace::server_span(&name, &context.id.to_string(), session_id, &context.meta);
+        let task = self.spawn_call(session, name.clone(), args.clone(), ctx, peer, span);
+        RunningCall {
+            tool: name,
+            arguments: args,
+            owner,
+            task,
+            asks,
+            route,
+            cancel,
+            forward,
+        }
+    }
+
+    /// Runs [`call_future`](Self::call_future) in a task of its own.
+    pub(crate) fn spawn_call(
+        &self,
+        session: ClientSession,
+        tool: String,
+        arguments: Value,
+        ctx: ToolContext,
+        peer: ClientPeer,
+        span: tracing::Span,
+    ) -> tokio::task::JoinHandle<Option<InvocationResult>> {
+        tokio::spawn(self.call_future(session, tool, arguments, ctx, peer, span))
+    }
+
+    /// One call as a future, in `span`, with `peer` as its client; counted in the metrics when
+    /// the server keeps them.
+    pub(crate) fn call_future(
+        &self,
+        session: ClientSession,
+        tool: String,
+        arguments: Value,
+        ctx: ToolContext,
+        peer: ClientPeer,
+        span: tracing::Span,
+    ) -> futures::future::BoxFuture<'static, Option<InvocationResult>> {
+        let tools = self.tools.clone();
+        let metrics = self.metrics.clone();
+        Box::pin(tracing::Instrument::instrument(
+            peer.scope(async move {
+                let Some(metrics) = metrics else {
+                    return tools.call(&session, &tool, arguments, ctx).await;
+                };
+                let principal = ctx.principal.as_ref().map(|p| p.id.clone());
+                let started = std::time::Instant::now();
+                let running = metrics.call_started();
+                let result = tools.call(&session, &tool, arguments, ctx).await;
+                drop(running);
+                let status = match &result {
+                    Some(r) => r.reason.map_or("ok", |reason| reason.as_str()),
+                    None => "unknown_tool",
+                };
+                metrics.record_call(&tool, principal.as_deref(), status, started.elapsed());
+                result
+            }),
+            span,
+        ))
+    }
+
+    /// The JSON-RPC response (wire JSON) to the `tools/call` request `id` of `tool`, given
+    /// its outcome (`Err`: the call ended without one, e.g. cancelled).
+    pub(crate) fn reply(
+        &self,
+        id: &Value,
+        tool: &str,
+        outcome: Result<Option<InvocationResult>, InvocationResult>,
+    ) -> Value {
+        let result = match outcome {
+            Ok(Some(r)) | Err(r) => r,
+            Ok(None) => {
+                return json!({"jsonrpc": "2.0", "id": id, "error": {
+                    "code": rmcp::model::ErrorCode::INVALID_PARAMS.0,
+                    "message": unknown_tool(tool),
+                    "data": {"tool": tool},
+                }});
+            }
+        };
+        let read_tool = self.tools.read_tool();
+        json!({"jsonrpc": "2.0", "id": id,
+            "result": render_result(&result, read_tool.as_deref())})
+    }
+
+    /// Registers this handler's HTTP session for the direct path (see [`crate::direct`]),
+    /// from a request rmcp accepted.
+    pub(crate) fn register(
+        &self,
+        extensions: &rmcp::model::Extensions,
+        peer: &rmcp::Peer<RoleServer>,
+        capabilities: Option<&rmcp::model::ClientCapabilities>,
+    ) {
+        let Some(direct) = &self.direct else {
+            return;
+        };
+        let Some(parts) = extensions.get::<http::request::Parts>() else {
+            return;
+        };
+        let Some(id) = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        else {
+            return;
+        };
+        direct.register(
+            id,
+            &self.session,
+            peer,
+            ClientAbilities::from_capabilities(capabilities),
+            &parts.headers,
+        );
+    }
+
+    /// Follows a running call to its result, or to its next question (then the call is
+    /// parked and the request answered with `InputRequiredResult`).
+    pub(crate) async fn drive(
+        &self,
+        mut call: RunningCall<Option<InvocationResult>>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ct = context.ct.clone();
+        let outcome = tokio::select! {
+            joined = &mut call.task => joined,
+            Some(ask) = call.asks.recv() => {
+                let (requests, state) = self.parked.park(call, ask);
+                return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                    Some(requests),
+                    Some(state),
+                )));
+            }
+            () = ct.cancelled() => {
+                call.stop();
+                return self.to_response(&InvocationResult::failed(
+                    FailureReason::Cancelled,
+                    "the client cancelled the call",
+                ));
+            }
+        };
+        // The context (and its sink) is gone; let queued progress flush before the result.
+        if let Some(forward) = call.forward.take() {
+            let _ = tokio::time::timeout(PROGRESS_FLUSH, forward).await;
+        }
+        let outcome = match outcome {
+            Ok(r) => r,
+            Err(e) => Some(InvocationResult::failed(
+                FailureReason::Internal,
+                format!("the tool `{}` failed inside the server: {e}", call.tool),
+            )),
+        };
+        let Some(result) = outcome else {
+            return Err(ErrorData::invalid_params(
+                unknown_tool(&call.tool),
+                Some(json!({"tool": call.tool})),
+            ));
+        };
+        self.to_response(&result)
+    }
+
+    pub(crate) fn to_response(
+        &self,
+        result: &InvocationResult,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let read_tool = self.tools.read_tool();
+        let wire: CallToolResult = from_wire(
+            render_result(result, read_tool.as_deref()),
+            "tools/call result",
+        )?;
+        Ok(wire.into())
+    }
+}
+
+/// The message of the error answering a call of a tool the server does not have.
+fn unknown_tool(tool: &str) -> String {
+    format!("unknown tool `{tool}`")
+}
+
+/// The grant the HTTP layer's authenticator attached to the request, if any.
+fn grant_of(context: &RequestContext<RoleServer>) -> Option<Arc<Grant>> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Arc<Grant>>().cloned())
+}
+
+/// How long a finished call's queued progress may take to reach the client.
+const PROGRESS_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        let mut caps = json!({"tools": {"listChanged": self.list_changes.is_some()},
+            "logging": {}, "completions": {}});
+        if self.resources.is_some() {
+            caps["resources"] = json!({"subscribe": true, "listChanged": false});
+        }
+        if self.prompts.is_some() {
+            caps["prompts"] = json!({"listChanged": false});
+        }
+        let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
+        let mut info = InitializeResult::new(caps).with_server_info(self.info.clone());
+        if let Some(i) = &self.instructions {
+            info = info.with_instructions(i.clone());
+        }
+        info
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let capabilities = context.peer.peer_info().map(|i| i.capabilities.clone());
+        self.register(&context.extensions, &context.peer, capabilities.as_ref());
+        if let Some(changes) = &self.list_changes
+            && let Ok(mut peers) = changes.peers.lock()
+        {
+            peers.retain(|p| !p.is_transport_closed());
+            peers.push(context.peer);
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.register(
+            &context.extensions,
+            &context.peer,
+            context.client_capabilities().as_ref(),
+        );
+        let grant = grant_of(&context);
+        let tools: Vec<Value> = self
+            .tools
+            .list_for(grant.as_deref())
+            .iter()
+            .map(ServedTool::to_wire)
+            .collect();
+        from_wire(json!({"tools": tools}), "tools/list")
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.register(
+            &context.extensions,
+            &context.peer,
+            context.client_capabilities().as_ref(),
+        );
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let route = Route {
+            peer: context.peer.clone(),
+            progress: context.meta.get_progress_token(),
+        };
+        let call = if let Some(state) = &request.request_state {
+            let caller = grant_of(&context).and_then(|g| g.principal().map(|p| p.id.clone()));
+            match self.parked.resume(
+                state,
+                caller.as_deref(),
+                &name,
+                &args,
+                request.input_responses.as_ref(),
+                route,
+            ) {
+                Resumed::Running(call) => call,
+                Resumed::Unknown => {
+                    return Err(ErrorData::invalid_params(
+                        "unknown or expired requestState: no call of this server is waiting \
+                         for input under it; call the tool again without it",
+                        Some(json!({"tool": name})),
+                    ));
+                }
+                Resumed::Mismatch(why) => {
+                    return Err(ErrorData::invalid_params(why, Some(json!({"tool": name}))));
+                }
+            }
+        } else {
+            self.start_call(name, args, &context, route)
+        };
+        self.drive(call, &context).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let list = self
+            .resources
+            .as_ref()
+            .map(|r| r.list())
+            .unwrap_or_default();
+        from_wire(json!({"resources": list}), "resources/list")
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let list = self
+            .resources
+            .as_ref()
+            .map(|r| r.templates())
+            .unwrap_or_default();
+        from_wire(
+            json!({"resourceTemplates": list}),
+            "resources/templates/list",
+        )
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let found = match &self.resources {
+            Some(r) => r.read(&request.uri).await,
+            None => None,
+        };
+        let Some(v) = found else {
+            return Err(ErrorData::resource_not_found(
+                format!("unknown resource `{}`", request.uri),
+                Some(json!({"uri": request.uri})),
+            ));
+        };
+        let r: ReadResourceResult = from_wire(v, "resources/read result")?;
+        Ok(r.into())
+    }
+
+    #[allow(
+        deprecated,
+        reason = "MCP logging, sampling and subscriptions are deprecated by SEP-2577 but part of 2025-11-25, which clients speak"
+    )]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Ok(mut s) = self.subscriptions.lock() {
+            s.push(request.uri);
+        }
+        Ok(())
+    }
+
+    #[allow(
+        deprecated,
+        reason = "MCP logging, sampling and subscriptions are deprecated by SEP-2577 but part of 2025-11-25, which clients speak"
+    )]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Ok(mut s) = self.subscriptions.lock() {
+            s.retain(|u| *u != request.uri);
+        }
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let list = self.prompts.as_ref().map(|p| p.list()).unwrap_or_default();
+        from_wire(json!({"prompts": list}), "prompts/list")
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let found = match &self.prompts {
+            Some(p) => {
+                p.get(&request.name, request.arguments.clone().unwrap_or_default())
+                    .await
+            }
+            None => None,
+        };
+        let Some(v) = found else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown prompt `{}`", request.name),
+                None,
+            ));
+        };
+        let r: GetPromptResult = from_wire(v, "prompts/get result")?;
+        Ok(r.into())
+    }
+
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        from_wire(
+            json!({"completion": {"values": [], "total": 0, "hasMore": false}}),
+            "completion",
+        )
+    }
+}

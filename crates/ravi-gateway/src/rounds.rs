@@ -1,0 +1,505 @@
+//! Calls that outlive one request: how a served tool asks the MCP client for input.
+//!
+//! A tool that needs the client's user (elicitation) or model (sampling) asks through
+//! [`ClientPeer`]. How the question travels depends on the protocol revision of the call:
+//!
+//! - up to 2025-11-25, the server sends `elicitation/create` (or `sampling/createMessage`)
+//!   to the client while the `tools/call` is open, and the tool awaits the answer;
+//! - from 2026-07-28 on, server-to-client requests are gone (SEP-2322, multi round-trip
+//!   requests): the `tools/call` is answered with an `InputRequiredResult` carrying the
+//!   question and an opaque `requestState`, and the client retries the `tools/call` with its
+//!   answers and that state.
+//!
+//! Ravi keeps the call running across those rounds instead of re-executing it (a re-run would
+//! repeat side effects the call already had, e.g. the first calls of a `tool_chain` script):
+//! each call runs in its own task; when it asks, the request is answered with the question
+//! and the call is parked under a random, unguessable `requestState`; the retry that brings
+//! that state back hands the answers to the waiting call and follows it to its result or to
+//! its next question. `requestState` is only a handle: nothing in it is trusted.
+//!
+//! Parked calls are bounded: at most [`MAX_PARKED`] at once (the oldest is dropped) and each
+//! for at most [`PARKED_TTL`]; a dropped call is cancelled, and the question it waits on fails,
+//! so an approval asked that way is denied. The invoker's approval timeout bounds the wait too.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ravi_kernel::{CancellationToken, ProgressEvent, ProgressKind, ProgressSink};
+use rmcp::RoleServer;
+use rmcp::model::{InputRequest, InputRequests, ProgressNotificationParam, ProgressToken};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+/// How many calls may wait for a client's answers at once; beyond that the oldest is dropped.
+pub const MAX_PARKED: usize = 256;
+
+/// How long a call waits for the client to come back with its answers.
+pub const PARKED_TTL: Duration = Duration::from_secs(600);
+
+/// The request currently open for a call: where its progress and log messages go. `None`
+/// while the call is parked (no request is open, so progress has nowhere to go).
+#[derive(Clone)]
+pub(crate) struct Route {
+    pub(crate) peer: rmcp::Peer<RoleServer>,
+    pub(crate) progress: Option<ProgressToken>,
+}
+
+/// A route shared by a running call and the requests that follow it.
+pub(crate) type SharedRoute = Arc<Mutex<Option<Route>>>;
+
+/// One question from a running call.
+pub(crate) struct InputAsk {
+    pub(crate) request: InputRequest,
+    pub(crate) reply: oneshot::Sender<Result<Value, String>>,
+}
+
+/// What the client declared it can answer, as far as the call's requests say.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ClientAbilities {
+    /// `None` when the client's capabilities are unknown.
+    pub(crate) form_elicitation: Option<bool>,
+    pub(crate) sampling: Option<bool>,
+}
+
+impl ClientAbilities {
+    pub(crate) fn from_capabilities(caps: Option<&rmcp::model::ClientCapabilities>) -> Self {
+        let Some(caps) = caps.and_then(|c| serde_json::to_value(c).ok()) else {
+            return Self::default();
+        };
+        let elicitation = caps.get("elicitation").filter(|v| !v.is_null());
+        // `elicitation: {}` predates the form/url split and means form.
+        let form = elicitation.is_some_and(|e| {
+            e.get("form").is_some_and(|f| !f.is_null())
+                || (e.get("form").is_none() && e.get("url").is_none())
+        });
+        Self {
+            form_elicitation: Some(form),
+            sampling: Some(caps.get("sampling").is_some_and(|v| !v.is_null())),
+        }
+    }
+}
+
+tokio::task_local! {
+    static CLIENT_PEER: ClientPeer;
+}
+
+/// The MCP client behind the call being served, for tools that want to talk back to it: log
+/// (`notifications/message`), ask the user (elicitation) or ask its model (sampling).
+///
+/// Available through [`ClientPeer::current`] while a `tools/call` served by
+/// [`McpServer`](crate::McpServer) runs, in the task that runs it. Questions travel the way
+/// the call's protocol revision wants (see the module documentation); each method fails with
+/// a readable message when the client did not declare the capability.
+#[derive(Clone)]
+pub struct ClientPeer {
+    route: SharedRoute,
+    abilities: ClientAbilities,
+    /// Set when the call speaks 2026-07-28 or later: questions become input rounds.
+    inputs: Option<mpsc::UnboundedSender<InputAsk>>,
+}
+
+impl std::fmt::Debug for ClientPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientPeer")
+            .field("input_rounds", &self.inputs.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientPeer {
+    pub(crate) fn new(
+        route: SharedRoute,
+        abilities: ClientAbilities,
+        inputs: Option<mpsc::UnboundedSender<InputAsk>>,
+    ) -> Self {
+        Self {
+            route,
+            abilities,
+            inputs,
+        }
+    }
+
+    /// The client of the call running in this task, if it is served over MCP.
+    pub fn current() -> Option<Self> {
+        CLIENT_PEER.try_with(Clone::clone).ok()
+    }
+
+    /// Runs `fut` with `self` as [`ClientPeer::current`].
+    pub(crate) async fn scope<F: std::future::Future>(self, fut: F) -> F::Output {
+        CLIENT_PEER.scope(self, fut).await
+    }
+
+    /// Whether the client may be asked to fill a form: it declared form elicitation, or its
+    /// capabilities are unknown (then asking is tried and may fail).
+    pub fn can_elicit(&self) -> bool {
+        self.abilities.form_elicitation != Some(false)
+    }
+
+    /// Whether questions go to the client as input rounds (protocol 2026-07-28 and later).
+    pub fn uses_input_rounds(&self) -> bool {
+        self.inputs.is_some()
+    }
+
+    fn peer(&self) -> Result<rmcp::Peer<RoleServer>, String> {
+        self.route
+            .lock()
+            .ok()
+            .and_then(|r| r.as_ref().map(|r| r.peer.clone()))
+            .ok_or_else(|| "no request from the client is open for this call".to_owned())
+    }
+
+    /// Sends a log message (`level`: debug, info, notice, warning, error …).
+    #[allow(
+        deprecated,
+        reason = "logging is deprecated by SEP-2577 but part of 2025-11-25"
+    )]
+    pub async fn log(&self, level: &str, logger: &str, data: Value) -> Result<(), String> {
+        let param = serde_json::from_value(json!({"level": level, "logger": logger, "data": data}))
+            .map_err(|e| format!("bad log message: {e}"))?;
+        self.peer()?
+            .notify_logging_message(param)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Asks the user to fill a form; returns the `ElicitResult` (wire JSON: `action`, `content`).
+    pub async fn elicit(&self, message: &str, schema: Value) -> Result<Value, String> {
+        if self.abilities.form_elicitation == Some(false) {
+            return Err("the MCP client did not declare form elicitation".to_owned());
+        }
+        let params = json!({"mode": "form", "message": message, "requestedSchema": schema});
+        if self.inputs.is_some() {
+            return self
+                .ask(json!({"method": "elicitation/create", "params": params}))
+                .await;
+        }
+        let params =
+            serde_json::from_value(params).map_err(|e| format!("bad elicitation schema: {e}"))?;
+        let r = self
+            .peer()?
+            .create_elicitation(params)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(r).map_err(|e| e.to_string())
+    }
+
+    /// Asks the client's model for a completion of one user message; returns the
+    /// `CreateMessageResult` (wire JSON).
+    #[allow(
+        deprecated,
+        reason = "sampling is deprecated by SEP-2577 but current clients offer it"
+    )]
+    pub async fn sample(&self, prompt: &str, max_tokens: u32) -> Result<Value, String> {
+        if self.abilities.sampling == Some(false) {
+            return Err("the MCP client did not declare sampling".to_owned());
+        }
+        let params = json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "maxTokens": max_tokens
+        });
+        if self.inputs.is_some() {
+            return self
+                .ask(json!({"method": "sampling/createMessage", "params": params}))
+                .await;
+        }
+        let params =
+            serde_json::from_value(params).map_err(|e| format!("bad sampling request: {e}"))?;
+        let r = self
+            .peer()?
+            .create_message(params)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(r).map_err(|e| e.to_string())
+    }
+
+    /// One input round: hands the question to the request driving this call and waits for
+    /// the client's answer.
+    async fn ask(&self, request: Value) -> Result<Value, String> {
+        let request: InputRequest =
+            serde_json::from_value(request).map_err(|e| format!("bad input request: {e}"))?;
+        let inputs = self
+            .inputs
+            .as_ref()
+            .ok_or_else(|| "this call cannot ask the client for input".to_owned())?;
+        let (reply, answer) = oneshot::channel();
+        inputs
+            .send(InputAsk { request, reply })
+            .map_err(|_| "the request driving this call is gone".to_owned())?;
+        answer.await.map_err(|_| {
+            "the client did not come back with an answer (the call expired or was cancelled)"
+                .to_owned()
+        })?
+    }
+}
+
+/// Forwards the tool's progress, in order, to whichever request is open for the call.
+pub(crate) struct ProgressForward {
+    tx: mpsc::UnboundedSender<(f64, Option<f64>, Option<String>)>,
+}
+
+/// What a progress event reports as MCP progress (`progress`, `total`, `message`); `None` for
+/// the other kinds of event, which MCP has no notification for.
+pub(crate) fn reported_progress(
+    event: ProgressEvent,
+) -> Option<(f64, Option<f64>, Option<String>)> {
+    match event.kind {
+        ProgressKind::Progress {
+            progress,
+            total,
+            message,
+        } => Some((progress, total, message)),
+        _ => None,
+    }
+}
+
+impl ProgressSink for ProgressForward {
+    fn emit(&self, event: ProgressEvent) {
+        if let Some(report) = reported_progress(event) {
+            let _ = self.tx.send(report);
+        }
+    }
+}
+
+impl ProgressForward {
+    /// The sink and the task sending what it receives; the task ends when the sink (every
+    /// clone of the call's context) is dropped.
+    pub(crate) fn start(
+        route: SharedRoute,
+    ) -> (Arc<dyn ProgressSink>, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(f64, Option<f64>, Option<String>)>();
+        let task = tokio::spawn(async move {
+            while let Some((p, total, message)) = rx.recv().await {
+                let target = route.lock().ok().and_then(|r| r.clone());
+                let Some(Route {
+                    peer,
+                    progress: Some(token),
+                }) = target
+                else {
+                    continue;
+                };
+                let mut n = ProgressNotificationParam::new(token, p);
+                n.total = total;
+                n.message = message;
+                let _ = peer.notify_progress(n).await;
+            }
+        });
+        (Arc::new(ProgressForward { tx }), task)
+    }
+}
+
+/// A served call running in its own task.
+pub(crate) struct RunningCall<T> {
+    pub(crate) tool: String,
+    pub(crate) arguments: Value,
+    /// Who made the call (the authenticated principal's id; `None` without authentication):
+    /// only the same caller may bring its answers back.
+    pub(crate) owner: Option<String>,
+    pub(crate) task: tokio::task::JoinHandle<T>,
+    pub(crate) asks: mpsc::UnboundedReceiver<InputAsk>,
+    pub(crate) route: SharedRoute,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) forward: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// How long a stopped call may take to wind down after its context is cancelled, before its
+/// task is aborted.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
+impl<T: Send + 'static> RunningCall<T> {
+    /// Stops the call: its context is cancelled, so the tool can stop cleanly (and tell the
+    /// services it called); a task still running after [`CANCEL_GRACE`] is aborted.
+    pub(crate) fn stop(self) {
+        self.cancel.cancel();
+        if let Ok(mut r) = self.route.lock() {
+            *r = None;
+        }
+        let mut task = self.task;
+        let forward = self.forward;
+        tokio::spawn(async move {
+            if tokio::time::timeout(CANCEL_GRACE, &mut task).await.is_err() {
+                task.abort();
+            }
+            if let Some(f) = forward {
+                f.abort();
+            }
+        });
+    }
+}
+
+/// A call waiting for the client's answers to the questions it was sent with.
+struct Parked<T> {
+    call: RunningCall<T>,
+    key: String,
+    reply: oneshot::Sender<Result<Value, String>>,
+    since: Instant,
+}
+
+/// What a retry brings back for a parked call.
+pub(crate) enum Resumed<T> {
+    /// The call, its answer delivered, to be followed to its result or next question.
+    Running(RunningCall<T>),
+    /// No call is parked under that state (unknown, expired, or already resumed).
+    Unknown,
+    /// The retry names another tool or other arguments than the parked call; the call was
+    /// stopped (fail closed: an answer is never applied to another call).
+    Mismatch(String),
+}
+
+/// The calls parked across input rounds, shared by every connection of a server.
+pub(crate) struct ParkedCalls<T> {
+    calls: Mutex<HashMap<String, Parked<T>>>,
+}
+
+impl<T> Default for ParkedCalls<T> {
+    fn default() -> Self {
+        Self {
+            calls: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T: Send + 'static> ParkedCalls<T> {
+    /// Parks `call` until the client answers `request`; returns the question with the state
+    /// the client must bring back.
+    pub(crate) fn park(&self, call: RunningCall<T>, ask: InputAsk) -> (InputRequests, String) {
+        let state = format!("{:032x}", rand::random::<u128>());
+        let key = "ravi_input".to_owned();
+        if let Ok(mut route) = call.route.lock() {
+            *route = None;
+        }
+        let mut requests = InputRequests::new();
+        requests.insert(key.clone(), ask.request);
+        let Ok(mut calls) = self.calls.lock() else {
+            call.stop();
+            return (requests, state);
+        };
+        let expired: Vec<String> = calls
+            .iter()
+            .filter(|(_, p)| p.since.elapsed() >= PARKED_TTL || p.call.task.is_finished())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in expired {
+            if let Some(p) = calls.remove(&k) {
+                p.call.stop();
+            }
+        }
+        while calls.len() >= MAX_PARKED {
+            let oldest = calls
+                .iter()
+                .min_by_key(|(_, p)| p.since)
+                .map(|(k, _)| k.clone());
+            match oldest.and_then(|k| calls.remove(&k)) {
+                Some(p) => p.call.stop(),
+                None => break,
+            }
+        }
+        calls.insert(
+            state.clone(),
+            Parked {
+                call,
+                key,
+                reply: ask.reply,
+                since: Instant::now(),
+            },
+        );
+        (requests, state)
+    }
+
+    /// Hands the client's answers to the call parked under `state`, when `caller` (the
+    /// authenticated principal's id) is who made it. Another caller's state is
+    /// [`Resumed::Unknown`], exactly like a state that never existed, and the call stays
+    /// parked for its own caller.
+    pub(crate) fn resume(
+        &self,
+        state: &str,
+        caller: Option<&str>,
+        tool: &str,
+        arguments: &Value,
+        responses: Option<&std::collections::BTreeMap<String, Value>>,
+        route: Route,
+    ) -> Resumed<T> {
+        let parked = self.calls.lock().ok().and_then(|mut c| {
+            if c.get(state)?.call.owner.as_deref() != caller {
+                return None;
+            }
+            c.remove(state)
+        });
+        let Some(p) = parked else {
+            return Resumed::Unknown;
+        };
+        if p.call.tool != tool || !same_arguments(&p.call.arguments, arguments) {
+            let why = format!(
+                "the requestState belongs to a call of `{}` with other arguments; that call was \
+                 stopped",
+                p.call.tool
+            );
+            p.call.stop();
+            return Resumed::Mismatch(why);
+        }
+        let answer = responses
+            .and_then(|r| r.get(&p.key))
+            .cloned()
+            .ok_or_else(|| format!("the client sent no answer for input `{}`", p.key));
+        if let Ok(mut r) = p.call.route.lock() {
+            *r = Some(route);
+        }
+        let _ = p.reply.send(answer);
+        Resumed::Running(p.call)
+    }
+}
+
+/// Arguments of a retry match the parked call's; a missing object and `{}` are the same.
+fn same_arguments(a: &Value, b: &Value) -> bool {
+    let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty);
+    a == b || (empty(a) && empty(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_are_valid_input_requests() {
+        for (method, params) in [
+            (
+                "elicitation/create",
+                json!({"mode": "form", "message": "ok?", "requestedSchema":
+                    {"type": "object", "properties": {"approve": {"type": "boolean"}}}}),
+            ),
+            (
+                "sampling/createMessage",
+                json!({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+                    "maxTokens": 5}),
+            ),
+        ] {
+            let r: InputRequest =
+                serde_json::from_value(json!({"method": method, "params": params})).unwrap();
+            assert_eq!(serde_json::to_value(&r).unwrap()["method"], method);
+        }
+    }
+
+    #[test]
+    fn abilities_follow_the_declared_capabilities() {
+        let caps =
+            |v: Value| -> rmcp::model::ClientCapabilities { serde_json::from_value(v).unwrap() };
+        let a = ClientAbilities::from_capabilities(Some(&caps(json!({"elicitation": {}}))));
+        assert_eq!((a.form_elicitation, a.sampling), (Some(true), Some(false)));
+        let a =
+            ClientAbilities::from_capabilities(Some(&caps(json!({"elicitation": {"url": {}}}))));
+        assert_eq!(a.form_elicitation, Some(false));
+        let a = ClientAbilities::from_capabilities(Some(&caps(
+            json!({"elicitation": {"form": {}}, "sampling": {}}),
+        )));
+        assert_eq!((a.form_elicitation, a.sampling), (Some(true), Some(true)));
+        let a = ClientAbilities::from_capabilities(None);
+        assert_eq!((a.form_elicitation, a.sampling), (None, None));
+    }
+
+    #[test]
+    fn arguments_compare_with_empty_objects_equal_to_none() {
+        assert!(same_arguments(&json!({}), &Value::Null));
+        assert!(same_arguments(&json!({"a": 1}), &json!({"a": 1})));
+        assert!(!same_arguments(&json!({"a": 1}), &json!({"a": 2})));
+    }
+}

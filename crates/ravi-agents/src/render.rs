@@ -27,8 +27,6 @@
 //! assert_eq!(text_only.len(), 1);
 //! ```
 
-use std::borrow::Cow;
-
 use ravi_kernel::{
     ContentBlock, InvocationResult, MediaFile, MediaSource, MediaSupport, StoredArtifact,
 };
@@ -77,7 +75,7 @@ pub fn model(r: &InvocationResult, opts: &ModelRender) -> Vec<ContentBlock> {
             .as_ref()
             .map_or_else(String::new, serialize::json_text)
     } else {
-        cut_text(&r.content)
+        serialize::cut_text(&r.content)
     };
     let body = if body.is_empty() && !has_textual(&r.content) {
         r.structured.as_ref().map_or(body, serialize::json_text)
@@ -242,24 +240,6 @@ pub fn file_note(kind: &str, f: &MediaFile) -> String {
     )
 }
 
-/// The cut form ([`crate::serialize`]) of the text and JSON blocks of `content`: JSON blocks
-/// under the JSON rules, the whole under the plain-text rule.
-pub(crate) fn cut_text(content: &[ContentBlock]) -> String {
-    let mut textual = content
-        .iter()
-        .filter(|b| matches!(b, ContentBlock::Text { .. } | ContentBlock::Json { .. }));
-    // The common case, one text block, without building a second copy first.
-    if let (Some(ContentBlock::Text { text }), None) = (textual.next(), textual.next()) {
-        return serialize::plain_text(text);
-    }
-    let joined = ContentBlock::join_lines(content, |_, block| match block {
-        ContentBlock::Text { text } => Some(Cow::Borrowed(text)),
-        ContentBlock::Json { value } => Some(Cow::Owned(serialize::json_text(value))),
-        _ => None,
-    });
-    serialize::plain_text_owned(joined.unwrap_or_default())
-}
-
 fn has_textual(content: &[ContentBlock]) -> bool {
     content
         .iter()
@@ -272,7 +252,7 @@ fn mirrored(r: &InvocationResult) -> bool {
     let (Some(s), [ContentBlock::Text { text }]) = (&r.structured, r.content.as_slice()) else {
         return false;
     };
-    crate::invoker::looks_json_text(text)
+    serialize::looks_json(text)
         && (text.len() > serialize::TEXT_LIMIT_CHARS
             || serialize::json_text_would_cut(s, text.len()))
         && serde_json::to_string(s).is_ok_and(|t| &t == text)

@@ -142,6 +142,35 @@ fn truncate_with_marker(text: &str, limit: usize, what: &str) -> String {
     )
 }
 
+/// Whether a text starts like a JSON object or array (so the JSON rules govern it).
+pub(crate) fn looks_json(text: &str) -> bool {
+    matches!(text.as_bytes().first(), Some(b'{' | b'['))
+}
+
+/// The cut form (this module's rules) of the text and JSON blocks of `content`: JSON blocks
+/// under the JSON rules, the whole under the plain-text rule.
+pub(crate) fn cut_text(content: &[ravi_kernel::ContentBlock]) -> String {
+    let mut textual = content.iter().filter(|b| {
+        matches!(
+            b,
+            ravi_kernel::ContentBlock::Text { .. } | ravi_kernel::ContentBlock::Json { .. }
+        )
+    });
+    // The common case, one text block, without building a second copy first.
+    if let (Some(ravi_kernel::ContentBlock::Text { text }), None) = (textual.next(), textual.next())
+    {
+        return plain_text(text);
+    }
+    let joined = ravi_kernel::ContentBlock::join_lines(content, |_, block| match block {
+        ravi_kernel::ContentBlock::Text { text } => Some(std::borrow::Cow::Borrowed(text)),
+        ravi_kernel::ContentBlock::Json { value } => {
+            Some(std::borrow::Cow::Owned(json_text(value)))
+        }
+        _ => None,
+    });
+    plain_text_owned(joined.unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -274,7 +274,7 @@ impl S3BlobStore {
     /// value reads as gone); returns how many. Pins are not shared across replicas, so age is
     /// the rule: choose a TTL longer than any session (or set a lifecycle rule on the bucket).
     pub async fn gc(&self, ttl: Duration) -> Result<usize, BlobError> {
-        let cutoff = now_ms() - i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = now_ms() - ravi_kernel::ms_i64(ttl);
         let metas = self.key("meta", "");
         let mut list = self.store.list(Some(&metas));
         let mut removed = 0;

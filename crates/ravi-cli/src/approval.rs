@@ -188,7 +188,7 @@ impl CliApprovalHandler {
 fn expired(request: &ApprovalRequest) -> bool {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        .map_or(0, ravi_kernel::ms_i64);
     now_ms > request.deadline.timestamp_millis()
 }
 

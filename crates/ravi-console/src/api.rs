@@ -20,7 +20,7 @@ use ravi_kernel::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::feed::Feed;
+use crate::feed::{Feed, card};
 use crate::session::{self, COOKIE, Sessions};
 use crate::{CONSOLE_PATH, ConsoleConfig};
 
@@ -259,24 +259,6 @@ async fn session_info(
         .and_then(|cookie| c.sessions.get(&cookie))
         .map(|s| s.csrf);
     Json(json!({"principal": p.id, "groups": p.groups, "csrf": csrf})).into_response()
-}
-
-/// An approval as the inbox shows it: the stored record plus what the page needs to draw it.
-pub(super) fn card(a: &StoredApproval) -> Value {
-    let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut v {
-        m.insert("id".into(), json!(a.id()));
-        m.insert("deadline_ms".into(), json!(a.deadline_ms()));
-        m.insert(
-            "created_ms".into(),
-            json!(a.request.created_at.timestamp_millis()),
-        );
-        m.insert(
-            "can_always".into(),
-            json!(a.request.risk != ToolRisk::Critical),
-        );
-    }
-    v
 }
 
 fn store_error(e: &StoreError) -> Response {

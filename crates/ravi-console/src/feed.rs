@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ravi_kernel::{AuditQuery, Store};
-use serde_json::Value;
+use ravi_kernel::{AuditQuery, Store, StoredApproval, ToolRisk};
+use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
 /// One reading of the store.
@@ -115,7 +115,7 @@ impl Feed {
         activity: bool,
     ) -> Result<(Value, u64, Option<u64>), ravi_kernel::StoreError> {
         let pending = self.store.approvals(false).await?;
-        let cards: Vec<Value> = pending.iter().map(crate::api::card).collect();
+        let cards: Vec<Value> = pending.iter().map(card).collect();
         let approvals = Value::Array(cards);
         let a_hash = fingerprint(&approvals.to_string());
         if !activity {
@@ -140,4 +140,22 @@ fn fingerprint(s: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.hash(&mut h);
     h.finish()
+}
+
+/// An approval as the inbox shows it: the stored record plus what the page needs to draw it.
+pub(crate) fn card(a: &StoredApproval) -> Value {
+    let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.insert("id".into(), json!(a.id()));
+        m.insert("deadline_ms".into(), json!(a.deadline_ms()));
+        m.insert(
+            "created_ms".into(),
+            json!(a.request.created_at.timestamp_millis()),
+        );
+        m.insert(
+            "can_always".into(),
+            json!(a.request.risk != ToolRisk::Critical),
+        );
+    }
+    v
 }

@@ -8,7 +8,8 @@
 //! request itself, with the same handler code, and forwards every other request unchanged
 //! to rmcp. rmcp has no hook for this, which is why it is written here.
 //!
-//! How it stays equivalent to rmcp's path:
+//! How it stays equivalent to rmcp's path (`tests/suite/mcp_direct.rs` sends the same requests
+//! down both routes and compares every message byte for byte):
 //!
 //! - **Only sessions rmcp already serves, with headers rmcp already accepted.** A session is
 //!   registered when the handler rmcp built for it sees a request (`notifications/initialized`
@@ -27,8 +28,9 @@
 //!   (elicitation, sampling) go through the session's peer to its standalone stream, as they
 //!   do from rmcp's path, whose call tasks carry no request association either.
 //! - **Cancellation.** `notifications/cancelled` naming a call running here cancels it: its
-//!   context is cancelled and it has [`CANCEL_GRACE`] to stop, as on rmcp's path; so does the
-//!   client dropping the request.
+//!   context is cancelled and it has [`CANCEL_GRACE`] to stop, and the request gets no
+//!   response (the event stream ends), as on rmcp's path; the client dropping the request
+//!   cancels the call too.
 //! - **Whose session.** A request naming a session its caller did not open is answered as an
 //!   unknown session's before either route sees it (`owners.rs`).
 //! - **The session's life.** A `DELETE` of the session forgets it here before rmcp closes it;
@@ -326,8 +328,13 @@ impl DirectCalls {
                 while let Ok(event) = progress.try_recv() {
                     queued.push(event);
                 }
+                // A call the client cancelled gets no response (MCP: a cancelled request is
+                // not answered), as on rmcp's path: the stream ends after its progress.
+                if running.cancelled() {
+                    return event_stream(futures::stream::iter(queued.into_iter().map(Ok)).boxed());
+                }
                 if queued.is_empty() {
-                    return json_response(&self.handler.reply(&id, &name, outcome));
+                    return json_response(self.handler.reply(&id, &name, outcome));
                 }
                 queued.push(reply(outcome));
                 return event_stream(futures::stream::iter(queued.into_iter().map(Ok)).boxed());
@@ -352,7 +359,9 @@ impl DirectCalls {
                         while let Ok(event) = progress.try_recv() {
                             events.push(event);
                         }
-                        events.push(sse_event(&handler.reply(&call.0, &call.1, outcome)));
+                        if !running.cancelled() {
+                            events.push(sse_event(&handler.reply(&call.0, &call.1, outcome)));
+                        }
                         let all = Bytes::from(events.concat());
                         Some((Ok(all), (None, progress, None, handler, call)))
                     }
@@ -401,6 +410,11 @@ impl Running {
         })
     }
 
+    /// Whether the client cancelled the call (`notifications/cancelled`).
+    fn cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
     /// Cancels the call and lets it wind down in a task of its own; a call still running
     /// after the grace period is dropped.
     fn stop(&mut self) {
@@ -436,34 +450,38 @@ struct DirectProgress {
 impl ProgressSink for DirectProgress {
     fn emit(&self, event: ProgressEvent) {
         if let Some((progress, total, message)) = reported_progress(event) {
-            let mut params = json!({"progressToken": self.token, "progress": progress});
-            if let Some(total) = total {
-                params["total"] = json!(total);
+            // rmcp's own notification type, serialized as rmcp's path does (same bytes).
+            let Ok(token) =
+                serde_json::from_value::<rmcp::model::ProgressToken>(self.token.clone())
+            else {
+                return;
+            };
+            let mut params = rmcp::model::ProgressNotificationParam::new(token, progress);
+            params.total = total;
+            params.message = message;
+            let note = rmcp::model::ServerJsonRpcMessage::notification(
+                rmcp::model::ServerNotification::ProgressNotification(
+                    rmcp::model::Notification::new(params),
+                ),
+            );
+            if let Ok(text) = serde_json::to_string(&note) {
+                let _ = self.tx.send(sse_event(&text));
             }
-            if let Some(message) = message {
-                params["message"] = json!(message);
-            }
-            let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                "params": params});
-            let _ = self.tx.send(sse_event(&note));
         }
     }
 }
 
 /// One server-sent event carrying a JSON-RPC message.
-fn sse_event(message: &Value) -> Bytes {
+fn sse_event(message: &str) -> Bytes {
     let mut event = b"event: message\ndata: ".to_vec();
     // A JSON text has no raw newlines, so one `data:` line holds it.
-    if serde_json::to_writer(&mut event, message).is_err() {
-        event.extend_from_slice(b"{}");
-    }
+    event.extend_from_slice(message.as_bytes());
     event.extend_from_slice(b"\n\n");
     Bytes::from(event)
 }
 
-fn json_response(message: &Value) -> axum::response::Response {
-    let body = serde_json::to_vec(message).unwrap_or_default();
-    let mut response = axum::response::Response::new(Body::from(body));
+fn json_response(message: String) -> axum::response::Response {
+    let mut response = axum::response::Response::new(Body::from(message));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

@@ -253,27 +253,47 @@ impl Handler {
         ))
     }
 
-    /// The JSON-RPC response (wire JSON) to the `tools/call` request `id` of `tool`, given
-    /// its outcome (`Err`: the call ended without one, e.g. cancelled).
+    /// The JSON-RPC answer to call `id` of `tool` on the direct path, as the text rmcp would
+    /// send for it: built from the same rmcp types, shaped for a session's protocol revision
+    /// (sessions are 2025-11-25 or older), serialized the same way — so both routes answer
+    /// byte for byte alike (`tests/suite/mcp_direct.rs`).
     pub(crate) fn reply(
         &self,
         id: &Value,
         tool: &str,
         outcome: Result<Option<InvocationResult>, InvocationResult>,
-    ) -> Value {
-        let result = match outcome {
-            Ok(Some(r)) | Err(r) => r,
-            Ok(None) => {
-                return json!({"jsonrpc": "2.0", "id": id, "error": {
-                    "code": rmcp::model::ErrorCode::INVALID_PARAMS.0,
-                    "message": unknown_tool(tool),
-                    "data": {"tool": tool},
-                }});
-            }
+    ) -> String {
+        let Ok(request_id) = serde_json::from_value::<rmcp::model::RequestId>(id.clone()) else {
+            // The direct path admits only numeric and string ids; anything else is rmcp's.
+            return json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                "message": "unsupported request id",
+            }})
+            .to_string();
         };
-        let read_tool = self.tools.read_tool();
-        json!({"jsonrpc": "2.0", "id": id,
-            "result": render_result(&result, read_tool.as_deref())})
+        let result = match outcome {
+            Ok(Some(r)) | Err(r) => self.to_response(&r),
+            Ok(None) => Err(ErrorData::invalid_params(
+                unknown_tool(tool),
+                Some(json!({"tool": tool})),
+            )),
+        };
+        let message = match result {
+            Ok(response) => {
+                let mut result = rmcp::model::ServerResult::from(response);
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+                rmcp::model::ServerJsonRpcMessage::response(result, request_id)
+            }
+            Err(error) => rmcp::model::ServerJsonRpcMessage::error(error, Some(request_id)),
+        };
+        serde_json::to_string(&message).unwrap_or_else(|e| {
+            json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                "message": format!("could not encode the answer: {e}"),
+            }})
+            .to_string()
+        })
     }
 
     /// Registers this handler's HTTP session for the direct path (see [`crate::direct`]),

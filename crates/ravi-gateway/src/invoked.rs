@@ -46,7 +46,7 @@ use crate::tools::{ClientSession, ServedTool, ServerTools, SessionKind};
 /// use std::sync::Arc;
 /// use ravi_agents::approval::{ApprovalMessage, ChannelApprovalHandler};
 /// use ravi_agents::invoker::ToolInvoker;
-/// use ravi_integrations::mcp::{HttpOptions, InvokerTools, McpServer};
+/// use ravi_gateway::{HttpOptions, InvokerTools, McpServer};
 ///
 /// let (approvals, mut inbox) = ChannelApprovalHandler::new(16);
 /// tokio::spawn(async move {
@@ -357,8 +357,9 @@ impl ServerTools for InvokerTools {
     }
 
     fn read_tool(&self) -> Option<String> {
-        (self.invoker.registry().contains("read_result") && self.offers("read_result"))
-            .then(|| "read_result".to_owned())
+        (self.invoker.registry().contains(ravi_kernel::READ_RESULT)
+            && self.offers(ravi_kernel::READ_RESULT))
+        .then(|| ravi_kernel::READ_RESULT.to_owned())
     }
 
     async fn settle(&self) {

@@ -70,8 +70,9 @@ pub use tools::{
     SessionKind,
 };
 
-/// The examples of `docs/mcp.md` and `docs/gateway.md`, compiled as doctests so the guides
-/// stay true (they need servers to run, so they are `no_run`).
+/// The examples of `docs/mcp.md` (client and server: this crate has both) and
+/// `docs/gateway.md`, compiled as doctests so the guides stay true (they need servers to run,
+/// so they are `no_run`).
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/mcp.md")]
 struct McpGuide;

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use ravi_agents::access::Grant;
 use ravi_kernel::{InvocationResult, Principal, Tool, ToolContext, ToolRisk};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// A tool as the server lists it.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,23 +43,16 @@ impl ServedTool {
         }
     }
 
-    /// The `tools/list` entry (wire JSON).
+    /// The `tools/list` entry (wire JSON; see [`ravi_agents::schema::mcp_tool_entry`]).
     pub fn to_wire(&self) -> Value {
-        let mut v = json!({
-            "name": self.name,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-            "annotations": ravi_agents::schema::mcp_annotations(self.effects),
-        });
-        // MCP requires an object-typed output schema; anything else is left out.
-        if let Some(s) = self
-            .output_schema
-            .as_ref()
-            .filter(|s| s.get("type").and_then(Value::as_str) == Some("object"))
-        {
-            v["outputSchema"] = s.clone();
-        }
-        v
+        ravi_agents::schema::mcp_tool_entry(
+            &self.name,
+            &self.description,
+            &self.input_schema,
+            self.output_schema.as_ref(),
+            self.effects,
+        )
+        .0
     }
 }
 

@@ -31,9 +31,3 @@ pub fn ensure_tls_provider() {
     // An error means a provider is installed already: the application's choice stands.
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
-
-/// The examples of `docs/mcp.md`, compiled as doctests so the guide stays true (they need an
-/// MCP server to run, so they are `no_run`).
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/mcp.md")]
-struct McpGuide;

@@ -79,6 +79,11 @@ impl StoredArtifact {
 #[serde(try_from = "String", into = "String")]
 pub struct ArtifactRef(String);
 
+/// The name of the tool that reads a stored result by its ref (a line range, a JSON path, a
+/// search): renderers name it in the note of a stored result, and clients and scripts that are
+/// offered only a few tools are offered it too.
+pub const READ_RESULT: &str = "read_result";
+
 impl ArtifactRef {
     /// The prefix every ref starts with.
     pub const PREFIX: &'static str = "art_";

@@ -220,7 +220,7 @@ impl TryFrom<ChainPolicyWire> for ChainPolicy {
 
 impl From<ChainPolicy> for ChainPolicyWire {
     fn from(p: ChainPolicy) -> Self {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let ms = crate::clock::ms;
         Self {
             max_tool_calls: Some(p.max_tool_calls),
             call_timeout_ms: Some(ms(p.call_timeout)),

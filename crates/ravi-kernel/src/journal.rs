@@ -22,16 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::approval::ApprovalRequest;
 use crate::chain::InvocationResult;
+use crate::clock::now_ms;
 use crate::risk::ToolRisk;
-
-/// Milliseconds since the Unix epoch, the store's clock.
-pub fn now_ms() -> i64 {
-    // The system clock without a calendar: every journaled call reads it.
-    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
-    }
-}
 
 /// Where a call sits in the journal: its run and position, with what was called. Two calls with
 /// equal keys are the same call (the idempotency key).

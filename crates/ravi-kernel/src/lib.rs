@@ -46,6 +46,7 @@
 mod approval;
 mod blob;
 mod chain;
+mod clock;
 mod content;
 mod context;
 mod conversation;
@@ -65,13 +66,14 @@ pub use approval::{
     ApprovalDecision, ApprovalHandler, ApprovalRequest, ApprovalResolution, Unreachable,
 };
 pub use blob::{
-    ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore, ByteStream, StoredArtifact,
-    byte_stream_once, next_chunk,
+    ArtifactRef, BlobError, BlobInfo, BlobScope, BlobStore, ByteStream, READ_RESULT,
+    StoredArtifact, byte_stream_once, next_chunk,
 };
 pub use chain::{
     CallRecord, CallStatus, ChainError, ChainOutputFile, ChainPolicy, ChainPolicyBuilder,
     ChainRunResult, ChainStatus, FailureReason, InvocationResult, InvocationStatus, MediaFile,
 };
+pub use clock::{ms, ms_i64, now_ms};
 pub use content::{ContentBlock, MediaSource};
 pub use context::{
     ArtifactAccess, ArtifactPins, CallSource, CancellationToken, Cancelled, CancelledError,
@@ -88,7 +90,7 @@ pub use hooks::HookEvent;
 pub use journal::{
     Abandoned, ApiKey, ApprovalState, AuditQuery, CallKey, CallState, Decision, JournalEntry,
     RunKind, RunOwner, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval,
-    abandoned_result, in_run_tree, now_ms,
+    abandoned_result, in_run_tree,
 };
 pub use principal::Principal;
 pub use registry::ToolRegistry;

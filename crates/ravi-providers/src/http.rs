@@ -370,7 +370,7 @@ fn describe(e: &reqwest::Error) -> String {
 }
 
 fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    ravi_kernel::ms(d)
 }
 
 /// Exponential backoff with ±25 % jitter: `initial × 2^attempt`.

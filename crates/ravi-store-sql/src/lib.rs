@@ -20,6 +20,7 @@
 //! # });
 //! ```
 
+mod base;
 mod open;
 mod rows;
 mod store;

@@ -11,18 +11,10 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::{AnyPool, Row as _, SqlSafeStr as _};
 
+pub use crate::base::Backend;
+pub(crate) use crate::base::{backend_err, corrupt};
 #[cfg(feature = "sqlite")]
 use crate::writes::SqliteJournal;
-
-/// Which database a [`SqlStore`] talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// An embedded SQLite file.
-    Sqlite,
-    /// A PostgreSQL server.
-    Postgres,
-}
 
 /// How often a SQLite waiter looks for a decision (the bound: at most 50 ms).
 pub(crate) const POLL: Duration = Duration::from_millis(25);
@@ -108,14 +100,6 @@ impl MigrationSource<'static> for Embedded {
             ])
         })
     }
-}
-
-pub(crate) fn backend_err(e: &sqlx::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
-}
-
-pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {e}"))
 }
 
 impl SqlStore {

@@ -1,6 +1,6 @@
 //! Reading rows back into the kernel's records, and the audit query's filter.
 
-use crate::open::*;
+use crate::base::{backend_err, corrupt};
 use ravi_kernel::{
     ApiKey, ApprovalRequest, ApprovalState, AuditQuery, CallKey, CallState, InvocationResult,
     JournalEntry, RunKind, RunOwner, RunRecord, RunStatus, StoreError, StoredApproval, ToolRisk,

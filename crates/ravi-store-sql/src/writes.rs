@@ -7,7 +7,7 @@ use std::time::Duration;
 use ravi_kernel::{JournalEntry, StoreError, now_ms};
 
 #[cfg(feature = "sqlite")]
-use crate::open::backend_err;
+use crate::base::backend_err;
 use crate::rows::to_json;
 
 /// The rows of run `$1` and of its sub-runs (`$1:SEQ`…): `substr` rather than `LIKE`, whose

@@ -89,7 +89,7 @@ fn io(context: &str, path: &Path, e: std::io::Error) -> BlobError {
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .map_or(0, ravi_kernel::ms)
 }
 
 impl FsBlobStore {
@@ -420,7 +420,7 @@ impl Shared {
 
     fn gc(&self, ttl: Duration) -> Result<GcReport, BlobError> {
         let mut report = GcReport::default();
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let ttl_ms = ravi_kernel::ms(ttl);
         let now = now_ms();
         let live: HashSet<String> = {
             let mut index = lock(&self.index)?;

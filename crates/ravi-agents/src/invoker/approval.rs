@@ -12,7 +12,7 @@ use ravi_kernel::{
 };
 
 use super::journal::Journaled;
-use super::pipeline::Stop;
+use super::stop::Stop;
 use super::{ToolInvoker, exec};
 use crate::blob::new_scope_id;
 
@@ -360,7 +360,7 @@ mod stored {
     };
 
     use super::super::journal::Journaled;
-    use super::super::pipeline::Stop;
+    use super::super::stop::Stop;
 
     fn failed(e: &StoreError) -> Stop {
         Stop::new(

@@ -116,7 +116,7 @@ pub(super) struct InFlight<'a> {
 impl InFlight<'_> {
     #[inline]
     fn duration_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+        ravi_kernel::ms(self.started.elapsed())
     }
 
     fn end_event(&self, duration_ms: u64, app_data: Option<serde_json::Value>) -> HookEvent {

@@ -13,7 +13,7 @@ use ravi_kernel::{
 
 use super::InvokerSession;
 use super::digest;
-use super::pipeline::Stop;
+use super::stop::Stop;
 use crate::durable::RunJournal;
 
 /// A journaled call in flight.

@@ -66,6 +66,7 @@ mod refs;
 mod registry;
 mod session;
 mod shape;
+mod stop;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -347,9 +348,4 @@ impl ToolInvoker {
         flight.stage = Stage::Done;
         result
     }
-}
-
-/// Whether a text starts like a JSON object or array (for the renderers' JSON rules).
-pub(crate) fn looks_json_text(text: &str) -> bool {
-    shape::looks_json(text)
 }

@@ -21,32 +21,12 @@ use serde_json::Value;
 
 use super::exec::{self, Finished};
 use super::flight::{Limit, Outcome};
+use super::stop::Stop;
 use super::{Inner, InvokerSession, ToolInvoker, digest, journal, messages, refs, shape};
 use tracing::Instrument as _;
 
 use crate::guardrail::{GuardrailVerdict, OutputGuardrail, ToolCallGuardrail};
 use crate::validate::ArgumentValidator;
-
-/// Why a step stopped the call: the typed reason and the message written for the model.
-pub(super) struct Stop {
-    reason: FailureReason,
-    message: String,
-}
-
-impl Stop {
-    /// A stop for `reason`, explained by `message`.
-    pub(super) fn new(reason: FailureReason, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-        }
-    }
-
-    /// The outcome the caller gets for it.
-    pub(super) fn into_result(self) -> InvocationResult {
-        InvocationResult::failed(self.reason, self.message)
-    }
-}
 
 /// What a step answers: go on (with what it found), or stop the call.
 type Step<T> = Result<T, Stop>;
@@ -455,9 +435,7 @@ fn report_result(
         tool: call.name.clone(),
         kind: ProgressKind::ToolResult {
             status: status.as_str().to_owned(),
-            duration_ms: exec_started.map_or(0, |t| {
-                u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
-            }),
+            duration_ms: exec_started.map_or(0, |t| ravi_kernel::ms(t.elapsed())),
         },
     });
 }

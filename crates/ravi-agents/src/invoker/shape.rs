@@ -66,17 +66,13 @@ fn stays_inline(max_inline: usize, text: &str, structured: Option<&Value>) -> bo
         return false;
     }
     if let Some(s) = structured
-        && looks_json(text)
+        && serialize::looks_json(text)
         && (text.len() > serialize::TEXT_LIMIT_CHARS
             || serialize::json_text_would_cut(s, text.len()))
     {
         return false;
     }
     text.len() <= serialize::TEXT_LIMIT_CHARS || !serialize::plain_text_would_cut(text)
-}
-
-pub(crate) fn looks_json(text: &str) -> bool {
-    matches!(text.as_bytes().first(), Some(b'{' | b'['))
 }
 
 /// The outcome holding the result as the tool returned it.
@@ -158,7 +154,7 @@ pub(crate) async fn shape(
         // A single text that is the JSON form of the structured output falls under the JSON
         // rules; worth comparing only when some rule would cut.
         let mirror = single.is_some()
-            && looks_json(&full)
+            && serialize::looks_json(&full)
             && out.structured.as_ref().is_some_and(|s| {
                 (full.len() > serialize::TEXT_LIMIT_CHARS
                     || serialize::json_text_would_cut(s, full.len()))
@@ -204,9 +200,9 @@ pub(crate) async fn shape(
     } else if single.is_some() {
         serialize::plain_text(&full)
     } else {
-        crate::render::cut_text(&out.content)
+        serialize::cut_text(&out.content)
     };
-    let media_type = if out.structured.is_some() && looks_json(&full) {
+    let media_type = if out.structured.is_some() && serialize::looks_json(&full) {
         "application/json"
     } else {
         "text/plain; charset=utf-8"

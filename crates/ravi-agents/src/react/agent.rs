@@ -1241,7 +1241,7 @@ impl ReActAgent {
                 tool: call.name.clone(),
                 status,
                 reason,
-                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                duration_ms: ravi_kernel::ms(started.elapsed()),
                 preview,
                 app_data,
                 calls,
@@ -1258,8 +1258,8 @@ impl ReActAgent {
     /// `read_result` named in artifact notes when the model has it.
     fn model_render(&self) -> ModelRender {
         let render = ModelRender::new(self.model.media_support());
-        if self.tools.contains("read_result") {
-            render.with_read_tool("read_result")
+        if self.tools.contains(ravi_kernel::READ_RESULT) {
+            render.with_read_tool(ravi_kernel::READ_RESULT)
         } else {
             render
         }

@@ -30,25 +30,51 @@ pub fn annotations_for_risk(risk: ToolRisk) -> Value {
     mcp_annotations(ToolEffects::from_risk(risk, false))
 }
 
-pub(crate) fn function(tool: &dyn Tool, spec: &FunctionSpec) -> Entry {
-    let mut findings = Vec::new();
+/// One MCP `tools/list` entry — name, description, `inputSchema`, `outputSchema` when it is an
+/// object schema (MCP requires one for structured output), and the annotations stating
+/// `effects` — the one builder behind `ravi tools schema --provider mcp` and the gateway's
+/// `tools/list`. The flag says whether an output schema was left out for not being an object.
+pub fn mcp_tool_entry(
+    name: &str,
+    description: &str,
+    input_schema: &Value,
+    output_schema: Option<&Value>,
+    effects: ToolEffects,
+) -> (Value, bool) {
     let mut out = Map::new();
-    out.insert("name".into(), json!(spec.name));
-    out.insert("description".into(), json!(spec.description));
-    out.insert("inputSchema".into(), spec.parameters.clone());
-    if let Some(schema) = tool.output_schema() {
+    out.insert("name".into(), json!(name));
+    out.insert("description".into(), json!(description));
+    out.insert("inputSchema".into(), input_schema.clone());
+    let mut left_out = false;
+    if let Some(schema) = output_schema {
         if schema.get("type").and_then(Value::as_str) == Some("object") {
-            out.insert("outputSchema".into(), schema);
+            out.insert("outputSchema".into(), schema.clone());
         } else {
-            findings.push((
-                Severity::Warning,
-                "outputSchema left out: MCP requires an object schema for structured output".into(),
-            ));
+            left_out = true;
         }
     }
-    out.insert("annotations".into(), mcp_annotations(tool.effects()));
+    out.insert("annotations".into(), mcp_annotations(effects));
+    (Value::Object(out), left_out)
+}
+
+pub(crate) fn function(tool: &dyn Tool, spec: &FunctionSpec) -> Entry {
+    let output = tool.output_schema();
+    let (value, left_out) = mcp_tool_entry(
+        &spec.name,
+        &spec.description,
+        &spec.parameters,
+        output.as_ref(),
+        tool.effects(),
+    );
+    let mut findings = Vec::new();
+    if left_out {
+        findings.push((
+            Severity::Warning,
+            "outputSchema left out: MCP requires an object schema for structured output".into(),
+        ));
+    }
     Entry {
-        value: Some(Value::Object(out)),
+        value: Some(value),
         findings,
     }
 }

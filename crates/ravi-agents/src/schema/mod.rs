@@ -38,7 +38,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use gemini::{ALLOWED as GEMINI_ALLOWED, to_gemini};
-pub use mcp::{annotations_for_risk, mcp_annotations};
+pub use mcp::{annotations_for_risk, mcp_annotations, mcp_tool_entry};
 pub use strict::{MAX_NESTING, MAX_PROPERTIES, make_strict};
 
 use crate::toolbox::{Toolbox, validate_tool_name};

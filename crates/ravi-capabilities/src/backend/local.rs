@@ -79,6 +79,18 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// What a shell command run here needs of the backend.
+    fn shell_place(&self) -> shell::ShellPlace<'_> {
+        shell::ShellPlace {
+            root: &self.root,
+            dir: &self.dir,
+            shell_timeout: self.limits.shell_timeout,
+            max_shell_timeout: self.limits.max_shell_timeout,
+            env_allow: &self.limits.env_allow,
+            max_output_bytes: self.limits.max_output_bytes,
+        }
+    }
+
     /// The write lock of `rel` (already normalised by [`confine`], so `./a` and `a` share it).
     fn write_lock(&self, rel: &Path) -> std::sync::MutexGuard<'_, ()> {
         use std::hash::{Hash as _, Hasher as _};
@@ -191,7 +203,7 @@ impl Backend for LocalBackend {
     async fn execute(&self, request: BackendRequest) -> Result<BackendResponse, BackendError> {
         Ok(match request {
             BackendRequest::ShellRun(p) => {
-                BackendResponse::ShellRun(shell::run(&self.inner, p).await?)
+                BackendResponse::ShellRun(shell::run(&self.inner.shell_place(), p).await?)
             }
             BackendRequest::FilesRead(p) => {
                 BackendResponse::FilesRead(self.blocking(move |i| read(i, &p)).await?)
@@ -208,7 +220,6 @@ impl Backend for LocalBackend {
             BackendRequest::FilesDelete(p) => {
                 BackendResponse::FilesDelete(self.blocking(move |i| delete(i, &p)).await?)
             }
-            BackendRequest::CodeRun(p) => BackendResponse::CodeRun(run_code(p).await?),
         })
     }
 
@@ -496,71 +507,6 @@ fn ensure_parent(inner: &Inner, rel: &Path, create: bool) -> Result<(), BackendE
             .map_err(|e| io_error("create directory", &shown, &e)),
         Err(e) => Err(io_error("write", &shown, &e)),
     }
-}
-
-/// Runs a snippet in the code-mode sandbox: a fresh, isolated interpreter with no tools bound,
-/// no files, no network and the sandbox's default limits. Only Python is supported.
-#[cfg(feature = "code-mode")]
-async fn run_code(p: CodeRun) -> Result<CodeOutput, BackendError> {
-    use crate::chain::{BridgeOutcome, Sandbox, SandboxLimits, ToolBridge};
-    use ravi_kernel::ChainStatus;
-
-    /// The bridge of a snippet: it has no tools, so every call is refused.
-    struct NoTools;
-    #[async_trait]
-    impl ToolBridge for NoTools {
-        async fn call(&self, tool: &str, _args: serde_json::Value) -> BridgeOutcome {
-            BridgeOutcome::error(format!(
-                "no tools are bound in a code_run snippet, so `{tool}` cannot be called; \
-                 use tool_chain to call tools from a script"
-            ))
-        }
-    }
-
-    if !p.language.eq_ignore_ascii_case("python") {
-        return Err(BackendError::Unsupported(format!(
-            "code_run supports only `python`, got `{}`",
-            p.language
-        )));
-    }
-    let sandbox = Sandbox::shared().map_err(|e| {
-        BackendError::Unsupported(format!("the code-mode sandbox could not be loaded: {e}"))
-    })?;
-    let run = sandbox
-        .run(
-            &p.code,
-            "<code_run>",
-            &[],
-            Arc::new(NoTools),
-            &SandboxLimits::default(),
-            None,
-        )
-        .await;
-    let mut stderr = run.stderr;
-    if let Some(err) = &run.error {
-        if !err.traceback.is_empty() {
-            stderr.push_str(&err.traceback);
-        }
-        if !stderr.is_empty() && !stderr.ends_with('\n') {
-            stderr.push('\n');
-        }
-        stderr.push_str(&format!("{}: {}\n", err.exc_type, err.message));
-    }
-    Ok(CodeOutput {
-        stdout: run.stdout,
-        stderr,
-        ok: run.status == ChainStatus::Ok,
-    })
-}
-
-/// Without the `code-mode` feature there is no sandbox to run a snippet in.
-#[cfg(not(feature = "code-mode"))]
-async fn run_code(p: CodeRun) -> Result<CodeOutput, BackendError> {
-    Err(BackendError::Unsupported(format!(
-        "code mode is not available in this build (feature `code-mode` is off), so the {} \
-         snippet was not run; use the shell tool or call tools directly instead",
-        p.language
-    )))
 }
 
 fn kind_name(kind: EntryKind) -> &'static str {

@@ -18,9 +18,9 @@ use ravi_kernel::ByteStream;
 pub use local::{BackendLimits, LocalBackend};
 pub use path::confine;
 pub use payload::{
-    BackendRequest, BackendResponse, CodeOutput, CodeRun, Deleted, DirEntry, EntryKind, Existence,
-    FileData, FilesDelete, FilesExists, FilesList, FilesRead, FilesWrite, Listing, ShellOutput,
-    ShellRun, WriteMode, WriteOutcome,
+    BackendRequest, BackendResponse, Deleted, DirEntry, EntryKind, Existence, FileData,
+    FilesDelete, FilesExists, FilesList, FilesRead, FilesWrite, Listing, ShellOutput, ShellRun,
+    WriteMode, WriteOutcome,
 };
 
 /// A file opened for streaming ([`Backend::read_stream`]).
@@ -139,13 +139,5 @@ pub trait Backend: Send + Sync {
         let mut payload = FilesWrite::new(path, content);
         payload.mode = mode;
         self.write(payload).await
-    }
-
-    /// Runs a [`CodeRun`] and returns its typed result.
-    async fn run_code(&self, payload: CodeRun) -> Result<CodeOutput, BackendError> {
-        match self.execute(BackendRequest::CodeRun(payload)).await? {
-            BackendResponse::CodeRun(out) => Ok(out),
-            other => Err(mismatch("CodeRun", &other)),
-        }
     }
 }

@@ -319,26 +319,6 @@ pub struct Deleted {
     pub kind: EntryKind,
 }
 
-/// Run a code snippet in the code-mode sandbox.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CodeRun {
-    /// The language (`python`).
-    pub language: String,
-    /// The source.
-    pub code: String,
-}
-
-/// What a code snippet printed and how it ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CodeOutput {
-    /// Printed output.
-    pub stdout: String,
-    /// Error output.
-    pub stderr: String,
-    /// Whether the snippet finished without an error.
-    pub ok: bool,
-}
-
 /// The `op` tag of a [`BackendRequest`] or [`BackendResponse`]: the two enums share their
 /// variant names and tags, so the table is written once.
 macro_rules! op_tag {
@@ -350,7 +330,6 @@ macro_rules! op_tag {
             Self::FilesList(_) => "files_list",
             Self::FilesExists(_) => "files_exists",
             Self::FilesDelete(_) => "files_delete",
-            Self::CodeRun(_) => "code_run",
         }
     };
 }
@@ -372,8 +351,6 @@ pub enum BackendRequest {
     FilesExists(FilesExists),
     /// [`FilesDelete`].
     FilesDelete(FilesDelete),
-    /// [`CodeRun`].
-    CodeRun(CodeRun),
 }
 
 impl BackendRequest {
@@ -400,8 +377,6 @@ pub enum BackendResponse {
     FilesExists(Existence),
     /// From [`FilesDelete`].
     FilesDelete(Deleted),
-    /// From [`CodeRun`].
-    CodeRun(CodeOutput),
 }
 
 impl BackendResponse {

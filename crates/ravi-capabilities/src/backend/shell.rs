@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::Command;
 
-use super::local::Inner;
 use super::path::{confine, io_error, shorten};
 use super::payload::{ShellOutput, ShellRun};
 use crate::BackendError;
+use cap_std::fs::Dir;
 
 /// Kills a process group when dropped (timeout, cancellation, or normal completion).
 struct GroupGuard(Option<rustix::process::Pid>);
@@ -75,8 +75,26 @@ async fn capture<R: AsyncRead + Unpin>(mut pipe: R, cap: usize) -> (Vec<u8>, boo
     (kept, truncated)
 }
 
-pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, BackendError> {
-    let limits = &inner.limits;
+/// Where a command runs and what bounds it: the workspace and the backend's shell limits
+/// (`BackendLimits`), borrowed from the backend for one run.
+pub(crate) struct ShellPlace<'a> {
+    /// The workspace folder (the command's `HOME`).
+    pub(crate) root: &'a std::path::Path,
+    /// The workspace, opened: the command's working directory is resolved inside it.
+    pub(crate) dir: &'a Dir,
+    /// The timeout of a command that names none.
+    pub(crate) shell_timeout: Duration,
+    /// The longest timeout a command may ask for.
+    pub(crate) max_shell_timeout: Duration,
+    /// Environment variables passed through.
+    pub(crate) env_allow: &'a [String],
+    /// Output kept per stream.
+    pub(crate) max_output_bytes: usize,
+}
+
+/// Runs `p` in `place` (see the module's docs).
+pub(crate) async fn run(place: &ShellPlace<'_>, p: ShellRun) -> Result<ShellOutput, BackendError> {
+    let limits = place;
     if p.command.trim().is_empty() {
         return Err(BackendError::InvalidInput {
             field: "command",
@@ -104,7 +122,7 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
     // The directory is opened once, through the workspace handle (resolution confined beneath
     // the root), and the child enters it by descriptor. Handing the child a path instead would
     // let a symlink swapped in after this point redirect it outside the workspace.
-    let cwd_dir = inner.dir.open_dir(&cwd_rel).map_err(|e| {
+    let cwd_dir = place.dir.open_dir(&cwd_rel).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotADirectory {
             BackendError::WrongKind {
                 path: shorten(&cwd_shown),
@@ -156,12 +174,12 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
             cmd.pre_exec(move || rustix::process::fchdir(&cwd_dir).map_err(std::io::Error::from));
         }
     }
-    for name in &limits.env_allow {
+    for name in limits.env_allow {
         if let Some(value) = std::env::var_os(name) {
             cmd.env(name, value);
         }
     }
-    cmd.env("HOME", &inner.root);
+    cmd.env("HOME", place.root);
     for (name, value) in &p.env {
         if !valid_env_name(name) {
             return Err(BackendError::InvalidInput {
@@ -241,6 +259,6 @@ pub(crate) async fn run(inner: &Inner, p: ShellRun) -> Result<ShellOutput, Backe
         stdout_truncated,
         stderr_truncated,
         timed_out,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_ms: ravi_kernel::ms(started.elapsed()),
     })
 }

@@ -13,7 +13,7 @@ use super::tool::{TOOL_CHAIN_NAME, ToolChainTool};
 
 /// The name of the tool that reads the rest of a large result by its ref; offered beside
 /// `tool_chain` in [`CodeMode::Only`] when the agent has it.
-const READ_RESULT: &str = "read_result";
+use ravi_kernel::READ_RESULT;
 
 /// How code mode is offered to a model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -409,7 +409,7 @@ impl ToolChainTool {
             run.status,
             output_text,
             call_trace,
-            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            ravi_kernel::ms(started.elapsed()),
         );
         result.error = run.error;
         result.files = files;

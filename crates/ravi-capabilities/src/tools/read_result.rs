@@ -80,7 +80,7 @@ fn cap(text: &str) -> (&str, bool) {
 
 impl ReadResult {
     /// The tool's name.
-    pub const NAME: &'static str = "read_result";
+    pub const NAME: &'static str = ravi_kernel::READ_RESULT;
 }
 
 #[ravi_kernel::async_trait]

@@ -361,68 +361,6 @@ async fn list_limit_truncates() {
     assert!(l.truncated);
 }
 
-#[cfg(feature = "code-mode")]
-#[tokio::test]
-async fn code_run_runs_python_in_the_sandbox() {
-    let (_d, b) = workspace();
-    let out = b
-        .run_code(CodeRun {
-            language: "python".into(),
-            code: "print(sum(range(10)))".into(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(out.stdout, "45\n");
-    assert!(out.ok, "{out:?}");
-
-    let failed = b
-        .run_code(CodeRun {
-            language: "python".into(),
-            code: "print('before')\n1 / 0".into(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(failed.stdout, "before\n");
-    assert!(!failed.ok);
-    assert!(failed.stderr.contains("ZeroDivisionError"), "{failed:?}");
-
-    // The snippet is isolated: no files of the workspace, no tools.
-    let isolated = b
-        .run_code(CodeRun {
-            language: "python".into(),
-            code: "open('/etc/passwd')".into(),
-        })
-        .await
-        .unwrap();
-    assert!(!isolated.ok, "{isolated:?}");
-
-    let err = b
-        .run_code(CodeRun {
-            language: "ruby".into(),
-            code: "puts 1".into(),
-        })
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("only `python`"), "{err}");
-}
-
-#[cfg(not(feature = "code-mode"))]
-#[tokio::test]
-async fn code_run_says_code_mode_is_unavailable() {
-    let (_d, b) = workspace();
-    let err = b
-        .run_code(CodeRun {
-            language: "python".into(),
-            code: "print(1)".into(),
-        })
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("code mode is not available"),
-        "{err}"
-    );
-}
-
 #[tokio::test]
 async fn shell_reports_exit_code_stdout_stderr() {
     let (_d, b) = workspace();

@@ -49,10 +49,6 @@ fn backend_requests() {
                 path: "target".into(),
                 recursive: true,
             }),
-            BackendRequest::CodeRun(CodeRun {
-                language: "python".into(),
-                code: "print(1 + 1)".into(),
-            }),
         ],
     );
 }
@@ -124,11 +120,6 @@ fn backend_responses() {
             BackendResponse::FilesDelete(Deleted {
                 path: "a.txt".into(),
                 kind: EntryKind::File,
-            }),
-            BackendResponse::CodeRun(CodeOutput {
-                stdout: "2\n".into(),
-                stderr: String::new(),
-                ok: true,
             }),
         ],
     );

@@ -311,7 +311,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         }
     };
     if let Some(keep) = &args.defer_tools {
-        let always = [TOOL_CHAIN_NAME, "read_result"];
+        let always = [TOOL_CHAIN_NAME, ravi_kernel::READ_RESULT];
         agent = agent.with_deferred_loading(
             keep.iter()
                 .map(String::as_str)

@@ -191,7 +191,7 @@ fn record(call: &JournalEntry, approval: Option<&StoredApproval>) -> Value {
         "risk": call.risk.as_str(),
         "state": call.state.as_str(),
         "reason": call.result.as_ref().and_then(|r| r.reason).map(|r| r.as_str()),
-        "duration_ms": call.duration().map(|d| d.as_millis() as u64),
+        "duration_ms": call.duration().map(ravi_kernel::ms),
         "approval": approval.map(|a| json!({
             "id": a.id(),
             "state": a.state.as_str(),

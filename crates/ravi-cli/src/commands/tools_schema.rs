@@ -88,7 +88,11 @@ fn with_code_mode(tb: Toolbox, mode: CodeMode) -> anyhow::Result<Toolbox> {
     let chain = AnyTool::Function(Arc::new(chain));
     if mode == CodeMode::Only {
         let mut only = vec![chain];
-        only.extend(tb.iter().find(|t| t.name() == "read_result").cloned());
+        only.extend(
+            tb.iter()
+                .find(|t| t.name() == ravi_kernel::READ_RESULT)
+                .cloned(),
+        );
         return Ok(Toolbox::try_from_tools(only)?);
     }
     let mut tb = tb;

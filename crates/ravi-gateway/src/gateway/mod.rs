@@ -602,8 +602,12 @@ fn served_tools(
     let mut served = InvokerTools::new(builder);
     if let (true, Some(name)) = (only, script_name) {
         let mut offered = vec![name];
-        if served.invoker().registry().contains("read_result") {
-            offered.push("read_result".to_owned());
+        if served
+            .invoker()
+            .registry()
+            .contains(ravi_kernel::READ_RESULT)
+        {
+            offered.push(ravi_kernel::READ_RESULT.to_owned());
         }
         served = served.with_offered(Some(offered));
     }

@@ -399,7 +399,7 @@ async fn keep_lease(
         }
         // Rates are shared among the live replicas: each enforces its share.
         if let Some(limits) = &limits {
-            let since = ravi_kernel::now_ms() - i64::try_from(lease.as_millis()).unwrap_or(0);
+            let since = ravi_kernel::now_ms() - ravi_kernel::ms_i64(lease);
             if let Ok(live) = store.live_runs(RunKind::Serve, since).await {
                 let n = u32::try_from(live.len()).unwrap_or(u32::MAX).max(1);
                 if n != limits.replicas() {
@@ -429,7 +429,7 @@ pub async fn recover_runs(
     store: &dyn Store,
     lease: Duration,
 ) -> Result<Vec<(String, Abandoned)>, StoreError> {
-    let before = ravi_kernel::now_ms() - i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    let before = ravi_kernel::now_ms() - ravi_kernel::ms_i64(lease);
     let mut out = Vec::new();
     for run in store.expired_runs(RunKind::Serve, before).await? {
         let last = chrono::DateTime::from_timestamp_millis(run.updated_ms)

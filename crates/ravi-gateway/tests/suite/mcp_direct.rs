@@ -95,6 +95,24 @@ impl Answer {
         }
     }
 
+    /// The text of each JSON-RPC message of the body, exactly as sent: the JSON body, or each
+    /// event's data.
+    fn texts(&self) -> Vec<String> {
+        if self.content_type.starts_with("text/event-stream") {
+            self.body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(str::to_owned)
+                .collect()
+        } else if self.body.trim().is_empty() {
+            Vec::new()
+        } else {
+            vec![self.body.trim().to_owned()]
+        }
+    }
+
     /// The response to request `id`.
     fn response(&self, id: &Value) -> Value {
         self.messages()
@@ -203,6 +221,85 @@ fn call(id: i64, name: &str, arguments: Value) -> Value {
         "params": {"name": name, "arguments": arguments}})
 }
 
+/// The same requests down both routes, answered byte for byte alike: results, tool errors,
+/// invalid arguments, unknown tools, numeric and string ids, every progress notification, and
+/// a cancelled call's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_routes_answer_byte_for_byte_alike() {
+    let (server, _) = start(Duration::from_secs(300)).await;
+    let addr = server.local_addr();
+    let session = open(addr).await;
+    let with_id = |id: Value, name: &str, arguments: Value, meta: Option<Value>| {
+        let mut r = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}});
+        if let Some(m) = meta {
+            r["params"]["_meta"] = m;
+        }
+        r
+    };
+    let cases = [
+        with_id(json!(11), "add", json!({"a": 2, "b": 3}), None),
+        with_id(json!("call-twelve"), "add", json!({"a": 1, "b": -1}), None),
+        with_id(json!(13), "add", json!({"a": "x"}), None),
+        with_id(json!("s-14"), "nope", json!({}), None),
+        with_id(
+            json!(15),
+            "add",
+            json!({"a": 1, "b": 2}),
+            Some(json!({"progressToken": 7})),
+        ),
+        with_id(
+            json!(16),
+            "count",
+            json!({"n": 3}),
+            Some(json!({"progressToken": "tok-16"})),
+        ),
+    ];
+    for request in cases {
+        let direct = post(addr, Some(&session), ACCEPT, &request).await;
+        let rmcp = post(addr, Some(&session), ACCEPT, &via_rmcp(request.clone())).await;
+        assert_eq!((direct.status, rmcp.status), (200, 200), "{request}");
+        // The routes differ (rmcp always streams), the messages must not.
+        assert!(
+            rmcp.content_type.starts_with("text/event-stream"),
+            "{}",
+            rmcp.content_type
+        );
+        let (d, r) = (direct.texts(), rmcp.texts());
+        assert!(!d.is_empty(), "{request}: no answer");
+        assert_eq!(d, r, "{request}");
+    }
+
+    // A cancelled call: its answer is the same on both routes.
+    let mut answers = Vec::new();
+    for (id, via) in [(21, false), (22, true)] {
+        let request = call(id, "sleepy", json!({}));
+        let request = if via { via_rmcp(request) } else { request };
+        let s2 = session.clone();
+        let running = tokio::spawn(async move { post(addr, Some(&s2), ACCEPT, &request).await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let note = post(
+            addr,
+            Some(&session),
+            ACCEPT,
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": "changed my mind"}}),
+        )
+        .await;
+        assert_eq!(note.status, 202, "{}", note.body);
+        let answer = running.await.unwrap();
+        answers.push(
+            answer
+                .texts()
+                .into_iter()
+                .map(|t| t.replace(&format!("\"id\":{id}"), "\"id\":ID"))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(answers[0], answers[1], "cancelled calls");
+    server.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_answers_equal_rmcps() {
     let (server, _) = start(Duration::from_secs(300)).await;
@@ -295,8 +392,16 @@ async fn cancelling_a_direct_call_cancels_its_tool() {
         cancelled.lock().unwrap().is_some(),
         "the tool was not cancelled"
     );
-    let result = answer.response(&json!(5));
-    assert_eq!(result["result"]["isError"], true, "{result}");
+    // A cancelled request is not answered (MCP), as on rmcp's path: the stream just ends.
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(
+        answer
+            .messages()
+            .iter()
+            .all(|m| m.get("id") != Some(&json!(5))),
+        "a cancelled call was answered: {}",
+        answer.body
+    );
 
     // A client that drops its request cancels the call too.
     *cancelled.lock().unwrap() = None;

@@ -322,10 +322,15 @@ async fn bearer_and_custom_headers_reach_the_server() {
     stop.cancel();
 }
 
-/// Waits for its context to be cancelled (up to 10 s) and records when that happened.
-fn sleepy(cancelled_at: Arc<Mutex<Option<Instant>>>) -> TestTool {
+/// Waits for its context to be cancelled (up to 10 s) and records when that happened; counts
+/// the calls that reached it in `started`.
+fn sleepy(
+    cancelled_at: Arc<Mutex<Option<Instant>>>,
+    started: Arc<std::sync::atomic::AtomicUsize>,
+) -> TestTool {
     TestTool::new("sleepy", move |ctx, _| {
         let (cancellation, cancelled_at) = (ctx.cancellation.clone(), cancelled_at.clone());
+        started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Outcome::later(async move {
             tokio::select! {
                 () = cancellation.cancelled() => {
@@ -344,16 +349,17 @@ fn sleepy(cancelled_at: Arc<Mutex<Option<Instant>>>) -> TestTool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_and_cancellation_reach_the_server_as_notifications_cancelled() {
     let cancelled_at = Arc::new(Mutex::new(None));
-    let server =
-        McpServer::new(Arc::new(DirectTools::new(vec![
-            Arc::new(sleepy(cancelled_at.clone())) as Arc<dyn Tool>,
-        ])))
-        .bind_http(
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-            HttpOptions::default(),
-        )
-        .await
-        .unwrap();
+    let reached_server = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = McpServer::new(Arc::new(DirectTools::new(vec![Arc::new(sleepy(
+        cancelled_at.clone(),
+        reached_server.clone(),
+    )) as Arc<dyn Tool>])))
+    .bind_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        HttpOptions::default(),
+    )
+    .await
+    .unwrap();
     let client = McpClient::connect(
         McpServerSpec::http("slow", server.url()).with_timeout(Duration::from_millis(300)),
     )
@@ -377,17 +383,24 @@ async fn timeouts_and_cancellation_reach_the_server_as_notifications_cancelled()
     let at = seen.expect("the server's tool was never cancelled");
     assert!(at.duration_since(started) < Duration::from_secs(3));
 
-    // The caller cancels: the server hears about it too.
+    // The caller cancels once the call reached the server: the server hears about it too.
     *cancelled_at.lock().unwrap() = None;
     let ctx = ToolContext::default();
     let token = ctx.cancellation.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        token.cancel();
-    });
     let client2 = McpClient::connect(McpServerSpec::http("slow2", server.url()))
         .await
         .unwrap();
+    let before = reached_server.load(std::sync::atomic::Ordering::SeqCst);
+    let reached = reached_server.clone();
+    tokio::spawn(async move {
+        for _ in 0..200 {
+            if reached.load(std::sync::atomic::Ordering::SeqCst) > before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        token.cancel();
+    });
     let err = McpTool::from_client(&client2)
         .remove(0)
         .execute(&ctx, json!({}))

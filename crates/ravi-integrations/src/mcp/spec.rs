@@ -229,7 +229,7 @@ impl McpServerSpec {
     /// Sets the per-call timeout.
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        self.timeout_ms = Some(ravi_kernel::ms(timeout));
         self
     }
 

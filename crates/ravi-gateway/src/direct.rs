@@ -50,7 +50,7 @@ use ravi_kernel::{
 };
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::direct_sessions::{Admitted, SessionCalls};
 use crate::handler::Handler;
@@ -506,6 +506,7 @@ fn event_stream(
 mod tests {
     use super::*;
     use http::HeaderMap;
+    use serde_json::json;
     use std::time::Duration;
 
     fn posted(v: Value) -> Posted {

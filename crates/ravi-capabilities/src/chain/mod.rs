@@ -36,6 +36,8 @@ mod describe;
 )]
 mod engine_config;
 mod frames;
+mod guest;
+mod live;
 mod output;
 mod prepare;
 mod sandbox;
@@ -48,11 +50,11 @@ pub use agent::{CodeMode, CodeModeAgent};
 pub use bridge::{ArtifactHandle, BridgeOutcome, FailureKind, FileHandle, ToolBridge};
 pub use cpython::{CpythonConfig, default_cpython_dir};
 pub use describe::{bindings, chain_description, chain_description_for, python_name, signature};
-pub use sandbox::{
-    MAX_SCRIPT_FILES_BYTES, PythonEngine, Sandbox, SandboxConfig, SandboxLimits, SandboxRun,
-    ScriptFile, ToolBinding, prepared_guest,
+pub use guest::{
+    MAX_SCRIPT_FILES_BYTES, PythonEngine, SandboxLimits, SandboxRun, ScriptFile, ToolBinding,
 };
-pub use session::SessionLimits;
+pub use live::SessionLimits;
+pub use sandbox::{Sandbox, SandboxConfig, prepared_guest};
 pub use tool::{
     MAX_IMAGE_BYTES, MAX_IMAGES, TOOL_CHAIN_NAME, ToolChainTool, WHOLE_RESULT_BYTES, limits_from,
     summary_text,

@@ -276,7 +276,7 @@ mod tests {
         );
         assert_eq!(names[1], "ravi-guest.lock");
 
-        let module = super::super::sandbox::load_module(&engine, &cwasm).unwrap();
+        let module = super::super::guest::load_module(&engine, &cwasm).unwrap();
         let mut store = Store::new(&engine, ());
         let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
         let g = instance.get_global(&mut store, "g").unwrap();

@@ -20,7 +20,8 @@ use super::abi::Budget;
 use super::bridge::{ArtifactHandle, BridgeOutcome, ToolBridge};
 use super::cells::{self, Cell};
 use super::describe::{bindings, chain_description_for};
-use super::sandbox::{PythonEngine, Sandbox, SandboxLimits, ScriptFile, ToolBinding};
+use super::guest::{PythonEngine, SandboxLimits, ScriptFile, ToolBinding};
+use super::sandbox::Sandbox;
 use super::session::{Rebuild, ReplayCell, Turn, TurnReport, refused};
 
 /// How long past a run's wall clock the invoker waits for the sandbox to end it and report.

@@ -37,7 +37,10 @@ pub(super) const CPYTHON_TURN: &str = "import _ravi; _ravi._main()";
 /// faulted (the guest raises `OSError`).
 #[cfg_attr(
     not(feature = "code-mode-cpython"),
-    allow(dead_code, reason = "used by the CPython engine, which this build leaves out")
+    allow(
+        dead_code,
+        reason = "used by the CPython engine, which this build leaves out"
+    )
 )]
 const DOOR_FAULT: i32 = -2;
 
@@ -126,7 +129,10 @@ pub(super) async fn execute_turn(
 
 #[cfg_attr(
     not(feature = "code-mode-cpython"),
-    allow(dead_code, reason = "used by the CPython engine, which this build leaves out")
+    allow(
+        dead_code,
+        reason = "used by the CPython engine, which this build leaves out"
+    )
 )]
 /// `host.call(ptr, len, out_ptr_ptr, out_len_ptr)`: one frame from the guest, answered in a
 /// buffer from its `host_alloc`.

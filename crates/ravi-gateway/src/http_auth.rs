@@ -263,8 +263,8 @@ mod tests {
 
     #[test]
     fn refusals_are_json_rpc_errors() {
-        crate::golden::check(
-            "auth_refusal.json",
+        ravi_test_support::Goldens::of_crate(env!("CARGO_MANIFEST_DIR")).check(
+            "auth_refusal",
             &refusal_body(
                 http::StatusCode::UNAUTHORIZED,
                 "unauthorized",

@@ -49,9 +49,6 @@ mod server;
 mod tools;
 mod trace;
 
-#[cfg(test)]
-pub(crate) mod golden;
-
 pub use gateway::{
     BLOB_RETENTION, EventSink, Gateway, GatewayBuilder, GatewayError, GatewayEvent, Mount,
     MountContext, ReleasedHook, SESSION_CALLS, SHARED_BLOB_RETENTION, ScriptToolFactory,

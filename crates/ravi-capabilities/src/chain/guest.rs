@@ -28,7 +28,7 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Resolution of the clocks a script sees (`time.time()`, `time.perf_counter()`, ...).
 const CLOCK_RESOLUTION: Duration = Duration::from_millis(1);
 
-/// The limits of one run. The defaults are for [`Sandbox::run`] used on its own; a
+/// The limits of one run. The defaults are for [`Sandbox::run`](super::Sandbox::run) used on its own; a
 /// `ToolChainTool` takes its wall clock from its `ChainPolicy` (`total_timeout`, 300 s by
 /// default) instead.
 #[derive(Debug, Clone, PartialEq, Eq)]

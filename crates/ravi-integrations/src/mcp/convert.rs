@@ -320,7 +320,8 @@ mod tests {
                 value: json!({"k": [1, 2]}),
             },
         ]);
-        crate::mcp::golden::check("call_tool_result.json", &result_to_mcp(&r));
+        ravi_test_support::Goldens::of_crate(env!("CARGO_MANIFEST_DIR"))
+            .check("call_tool_result", &result_to_mcp(&r));
     }
 
     proptest! {

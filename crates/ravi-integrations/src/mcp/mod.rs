@@ -30,9 +30,6 @@ mod tasks;
 mod tool;
 mod trace;
 
-#[cfg(test)]
-pub(crate) mod golden;
-
 pub use client::{
     CallError, ClientOptions, ElicitationPolicy, INHERITED_ENV, McpClient, UpstreamHealth,
     UpstreamTool,

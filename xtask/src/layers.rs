@@ -21,6 +21,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("ravi-kernel", 0),
     ("ravi-macros", 0),
     ("ravi-agents", 1),
+    // Kernel confinement of the processes Ravi starts: beside the runtime, over nothing of Ravi.
+    ("ravi-confine", 1),
     ("ravi-sandbox-artifact", 2),
     ("ravi-capabilities", 2),
     ("ravi-integrations", 3),
@@ -58,6 +60,18 @@ const BANNED: &[(&str, &[&str])] = &[
         &["tokio", "wasmtime", "reqwest", "rmcp", "hyper"],
     ),
     ("ravi-agents", &["wasmtime", "reqwest", "rmcp", "hyper"]),
+    // Confinement needs the kernel's interfaces, nothing of Ravi and no network stack.
+    (
+        "ravi-confine",
+        &[
+            "ravi-kernel",
+            "ravi-agents",
+            "wasmtime",
+            "reqwest",
+            "rmcp",
+            "hyper",
+        ],
+    ),
     ("ravi-capabilities", &["rmcp"]),
     // The model clients need HTTP, not MCP, a server, a store or a sandbox.
     (

@@ -66,6 +66,18 @@ impl Catalog {
         ))
     }
 
+    /// [`discover_in`](Self::discover_in) over any backend (custom limits, a confinement mode,
+    /// a remote sandbox).
+    pub fn discover_with(
+        backend: std::sync::Arc<dyn crate::backend::Backend>,
+        http: HttpPolicy,
+    ) -> Result<Self, BackendError> {
+        Ok(Self::assemble(
+            crate::builtin::builtin_tools_with(backend, http)?,
+            registered_tools(),
+        ))
+    }
+
     fn assemble(bound: Vec<AnyTool>, registrations: Vec<&ToolRegistration>) -> Self {
         let mut entries: Vec<CatalogEntry> = Vec::new();
         let mut skipped = Vec::new();

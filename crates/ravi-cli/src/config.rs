@@ -120,6 +120,9 @@ pub struct RaviConfig {
     /// `[console] operators`: who may use the operator console (principal ids,
     /// `group:NAME`, `scope:NAME`); `None`: the console's default.
     pub console_operators: Option<Vec<String>>,
+    /// `[sandbox.shell] mode`: how `shell` commands are confined (`strict`, `workspace`,
+    /// `off`); `None`: the default (`workspace`).
+    pub shell_sandbox: Option<ravi_confine::Mode>,
     /// Where things are in the file, so later checks can name the line.
     lines: Lines,
 }
@@ -182,6 +185,22 @@ struct FileConfig {
     console: FileConsole,
     #[serde(default)]
     blobs: FileBlobs,
+    #[serde(default)]
+    sandbox: FileSandbox,
+}
+
+/// `[sandbox]`: kernel confinement per kind of process.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileSandbox {
+    shell: Option<FileSandboxShell>,
+}
+
+/// `[sandbox.shell]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSandboxShell {
+    mode: String,
 }
 
 /// `[blobs]`: the artifact store.
@@ -549,10 +568,18 @@ impl RaviConfig {
                 );
             }
         }
+        let shell_sandbox =
+            match &file.sandbox.shell {
+                Some(shell) => Some(shell.mode.parse::<ravi_confine::Mode>().map_err(|e| {
+                    anyhow::anyhow!("{}: [sandbox.shell] mode: {e}", path.display())
+                })?),
+                None => None,
+            };
         let config = Self {
             jwt,
             http: file.http,
             console_operators: file.console.operators,
+            shell_sandbox,
             blobs_url: file.blobs.url.map(|u| match u.strip_prefix("file:") {
                 Some(p) if !p.starts_with('/') && !p.is_empty() => {
                     let base = path.parent().unwrap_or_else(|| Path::new("."));

@@ -22,6 +22,12 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "ravi", version, about, long_about = None, propagate_version = true)]
 struct Cli {
+    /// How `shell` commands are confined by the kernel: `workspace` (the default: read-write in
+    /// the workspace and a private temporary folder, the system read-only, no network, limits,
+    /// dangerous system calls refused), `strict` (the workspace read-only too) or `off`
+    /// (unconfined, on purpose). Default: ravi.toml's `[sandbox.shell] mode`, else `workspace`.
+    #[arg(long, global = true, value_name = "strict|workspace|off")]
+    sandbox: Option<ravi_confine::Mode>,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,6 +79,7 @@ pub enum Exit {
 
 fn main() {
     let cli = Cli::parse();
+    setup::set_sandbox_flag(cli.sandbox);
     // The crash tests' build arms crash points from FAILPOINTS; every other build ignores it.
     ravi_agents::durable::arm_crash_points();
     // Before any HTTP client is built (the OTLP exporter's is the first): rustls' provider.

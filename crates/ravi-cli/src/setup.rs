@@ -236,9 +236,44 @@ impl Setup {
 
     /// The built-in tools over the workspace, as the file selects them.
     pub fn builtins(&self) -> anyhow::Result<Vec<AnyTool>> {
-        let all = ravi_capabilities::builtin_tools_in(&self.workspace, self.config.http.policy())
-            .with_context(|| format!("opening the workspace {}", self.workspace.display()))?;
+        let all =
+            ravi_capabilities::builtin_tools_with(self.backend()?, self.config.http.policy())?;
         Ok(self.config.select_builtins(all))
+    }
+
+    /// The workspace's backend, its shell commands confined as [`shell_sandbox`] says.
+    ///
+    /// [`shell_sandbox`]: Self::shell_sandbox
+    pub fn backend(
+        &self,
+    ) -> anyhow::Result<std::sync::Arc<dyn ravi_capabilities::backend::Backend>> {
+        let mut limits = ravi_capabilities::backend::BackendLimits::default();
+        limits.sandbox = self.shell_sandbox();
+        let backend =
+            ravi_capabilities::backend::LocalBackend::with_limits(&self.workspace, limits)
+                .with_context(|| format!("opening the workspace {}", self.workspace.display()))?;
+        Ok(std::sync::Arc::new(backend))
+    }
+
+    /// How `shell` commands are confined: `--sandbox`, else ravi.toml's `[sandbox.shell]`,
+    /// else `workspace`. Running unconfined is said on stderr, once per command.
+    pub fn shell_sandbox(&self) -> ravi_confine::Mode {
+        let mode = SANDBOX_FLAG
+            .get()
+            .copied()
+            .flatten()
+            .or(self.config.shell_sandbox)
+            .unwrap_or_default();
+        if mode == ravi_confine::Mode::Off {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "ravi: warning: shell commands run unconfined (sandbox off): they can read, \
+                     write and reach whatever this user can"
+                );
+            });
+        }
+        mode
     }
 
     /// The MCP servers to attach: the file's `[[mcp]]` and the flags' (one name given by both
@@ -268,4 +303,12 @@ impl Setup {
             }
         }
     }
+}
+
+/// `--sandbox`, as given on the command line.
+static SANDBOX_FLAG: std::sync::OnceLock<Option<ravi_confine::Mode>> = std::sync::OnceLock::new();
+
+/// Records `--sandbox` for every [`Setup`] of this process.
+pub fn set_sandbox_flag(mode: Option<ravi_confine::Mode>) {
+    let _ = SANDBOX_FLAG.set(mode);
 }

@@ -90,6 +90,8 @@ pub(crate) struct ShellPlace<'a> {
     pub(crate) env_allow: &'a [String],
     /// Output kept per stream.
     pub(crate) max_output_bytes: usize,
+    /// How the command is confined.
+    pub(crate) sandbox: ravi_confine::Mode,
 }
 
 /// Runs `p` in `place` (see the module's docs).
@@ -180,6 +182,22 @@ pub(crate) async fn run(place: &ShellPlace<'_>, p: ShellRun) -> Result<ShellOutp
         }
     }
     cmd.env("HOME", place.root);
+    // Confined by the kernel: the workspace, a private temporary folder (`TMPDIR`, removed
+    // afterwards), the system read-only, no network, limits. A kernel that cannot enforce
+    // the policy refuses the command (fail closed), naming what it lacks.
+    let _private_tmp = match place.sandbox {
+        ravi_confine::Mode::Off => None,
+        mode => {
+            let tmp = PrivateTmp::new()?;
+            let policy = ravi_confine::Policy::for_shell(mode, place.root, &tmp.0);
+            let prepared = policy
+                .prepare()
+                .map_err(|e| BackendError::Unsupported(e.to_string()))?;
+            cmd.env("TMPDIR", &tmp.0);
+            ravi_confine::confine_tokio_command(&mut cmd, prepared);
+            Some(tmp)
+        }
+    };
     for (name, value) in &p.env {
         if !valid_env_name(name) {
             return Err(BackendError::InvalidInput {
@@ -261,4 +279,25 @@ pub(crate) async fn run(place: &ShellPlace<'_>, p: ShellRun) -> Result<ShellOutp
         timed_out,
         duration_ms: ravi_kernel::ms(started.elapsed()),
     })
+}
+
+/// A confined command's own temporary folder, removed with everything in it when dropped.
+struct PrivateTmp(std::path::PathBuf);
+
+impl PrivateTmp {
+    fn new() -> Result<Self, BackendError> {
+        let dir = std::env::temp_dir().join(format!("ravi-shell-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir(&dir).map_err(|e| BackendError::Io {
+            op: "create the private temporary folder",
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -390,7 +390,8 @@ async fn shell_environment_is_cleared_to_the_allow_list() {
     assert!(out.success(), "{out:?}");
     let allowed = [
         "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "PWD", "SHLVL", "_", "OLDPWD",
-        "GREETING",
+        "GREETING", // and the confined command's private temporary folder:
+        "TMPDIR",
     ];
     for line in out.stdout.lines().filter(|l| !l.contains('=')) {
         assert!(

@@ -234,7 +234,7 @@ async fn call(
         bail!("--args must be a JSON object such as '{{\"path\": \"a.txt\"}}', got {arguments}");
     }
     // The catalog (built-ins and registered tools, with their aliases) over the workspace.
-    let catalog = Catalog::discover_in(&setup.workspace, HttpPolicy::default())?;
+    let catalog = Catalog::discover_with(setup.backend()?, HttpPolicy::default())?;
     let base = setup.config.select_builtins(catalog.toolbox()?.all());
     let (toolbox, clients) = setup.toolbox(base, setup.mcp_specs(mcp)?).await?;
     let canonical = match catalog.entry(name) {

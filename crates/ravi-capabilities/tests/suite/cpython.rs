@@ -51,8 +51,11 @@ fn tools() -> Vec<ToolBinding> {
 async fn run(script: &str) -> SandboxRun {
     let sandbox = Sandbox::shared_for(PythonEngine::CPython).expect("the CPython engine is built");
     assert_eq!(sandbox.engine(), PythonEngine::CPython);
+    // A generous wall clock: these tests check what a script computes, not how fast (a
+    // loaded 2-core CI machine ran a 5-second scikit-learn script past the default 30 s).
     let limits = SandboxLimits {
         memory_bytes: 1 << 30,
+        timeout: std::time::Duration::from_secs(180),
         ..SandboxLimits::default()
     };
     sandbox

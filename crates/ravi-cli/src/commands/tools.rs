@@ -118,13 +118,19 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
                     Some(e)
                 })
                 .collect();
+            // What `shell` commands run under here (the private TMPDIR is made per call).
+            let sandbox = ravi_confine::Policy::for_shell(
+                setup.shell_sandbox(),
+                &std::env::current_dir().unwrap_or_default(),
+                &std::env::temp_dir().join("ravi-shell-CALL"),
+            );
             if specs.is_empty() {
-                list(&entries, &[], json);
+                list(&entries, &[], json, &sandbox);
                 return Ok(Exit::Ok);
             }
             runtime()?.block_on(async {
                 let (toolbox, clients) = setup.toolbox(Vec::new(), specs).await?;
-                list(&entries, &toolbox.all(), json);
+                list(&entries, &toolbox.all(), json, &sandbox);
                 // What the servers list but cannot be offered, and why (stderr for `--json`).
                 for note in super::mcp_attach::left_out_notes(&clients) {
                     if json {
@@ -154,12 +160,20 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
     }
 }
 
-fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
+/// The tool whose commands run confined by [`ravi_confine`].
+const CONFINED_TOOL: &str = "shell";
+
+fn list(
+    entries: &[CatalogEntry],
+    attached: &[AnyTool],
+    as_json: bool,
+    sandbox: &ravi_confine::Policy,
+) {
     if as_json {
         let mut items: Vec<_> = entries
             .iter()
             .map(|e| {
-                json!({
+                let mut item = json!({
                     "name": e.name(),
                     "kind": e.tool.kind().as_str(),
                     "risk": e.tool.risk(),
@@ -168,7 +182,11 @@ fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
                     "aliases": e.aliases,
                     "builtin": e.builtin,
                     "description": e.tool.description(),
-                })
+                });
+                if e.name() == CONFINED_TOOL {
+                    item["sandbox"] = serde_json::to_value(sandbox).unwrap_or_default();
+                }
+                item
             })
             .collect();
         items.extend(attached.iter().map(|t| {
@@ -199,12 +217,17 @@ fn list(entries: &[CatalogEntry], attached: &[AnyTool], as_json: bool) {
             .next()
             .unwrap_or("")
             .trim_end_matches('.');
+        let description = if e.name() == CONFINED_TOOL {
+            format!("{first_sentence} (sandbox: {})", sandbox.mode)
+        } else {
+            first_sentence.to_owned()
+        };
         table.row([
             e.name(),
             e.tool.risk().as_str(),
             e.category.as_str(),
             e.tool.kind().as_str(),
-            first_sentence,
+            description.as_str(),
         ]);
     }
     for t in attached {

@@ -182,3 +182,36 @@ fn ravi_serves_a_confined_shell_to_an_mcp_client() {
     assert!(refused.contains("Permission denied"), "{refused}");
     assert!(ok.contains("inside"), "{ok}");
 }
+
+/// `ravi tools list` shows how `shell` is confined: the mode in the table, the whole policy in
+/// `--json`; `--sandbox off` shows there too.
+#[test]
+fn tools_list_shows_the_shell_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::ravi()
+        .args(["tools", "list", "--json"])
+        .current_dir(dir.path())
+        .output();
+    let items: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shell = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "shell")
+        .unwrap();
+    assert_eq!(shell["sandbox"]["mode"], "workspace", "{shell}");
+    assert_eq!(shell["sandbox"]["network"], false, "{shell}");
+    assert!(
+        shell["sandbox"]["limits"]["file_size_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let out = crate::ravi()
+        .args(["tools", "list", "--sandbox", "off"])
+        .current_dir(dir.path())
+        .output();
+    let table = text(&out.stdout);
+    let line = table.lines().find(|l| l.starts_with("shell")).unwrap();
+    assert!(line.contains("(sandbox: off)"), "{table}");
+}

@@ -29,6 +29,7 @@ pub const TARGETS: &[&str] = &[
     "http_requests",
     "mcp_stdio",
     "bridge_frames",
+    "egress_heads",
 ];
 
 /// Entry point: `args` are the task's arguments.

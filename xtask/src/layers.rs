@@ -60,7 +60,8 @@ const BANNED: &[(&str, &[&str])] = &[
         &["tokio", "wasmtime", "reqwest", "rmcp", "hyper"],
     ),
     ("ravi-agents", &["wasmtime", "reqwest", "rmcp", "hyper"]),
-    // Confinement needs the kernel's interfaces, nothing of Ravi and no network stack.
+    // Confinement needs the kernel's interfaces and tokio (its egress proxy), nothing of Ravi
+    // and no HTTP stack.
     (
         "ravi-confine",
         &[

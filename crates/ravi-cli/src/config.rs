@@ -120,9 +120,11 @@ pub struct RaviConfig {
     /// `[console] operators`: who may use the operator console (principal ids,
     /// `group:NAME`, `scope:NAME`); `None`: the console's default.
     pub console_operators: Option<Vec<String>>,
-    /// `[sandbox.shell] mode`: how `shell` commands are confined (`strict`, `workspace`,
-    /// `off`); `None`: the default (`workspace`).
-    pub shell_sandbox: Option<ravi_confine::Mode>,
+    /// `[sandbox.shell]`: how `shell` commands are confined; `None`: the defaults (mode
+    /// `workspace`).
+    pub shell_sandbox: Option<ravi_confine::Settings>,
+    /// `[sandbox.mcp.NAME]`: how each stdio MCP server is confined (absent: the defaults).
+    pub mcp_sandbox: BTreeMap<String, ravi_confine::Settings>,
     /// Where things are in the file, so later checks can name the line.
     lines: Lines,
 }
@@ -193,14 +195,9 @@ struct FileConfig {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct FileSandbox {
-    shell: Option<FileSandboxShell>,
-}
-
-/// `[sandbox.shell]`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSandboxShell {
-    mode: String,
+    shell: Option<ravi_confine::Settings>,
+    #[serde(default)]
+    mcp: BTreeMap<String, ravi_confine::Settings>,
 }
 
 /// `[blobs]`: the artifact store.
@@ -568,18 +565,24 @@ impl RaviConfig {
                 );
             }
         }
-        let shell_sandbox =
-            match &file.sandbox.shell {
-                Some(shell) => Some(shell.mode.parse::<ravi_confine::Mode>().map_err(|e| {
-                    anyhow::anyhow!("{}: [sandbox.shell] mode: {e}", path.display())
-                })?),
-                None => None,
-            };
+        if let Some(shell) = &file.sandbox.shell {
+            shell
+                .check()
+                .map_err(|e| anyhow::anyhow!("{}: [sandbox.shell] {e}", path.display()))?;
+        }
+        for (name, settings) in &file.sandbox.mcp {
+            settings
+                .check()
+                .map_err(|e| anyhow::anyhow!("{}: [sandbox.mcp.{name}] {e}", path.display()))?;
+        }
+        let shell_sandbox = file.sandbox.shell;
+        let mcp_sandbox = file.sandbox.mcp;
         let config = Self {
             jwt,
             http: file.http,
             console_operators: file.console.operators,
             shell_sandbox,
+            mcp_sandbox,
             blobs_url: file.blobs.url.map(|u| match u.strip_prefix("file:") {
                 Some(p) if !p.starts_with('/') && !p.is_empty() => {
                     let base = path.parent().unwrap_or_else(|| Path::new("."));

@@ -12,7 +12,7 @@ use clap::ValueEnum;
 use ravi_agents::Toolbox;
 use ravi_agents::approval::{AutoApprovalHandler, DenyAllApprovalHandler};
 use ravi_gateway::ElicitationApproval;
-use ravi_integrations::mcp::{McpClient, McpServerSpec};
+use ravi_integrations::mcp::{McpClient, McpServerSpec, McpTransportSpec};
 use ravi_kernel::{AnyTool, ApprovalHandler, ChainPolicy, ToolRegistry as _};
 
 use crate::approval::CliApprovalHandler;
@@ -241,30 +241,29 @@ impl Setup {
         Ok(self.config.select_builtins(all))
     }
 
-    /// The workspace's backend, its shell commands confined as [`shell_sandbox`] says.
+    /// The workspace's backend, its shell commands confined as [`shell_settings`] says.
     ///
-    /// [`shell_sandbox`]: Self::shell_sandbox
+    /// [`shell_settings`]: Self::shell_settings
     pub fn backend(
         &self,
     ) -> anyhow::Result<std::sync::Arc<dyn ravi_capabilities::backend::Backend>> {
         let mut limits = ravi_capabilities::backend::BackendLimits::default();
-        limits.sandbox = self.shell_sandbox();
+        limits.sandbox = self.shell_settings();
         let backend =
             ravi_capabilities::backend::LocalBackend::with_limits(&self.workspace, limits)
                 .with_context(|| format!("opening the workspace {}", self.workspace.display()))?;
         Ok(std::sync::Arc::new(backend))
     }
 
-    /// How `shell` commands are confined: `--sandbox`, else ravi.toml's `[sandbox.shell]`,
-    /// else `workspace`. Running unconfined is said on stderr, once per command.
-    pub fn shell_sandbox(&self) -> ravi_confine::Mode {
-        let mode = SANDBOX_FLAG
-            .get()
-            .copied()
-            .flatten()
-            .or(self.config.shell_sandbox)
-            .unwrap_or_default();
-        if mode == ravi_confine::Mode::Off {
+    /// How `shell` commands are confined: ravi.toml's `[sandbox.shell]` (else the defaults),
+    /// its mode replaced by `--sandbox` when given. Running unconfined is said on stderr, once
+    /// per command.
+    pub fn shell_settings(&self) -> ravi_confine::Settings {
+        let mut settings = self.config.shell_sandbox.clone().unwrap_or_default();
+        if let Some(mode) = sandbox_flag() {
+            settings.mode = mode;
+        }
+        if settings.mode == ravi_confine::Mode::Off {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| {
                 eprintln!(
@@ -273,14 +272,77 @@ impl Setup {
                 );
             });
         }
-        mode
+        settings
+    }
+
+    /// How the stdio MCP server `name` is confined: `[sandbox.mcp.NAME]` (else the defaults),
+    /// its mode replaced by `--sandbox` when given.
+    pub fn mcp_settings(&self, name: &str) -> ravi_confine::Settings {
+        let mut settings = self
+            .config
+            .mcp_sandbox
+            .get(name)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(mode) = sandbox_flag() {
+            settings.mode = mode;
+        }
+        settings
     }
 
     /// The MCP servers to attach: the file's `[[mcp]]` and the flags' (one name given by both
     /// is an error naming the file's line).
+    ///
+    /// Each stdio server is confined as [`mcp_settings`](Self::mcp_settings) says; one run
+    /// unconfined is said on stderr, and a `[sandbox.mcp.NAME]` that names no stdio server
+    /// among them is warned about (a typo would otherwise leave a server at the defaults).
     pub fn mcp_specs(&self, flags: &McpArgs) -> anyhow::Result<Vec<McpServerSpec>> {
-        self.config
-            .mcp_with_flags(self.config_path.as_deref(), flags.specs()?)
+        let specs = self
+            .config
+            .mcp_with_flags(self.config_path.as_deref(), flags.specs()?)?;
+        Ok(self.confine_specs(specs))
+    }
+
+    /// `specs` with each stdio server's confinement set (see [`mcp_specs`](Self::mcp_specs)).
+    pub fn confine_specs(&self, specs: Vec<McpServerSpec>) -> Vec<McpServerSpec> {
+        let specs: Vec<McpServerSpec> = specs
+            .into_iter()
+            .map(|spec| {
+                if !matches!(spec.transport, McpTransportSpec::Stdio { .. }) {
+                    return spec;
+                }
+                let settings = self.mcp_settings(&spec.name);
+                if settings.mode == ravi_confine::Mode::Off {
+                    eprintln!(
+                        "ravi: warning: the MCP server `{}` runs unconfined (sandbox off): it can \
+                         read, write and reach whatever this user can",
+                        spec.name
+                    );
+                }
+                spec.with_sandbox(settings)
+            })
+            .collect();
+        if !specs.is_empty() {
+            let stdio: Vec<&str> = specs
+                .iter()
+                .filter(|s| matches!(s.transport, McpTransportSpec::Stdio { .. }))
+                .map(|s| s.name.as_str())
+                .collect();
+            for name in self.config.mcp_sandbox.keys() {
+                if !stdio.contains(&name.as_str()) {
+                    eprintln!(
+                        "ravi: warning: [sandbox.mcp.{name}] names no stdio MCP server attached \
+                         here (stdio servers: {})",
+                        if stdio.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            stdio.join(", ")
+                        }
+                    );
+                }
+            }
+        }
+        specs
     }
 
     /// The toolbox of a command: `base` (the built-ins, say), the tools of the servers of
@@ -307,6 +369,11 @@ impl Setup {
 
 /// `--sandbox`, as given on the command line.
 static SANDBOX_FLAG: std::sync::OnceLock<Option<ravi_confine::Mode>> = std::sync::OnceLock::new();
+
+/// `--sandbox`, when given.
+pub fn sandbox_flag() -> Option<ravi_confine::Mode> {
+    SANDBOX_FLAG.get().copied().flatten()
+}
 
 /// Records `--sandbox` for every [`Setup`] of this process.
 pub fn set_sandbox_flag(mode: Option<ravi_confine::Mode>) {

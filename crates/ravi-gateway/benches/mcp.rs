@@ -161,6 +161,33 @@ fn figures(quick: bool) {
     let py = python_ns_per_call(n, &target);
     figure("mcp/stdio_call", ravi, "python mcp 2.3.0 client", py);
     drop(server);
+
+    // The start of a stdio server (spawn, initialize, tools/list, close), confined as by
+    // default against the same server unconfined, interleaved.
+    let start_ms = |sandbox: ravi_confine::Settings| {
+        let t = Instant::now();
+        let client = rt
+            .block_on(McpClient::connect(stdio_spec().with_sandbox(sandbox)))
+            .unwrap();
+        rt.block_on(client.close());
+        t.elapsed().as_secs_f64() * 1e3
+    };
+    let rounds = if quick { 6 } else { 20 };
+    let (mut confined, mut open) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        open.push(start_ms(ravi_confine::Settings::with_mode(
+            ravi_confine::Mode::Off,
+        )));
+        confined.push(start_ms(ravi_confine::Settings::default()));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (c, o) = (median(&mut confined), median(&mut open));
+    ravi_test_support::bench::Figure::new("confine/mcp_server_start", c, "ms")
+        .peer("the same server unconfined", o)
+        .print();
 }
 
 fn criterion_benches() {

@@ -24,6 +24,7 @@ pub mod bench;
 mod command;
 mod files;
 mod golden;
+pub mod hostile;
 pub mod http;
 pub mod mcp;
 pub mod memory;

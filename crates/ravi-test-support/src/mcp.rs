@@ -64,6 +64,12 @@ pub fn python() -> PathBuf {
     harness_home().join("venv/bin/python")
 }
 
+/// A stdio MCP server on the Python SDK that reads, writes and fetches whatever it is asked
+/// (`py/reader_server.py`), run with [`python`]: what a hostile server would try.
+pub fn reader_server_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("py/reader_server.py")
+}
+
 /// Whether the peers must be present: `RAVI_REQUIRE_MCP_HARNESS` set to anything but `0`.
 pub fn harness_required() -> bool {
     std::env::var("RAVI_REQUIRE_MCP_HARNESS").is_ok_and(|v| v.trim() != "0" && !v.trim().is_empty())

@@ -22,6 +22,7 @@ mod bridge_frames;
 mod calculator;
 mod config_files;
 mod echo;
+mod egress_heads;
 mod http_requests;
 mod jwt;
 mod mcp_stdio;
@@ -37,6 +38,7 @@ pub use artifact_refs::artifact_refs;
 pub use bridge_frames::bridge_frames;
 pub use calculator::calculator;
 pub use config_files::config_files;
+pub use egress_heads::egress_heads;
 pub use http_requests::http_requests;
 pub use jwt::jwt;
 pub use mcp_stdio::mcp_stdio;
@@ -65,6 +67,7 @@ pub const TARGETS: &[&str] = &[
     "http_requests",
     "mcp_stdio",
     "bridge_frames",
+    "egress_heads",
 ];
 
 /// Runs the target named `target` (one of [`TARGETS`]) on `data`, the raw input bytes; `false`
@@ -85,6 +88,7 @@ pub fn run(target: &str, data: &[u8]) -> bool {
         "http_requests" => http_requests,
         "mcp_stdio" => mcp_stdio,
         "bridge_frames" => bridge_frames,
+        "egress_heads" => egress_heads,
         _ => return false,
     };
     body(data);

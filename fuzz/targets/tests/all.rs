@@ -45,6 +45,7 @@ replay!(
     http_requests,
     mcp_stdio,
     bridge_frames,
+    egress_heads,
 );
 
 #[test]

@@ -44,14 +44,14 @@ pub struct BackendLimits {
     /// Variables copied from this process's environment into a shell command's otherwise empty
     /// environment (default `PATH`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TZ`).
     pub env_allow: Vec<String>,
-    /// How shell commands are confined by the kernel (default [`Mode::Workspace`]: the
-    /// workspace and a private temporary folder, the system read-only, no network; see
-    /// `ravi_confine`). A kernel that cannot enforce it refuses the command, naming what it
-    /// lacks; [`Mode::Off`] runs commands unconfined.
+    /// How shell commands are confined by the kernel (`[sandbox.shell]`; default mode
+    /// [`Mode::Workspace`]: the workspace and a private temporary folder, the system
+    /// read-only, no network; see `ravi_confine`). A kernel that cannot enforce it refuses
+    /// the command, naming what it lacks; [`Mode::Off`] runs commands unconfined.
     ///
     /// [`Mode::Workspace`]: ravi_confine::Mode::Workspace
     /// [`Mode::Off`]: ravi_confine::Mode::Off
-    pub sandbox: ravi_confine::Mode,
+    pub sandbox: ravi_confine::Settings,
 }
 
 impl Default for BackendLimits {
@@ -67,7 +67,7 @@ impl Default for BackendLimits {
             env_allow: ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
                 .map(String::from)
                 .to_vec(),
-            sandbox: ravi_confine::Mode::default(),
+            sandbox: ravi_confine::Settings::default(),
         }
     }
 }
@@ -97,7 +97,7 @@ impl Inner {
             max_shell_timeout: self.limits.max_shell_timeout,
             env_allow: &self.limits.env_allow,
             max_output_bytes: self.limits.max_output_bytes,
-            sandbox: self.limits.sandbox,
+            sandbox: &self.limits.sandbox,
         }
     }
 

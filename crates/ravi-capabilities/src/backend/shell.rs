@@ -7,8 +7,11 @@
 //! the same reason. If this process dies (a crash, `kill -9`) the group is killed by the reaper
 //! (`reaper.rs`). stdout and stderr are drained concurrently and kept up to the output cap.
 //!
-//! The working directory is confined; the command itself is not a filesystem sandbox (`cat
-//! /etc/passwd` works). That is why the `shell` tool is Critical and always asks for approval.
+//! The command runs under the kernel's rules (`ravi_confine`, `[sandbox.shell]`): by default
+//! read-write in the workspace and a private `TMPDIR`, read-only on the system's program
+//! folders, no network, rlimits and a pids cgroup, the dangerous system calls refused. The
+//! effective policy is an event on the call's span. Confinement bounds what an approved
+//! command reaches; the `shell` tool stays Critical and always asks for approval.
 
 use std::os::fd::AsRawFd as _;
 use std::process::Stdio;
@@ -91,7 +94,19 @@ pub(crate) struct ShellPlace<'a> {
     /// Output kept per stream.
     pub(crate) max_output_bytes: usize,
     /// How the command is confined.
-    pub(crate) sandbox: ravi_confine::Mode,
+    pub(crate) sandbox: &'a ravi_confine::Settings,
+}
+
+/// The effective confinement, on the call's trace: a `sandbox` span, a child of the call's.
+fn sandbox_span(mode: &str, policy: &str) {
+    let span = tracing::info_span!(
+        target: "ravi::tool",
+        "sandbox",
+        otel.name = "sandbox shell",
+        ravi.sandbox.mode = mode,
+        ravi.sandbox.policy = policy,
+    );
+    drop(span);
 }
 
 /// Runs `p` in `place` (see the module's docs).
@@ -185,17 +200,24 @@ pub(crate) async fn run(place: &ShellPlace<'_>, p: ShellRun) -> Result<ShellOutp
     // Confined by the kernel: the workspace, a private temporary folder (`TMPDIR`, removed
     // afterwards), the system read-only, no network, limits. A kernel that cannot enforce
     // the policy refuses the command (fail closed), naming what it lacks.
-    let _private_tmp = match place.sandbox {
-        ravi_confine::Mode::Off => None,
-        mode => {
-            let tmp = PrivateTmp::new()?;
-            let policy = ravi_confine::Policy::for_shell(mode, place.root, &tmp.0);
+    let mut confined = match place.sandbox.mode {
+        ravi_confine::Mode::Off => {
+            sandbox_span("off", "off (unconfined)");
+            None
+        }
+        _ => {
+            let tmp = ravi_confine::PrivateTmp::new("shell").map_err(|e| BackendError::Io {
+                op: "create the private temporary folder",
+                path: std::env::temp_dir().display().to_string(),
+                message: e.to_string(),
+            })?;
+            let policy = ravi_confine::Policy::shell(place.sandbox, place.root, tmp.path());
+            sandbox_span(policy.mode.as_str(), &policy.summary());
             let prepared = policy
                 .prepare()
                 .map_err(|e| BackendError::Unsupported(e.to_string()))?;
-            cmd.env("TMPDIR", &tmp.0);
-            ravi_confine::confine_tokio_command(&mut cmd, prepared);
-            Some(tmp)
+            cmd.env("TMPDIR", tmp.path());
+            Some((ravi_confine::confine_tokio_command(&mut cmd, prepared), tmp))
         }
     };
     for (name, value) in &p.env {
@@ -222,6 +244,11 @@ pub(crate) async fn run(place: &ShellPlace<'_>, p: ShellRun) -> Result<ShellOutp
         path: "/bin/sh".into(),
         message: e.to_string(),
     })?;
+    if let Some((guard, _)) = &mut confined {
+        guard
+            .started()
+            .map_err(|e| BackendError::Unsupported(e.to_string()))?;
+    }
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -247,8 +274,12 @@ pub(crate) async fn run(place: &ShellPlace<'_>, p: ShellRun) -> Result<ShellOutp
             (child.wait().await.ok(), true)
         }
     };
-    // Background children that kept the pipes open die with their group.
+    // Background children that kept the pipes open die with their group (and, where a
+    // cgroup holds the tree, those that left the group too).
     guard.kill();
+    if let Some((tree, _)) = &confined {
+        tree.kill_all();
+    }
 
     async fn collect(task: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>) -> (String, bool) {
         let Some(task) = task else {
@@ -279,25 +310,4 @@ pub(crate) async fn run(place: &ShellPlace<'_>, p: ShellRun) -> Result<ShellOutp
         timed_out,
         duration_ms: ravi_kernel::ms(started.elapsed()),
     })
-}
-
-/// A confined command's own temporary folder, removed with everything in it when dropped.
-struct PrivateTmp(std::path::PathBuf);
-
-impl PrivateTmp {
-    fn new() -> Result<Self, BackendError> {
-        let dir = std::env::temp_dir().join(format!("ravi-shell-{:016x}", rand::random::<u64>()));
-        std::fs::create_dir(&dir).map_err(|e| BackendError::Io {
-            op: "create the private temporary folder",
-            path: dir.display().to_string(),
-            message: e.to_string(),
-        })?;
-        Ok(Self(dir))
-    }
-}
-
-impl Drop for PrivateTmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -156,9 +156,11 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
     let setup = Setup::load(args.config.as_deref(), args.workspace.clone())?;
     let flag_specs = args.mcp.specs()?;
     let flag_names: Vec<String> = flag_specs.iter().map(|s| s.name.clone()).collect();
-    let attached = setup
-        .config
-        .mcp_with_flags(setup.config_path.as_deref(), flag_specs)?;
+    let attached = setup.confine_specs(
+        setup
+            .config
+            .mcp_with_flags(setup.config_path.as_deref(), flag_specs)?,
+    );
     let sources = ToolSources::parse(args.tools.as_deref(), &attached, &flag_names)?;
     let policy = with_approval_wait(setup.policy()?, args.approval_timeout, false)?;
     let runtime = runtime()?;

@@ -54,8 +54,17 @@ impl McpArgs {
 
     /// Connects every attached server and adds its tools to `toolbox` (names never shadow a
     /// tool already there). Returns the clients so the caller can close them.
+    /// Stdio servers are confined by default, under `--sandbox` when given.
     pub async fn attach(&self, toolbox: &mut Toolbox) -> anyhow::Result<Vec<McpClient>> {
-        attach_specs(self.specs()?, toolbox).await
+        let specs = self.specs()?;
+        let specs = match crate::setup::sandbox_flag() {
+            Some(mode) => specs
+                .into_iter()
+                .map(|s| s.with_sandbox(ravi_confine::Settings::with_mode(mode)))
+                .collect(),
+            None => specs,
+        };
+        attach_specs(specs, toolbox).await
     }
 }
 

@@ -119,18 +119,22 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
                 })
                 .collect();
             // What `shell` commands run under here (the private TMPDIR is made per call).
-            let sandbox = ravi_confine::Policy::for_shell(
-                setup.shell_sandbox(),
+            let sandbox = ravi_confine::Policy::shell(
+                &setup.shell_settings(),
                 &std::env::current_dir().unwrap_or_default(),
                 &std::env::temp_dir().join("ravi-shell-CALL"),
             );
             if specs.is_empty() {
-                list(&entries, &[], json, &sandbox);
+                list(&entries, &[], &[], json, &sandbox);
                 return Ok(Exit::Ok);
             }
             runtime()?.block_on(async {
                 let (toolbox, clients) = setup.toolbox(Vec::new(), specs).await?;
-                list(&entries, &toolbox.all(), json, &sandbox);
+                let servers: Vec<(String, ravi_confine::Policy)> = clients
+                    .iter()
+                    .filter_map(|c| Some((c.name().to_owned(), c.sandbox()?)))
+                    .collect();
+                list(&entries, &toolbox.all(), &servers, json, &sandbox);
                 // What the servers list but cannot be offered, and why (stderr for `--json`).
                 for note in super::mcp_attach::left_out_notes(&clients) {
                     if json {
@@ -163,12 +167,25 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
 /// The tool whose commands run confined by [`ravi_confine`].
 const CONFINED_TOOL: &str = "shell";
 
+/// `entries` (the built-ins) and `attached` (MCP tools); `servers` are the stdio servers'
+/// effective confinement by server name, shown next to their tools as `sandbox` is next to
+/// `shell`.
 fn list(
     entries: &[CatalogEntry],
     attached: &[AnyTool],
+    servers: &[(String, ravi_confine::Policy)],
     as_json: bool,
     sandbox: &ravi_confine::Policy,
 ) {
+    let server_of = |tool: &str| {
+        servers
+            .iter()
+            .find(|(name, _)| {
+                tool.strip_prefix(name.as_str())
+                    .is_some_and(|rest| rest.starts_with("__"))
+            })
+            .map(|(_, policy)| policy)
+    };
     if as_json {
         let mut items: Vec<_> = entries
             .iter()
@@ -190,7 +207,7 @@ fn list(
             })
             .collect();
         items.extend(attached.iter().map(|t| {
-            json!({
+            let mut item = json!({
                 "name": t.name(),
                 "kind": t.kind().as_str(),
                 "risk": t.risk(),
@@ -199,7 +216,11 @@ fn list(
                 "aliases": [],
                 "builtin": false,
                 "description": t.description(),
-            })
+            });
+            if let Some(policy) = server_of(t.name()) {
+                item["sandbox"] = serde_json::to_value(policy).unwrap_or_default();
+            }
+            item
         }));
         println!("{}", serde_json::Value::Array(items));
         return;
@@ -232,12 +253,16 @@ fn list(
     }
     for t in attached {
         let first_line = t.description().lines().next().unwrap_or("");
+        let description = match server_of(t.name()) {
+            Some(policy) => format!("{first_line} (sandbox: {})", policy.mode),
+            None => first_line.to_owned(),
+        };
         table.row([
             t.name(),
             t.risk().as_str(),
             "mcp",
             t.kind().as_str(),
-            first_line,
+            description.as_str(),
         ]);
     }
     print!("{table}");

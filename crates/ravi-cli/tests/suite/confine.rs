@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::process::Output;
 
+use ravi_test_support::hostile::{Case, Ground, ORDINARY};
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -30,46 +32,23 @@ fn shell(ws: &Path, command: &str, extra: &[&str]) -> (Output, String) {
     (out, report)
 }
 
+/// The `exit code: N` a shell result reports (in a rendered report or a JSON-quoted one).
 fn exit_code_of(report: &str) -> Option<i32> {
-    report
-        .lines()
-        .find_map(|l| l.strip_prefix("exit code: "))
-        .and_then(|c| c.trim().parse().ok())
+    let rest = &report[report.find("exit code: ")? + "exit code: ".len()..];
+    let end = rest
+        .char_indices()
+        .find(|(i, c)| !(c.is_ascii_digit() || (*i == 0 && *c == '-')))
+        .map_or(rest.len(), |(i, _)| i);
+    rest[..end].parse().ok()
 }
 
 #[test]
 fn a_hostile_corpus_is_refused_through_tools_call_and_ordinary_work_works() {
     let root = tempfile::tempdir().unwrap();
-    let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
-    let secret = outside.join("secret.txt");
-    std::fs::write(&secret, "s3cret").unwrap();
-    std::os::unix::fs::symlink(&secret, ws.join("link")).unwrap();
-    std::fs::write(ws.join("notes.txt"), "hello ravi\n").unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let corpus = [
-        (
-            "a secret planted outside",
-            format!("cat {}", secret.display()),
-        ),
-        ("a symlink pointing out", "cat link".to_owned()),
-        ("~/.ssh", "cat /root/.ssh/* || ls /root".to_owned()),
-        ("/proc/1/environ", "cat /proc/1/environ".to_owned()),
-        (
-            "a write outside",
-            format!("echo x > {}", outside.join("w").display()),
-        ),
-        (
-            "a listener on 127.0.0.1",
-            format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
-        ),
-        ("unshare", "unshare -U true".to_owned()),
-        ("mount", "mount -t tmpfs none .".to_owned()),
-    ];
-    for (what, command) in corpus {
-        let (out, report) = shell(&ws, &command, &[]);
+    let g = Ground::new(root.path());
+    let (ws, secret) = (&g.ws, &g.secret);
+    for Case { what, command, .. } in g.corpus() {
+        let (out, report) = shell(ws, &command, &[]);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -84,14 +63,9 @@ fn a_hostile_corpus_is_refused_through_tools_call_and_ordinary_work_works() {
             "{what} read the secret: {report}"
         );
     }
-    assert!(!outside.join("w").exists(), "a file was written outside");
-    for command in [
-        "ls",
-        "grep -r hello .",
-        "python3 -c 'print(6*7)'",
-        "echo more >> notes.txt",
-    ] {
-        let (_, report) = shell(&ws, command, &[]);
+    g.assert_nothing_changed();
+    for command in ORDINARY {
+        let (_, report) = shell(ws, command, &[]);
         assert_eq!(
             exit_code_of(&report),
             Some(0),
@@ -100,51 +74,60 @@ fn a_hostile_corpus_is_refused_through_tools_call_and_ordinary_work_works() {
     }
     // `--sandbox off` runs unconfined, on purpose, and says so.
     let (out, report) = shell(
-        &ws,
+        ws,
         &format!("cat {}", secret.display()),
         &["--sandbox", "off"],
     );
     assert_eq!(exit_code_of(&report), Some(0), "{report}");
     assert!(text(&out.stderr).contains("unconfined"), "{report}");
     // A bad mode names the flag's values.
-    let (out, report) = shell(&ws, "true", &["--sandbox", "tight"]);
+    let (out, report) = shell(ws, "true", &["--sandbox", "tight"]);
     assert_eq!(out.status.code(), Some(2), "{report}");
     assert!(report.contains("strict, workspace or off"), "{report}");
-    drop(listener);
 }
 
-/// A code-mode script's `shell` call runs confined too: the script sees the refusal as the
+/// A code-mode script's `shell` calls run confined too: the script sees each refusal as the
 /// command's failure, and the secret never reaches it.
 #[test]
-fn a_code_mode_scripts_shell_call_is_confined() {
+fn a_code_mode_scripts_shell_calls_are_confined() {
     let root = tempfile::tempdir().unwrap();
-    let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
-    let secret = outside.join("secret.txt");
-    std::fs::write(&secret, "s3cret").unwrap();
+    let g = Ground::new(root.path());
+    let corpus = g.corpus();
+    let commands: Vec<&str> = corpus.iter().map(|c| c.command.as_str()).collect();
     let script = format!(
-        "r = shell(command='cat {}')\nprint('RESULT', r)\nok = shell(command='echo inside')\nprint('OK', ok)\n",
-        secret.display()
+        "import json\nfor i, c in enumerate(json.loads({:?})):\n    r = shell(command=c, timeout_secs=60)\n    print('CASE', i, r['exit_code'], 's3cret' in r['stdout'] + r['stderr'])\nok = shell(command='echo inside')\nprint('OK', ok['stdout'])\n",
+        serde_json::to_string(&commands).unwrap()
     );
     let out = crate::ravi()
         .args([
             "run",
             "-",
             "--workspace",
-            ws.to_str().unwrap(),
+            g.ws.to_str().unwrap(),
             "--approve",
             "all",
         ])
         .stdin(script)
         .output();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(!stdout.contains("s3cret"), "{stdout}{stderr}");
-    assert!(stdout.contains("Permission denied"), "{stdout}{stderr}");
-    assert!(stdout.contains("inside"), "{stdout}{stderr}");
+    for (i, case) in corpus.iter().enumerate() {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("CASE {i} ")))
+            .unwrap_or_else(|| panic!("{}: no result\n{stdout}{stderr}", case.what));
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert!(
+            fields[2] != "0" && fields[3] == "False",
+            "{} was not refused: {line}\n{stdout}{stderr}",
+            case.what
+        );
+    }
+    assert!(stdout.contains("OK inside"), "{stdout}{stderr}");
+    g.assert_nothing_changed();
 }
 
-/// Through `ravi serve`, driven by the Python MCP SDK's client: the served `shell` is confined.
+/// Through `ravi serve`, driven by the Python MCP SDK's client: the served `shell` is confined
+/// and refuses the whole corpus.
 #[test]
 fn ravi_serves_a_confined_shell_to_an_mcp_client() {
     use ravi_test_support::mcp;
@@ -152,11 +135,7 @@ fn ravi_serves_a_confined_shell_to_an_mcp_client() {
         return;
     }
     let root = tempfile::tempdir().unwrap();
-    let (ws, outside) = (root.path().join("ws"), root.path().join("outside"));
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
-    let secret = outside.join("secret.txt");
-    std::fs::write(&secret, "s3cret").unwrap();
+    let g = Ground::new(root.path());
     let target = vec![
         "--".to_owned(),
         env!("CARGO_BIN_EXE_ravi").to_owned(),
@@ -167,20 +146,29 @@ fn ravi_serves_a_confined_shell_to_an_mcp_client() {
         "--store".into(),
         "none".into(),
         "--workspace".into(),
-        ws.display().to_string(),
+        g.ws.display().to_string(),
     ];
-    let plan = serde_json::json!({"calls": [
-        {"name": "shell", "arguments": {"command": format!("cat {}", secret.display())}},
-        {"name": "shell", "arguments": {"command": "echo inside > f && cat f"}},
-    ]});
-    let report = mcp::sdk_client(&plan, &target);
-    let (refused, ok) = (
-        report["calls"][0]["result"].to_string(),
-        report["calls"][1]["result"].to_string(),
+    let corpus = g.corpus();
+    let mut calls: Vec<serde_json::Value> = corpus
+        .iter()
+        .map(|c| serde_json::json!({"name": "shell", "arguments": {"command": c.command, "timeout_secs": 60}}))
+        .collect();
+    calls.push(
+        serde_json::json!({"name": "shell", "arguments": {"command": "echo inside > f && cat f"}}),
     );
-    assert!(!refused.contains("s3cret"), "{refused}");
-    assert!(refused.contains("Permission denied"), "{refused}");
+    let report = mcp::sdk_client(&serde_json::json!({ "calls": calls }), &target);
+    for (i, case) in corpus.iter().enumerate() {
+        let result = report["calls"][i]["result"].to_string();
+        assert!(!result.contains("s3cret"), "{}: {result}", case.what);
+        assert!(
+            exit_code_of(&result).is_some_and(|c| c != 0),
+            "{} was not refused: {result}",
+            case.what
+        );
+    }
+    let ok = report["calls"][corpus.len()]["result"].to_string();
     assert!(ok.contains("inside"), "{ok}");
+    g.assert_nothing_changed();
 }
 
 /// `ravi tools list` shows how `shell` is confined: the mode in the table, the whole policy in
@@ -200,7 +188,7 @@ fn tools_list_shows_the_shell_sandbox() {
         .find(|t| t["name"] == "shell")
         .unwrap();
     assert_eq!(shell["sandbox"]["mode"], "workspace", "{shell}");
-    assert_eq!(shell["sandbox"]["network"], false, "{shell}");
+    assert_eq!(shell["sandbox"]["network"], "none", "{shell}");
     assert!(
         shell["sandbox"]["limits"]["file_size_bytes"]
             .as_u64()
@@ -214,4 +202,130 @@ fn tools_list_shows_the_shell_sandbox() {
     let table = text(&out.stdout);
     let line = table.lines().find(|l| l.starts_with("shell")).unwrap();
     assert!(line.contains("(sandbox: off)"), "{table}");
+}
+
+/// Stdio MCP servers run confined, as ravi.toml's `[sandbox.mcp.NAME]` says, through `ravi
+/// tools call` and `ravi tools list`: a hostile server reads nothing outside its roots, reaches
+/// loopback only because the file grants it, and `--sandbox off` is explicit and said.
+#[test]
+fn mcp_servers_run_confined_as_ravi_toml_says() {
+    use ravi_test_support::mcp;
+    if !mcp::harness_ready("confined MCP servers through the CLI") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let g = Ground::new(root.path());
+    // A one-shot HTTP answer on the host's loopback.
+    let web = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let web_port = web.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read as _, Write as _};
+        for conn in web.incoming().flatten() {
+            let mut conn = conn;
+            let mut buf = [0u8; 2048];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nloopback!",
+            );
+        }
+    });
+    let config = root.path().join("ravi.toml");
+    std::fs::write(
+        &config,
+        "[sandbox.mcp.rd]\nloopback = true\n\n[sandbox.mcp.typo]\nmode = \"strict\"\n",
+    )
+    .unwrap();
+    let spec = format!(
+        "rd={} {} {}",
+        mcp::python().display(),
+        mcp::reader_server_py().display(),
+        g.ws.display()
+    );
+    let call = |tool: &str, args: serde_json::Value, extra: &[&str]| {
+        let args = args.to_string();
+        let mut argv = vec![
+            "tools",
+            "call",
+            tool,
+            "--args",
+            &args,
+            "--mcp",
+            &spec,
+            "--config",
+            config.to_str().unwrap(),
+            "--approve",
+            "all",
+        ];
+        argv.extend_from_slice(extra);
+        let out = crate::ravi().args(&argv).current_dir(&g.ws).output();
+        // The tool's answer (stdout, or stderr for a tool error), and the whole stderr.
+        (
+            format!("{}{}", text(&out.stdout), text(&out.stderr)),
+            text(&out.stderr),
+        )
+    };
+    let (stdout, stderr) = call("rd__read", serde_json::json!({"path": g.secret}), &[]);
+    assert!(
+        stdout.contains("Permission denied") && !stdout.contains("s3cret"),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains("[sandbox.mcp.typo] names no stdio MCP server"),
+        "{stderr}"
+    );
+    let (stdout, stderr) = call(
+        "rd__read",
+        serde_json::json!({"path": g.ws.join("notes.txt")}),
+        &[],
+    );
+    assert!(stdout.contains("hello ravi"), "{stdout}{stderr}");
+    let (stdout, stderr) = call(
+        "rd__fetch",
+        serde_json::json!({"url": format!("http://127.0.0.1:{web_port}/")}),
+        &[],
+    );
+    assert!(stdout.contains("loopback!"), "{stdout}{stderr}");
+    // The listing shows each server tool's sandbox.
+    let out = crate::ravi()
+        .args([
+            "tools",
+            "list",
+            "--json",
+            "--mcp",
+            &spec,
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .current_dir(&g.ws)
+        .output();
+    let items: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "rd__read")
+        .unwrap();
+    assert_eq!(read["sandbox"]["mode"], "workspace", "{read}");
+    assert_eq!(
+        read["sandbox"]["network"]["proxied"]["loopback"], true,
+        "{read}"
+    );
+    assert_eq!(read["sandbox"]["table"], "[sandbox.mcp.rd]", "{read}");
+    // Unconfined on purpose: the server reads the secret, and Ravi says it runs unconfined.
+    let (stdout, stderr) = call(
+        "rd__read",
+        serde_json::json!({"path": g.secret}),
+        &["--sandbox", "off"],
+    );
+    assert!(stdout.contains("s3cret"), "{stdout}{stderr}");
+    assert!(stderr.contains("`rd` runs unconfined"), "{stderr}");
+    // A bad setting names the file, the table and the field.
+    std::fs::write(&config, "[sandbox.mcp.rd]\nnetwork = [\"https://x\"]\n").unwrap();
+    let (_, stderr) = call("rd__read", serde_json::json!({"path": "x"}), &[]);
+    assert!(
+        stderr.contains("ravi.toml")
+            && stderr.contains("[sandbox.mcp.rd]")
+            && stderr.contains("`network`"),
+        "{stderr}"
+    );
 }

@@ -313,6 +313,9 @@ impl ClientHandler for Handler {
 
 struct Connection {
     service: RunningService<RoleClient, Handler>,
+    /// A stdio server's confinement: its process tree's guard and private `TMPDIR`, dropped
+    /// after the service (which kills the server itself).
+    _confined: Option<(ravi_confine::Confined, ravi_confine::PrivateTmp)>,
 }
 
 impl Connection {
@@ -330,6 +333,10 @@ struct Inner {
     connects: AtomicU64,
     /// The secrets the current connection resolved, redacted from what the server sends.
     redactor: Mutex<Arc<Redactor>>,
+    /// A stdio server's effective confinement (its summary is on every call's span).
+    sandbox: Mutex<Option<ravi_confine::Policy>>,
+    /// That summary, made once per connection.
+    sandbox_line: Mutex<Option<Arc<str>>>,
     /// Whether the server is reachable, and when to try again if not.
     health: Mutex<HealthState>,
 }
@@ -449,6 +456,8 @@ impl McpClient {
             server_name: Mutex::new(None),
             connects: AtomicU64::new(0),
             redactor: Mutex::default(),
+            sandbox: Mutex::default(),
+            sandbox_line: Mutex::default(),
             health: Mutex::default(),
         });
         let client = Self { inner };
@@ -465,6 +474,12 @@ impl McpClient {
     /// The specification this client was built from.
     pub fn spec(&self) -> &McpServerSpec {
         &self.inner.spec
+    }
+
+    /// A stdio server's effective confinement, once it was started; `None` for HTTP servers.
+    /// [`Policy::summary`](ravi_confine::Policy::summary) says it in one line.
+    pub fn sandbox(&self) -> Option<ravi_confine::Policy> {
+        self.inner.sandbox.lock().ok().and_then(|s| s.clone())
     }
 
     /// The protocol version the server agreed to, once connected.
@@ -731,6 +746,7 @@ impl McpClient {
         if let Ok(mut r) = self.inner.redactor.lock() {
             *r = Arc::clone(&redactor);
         }
+        let mut confined = None;
         let service = match &transport {
             McpTransportSpec::Stdio { command, args, env } => {
                 let mut cmd = tokio::process::Command::new(command);
@@ -746,9 +762,40 @@ impl McpClient {
                     .args(args)
                     .envs(env)
                     .kill_on_drop(true);
+                let settings = &self.inner.spec.sandbox;
+                let mut guard = None;
+                let policy = if settings.mode == ravi_confine::Mode::Off {
+                    ravi_confine::Policy::mcp_server(settings, &name, command, args, "/".as_ref())
+                } else {
+                    let tmp = ravi_confine::PrivateTmp::new("mcp")
+                        .map_err(|e| connect_err(format!("its private TMPDIR: {e}")))?;
+                    let policy = ravi_confine::Policy::mcp_server(
+                        settings,
+                        &name,
+                        command,
+                        args,
+                        tmp.path(),
+                    );
+                    let prepared = policy.prepare().map_err(|e| connect_err(e.to_string()))?;
+                    cmd.env("TMPDIR", tmp.path());
+                    let tree = ravi_confine::confine_tokio_command(&mut cmd, prepared);
+                    guard = Some((tree, tmp));
+                    policy
+                };
+                tracing::info!(server = %name, sandbox = %policy.summary(), "starting a stdio MCP server");
+                if let Ok(mut s) = self.inner.sandbox_line.lock() {
+                    *s = Some(policy.summary().into());
+                }
+                if let Ok(mut s) = self.inner.sandbox.lock() {
+                    *s = Some(policy);
+                }
                 let (transport, stderr) =
                     super::tasks::ChildTransport::spawn(cmd, self.inner.handler.list.tap.clone())
                         .map_err(|e| connect_err(format!("could not start `{command}`: {e}")))?;
+                if let Some((tree, _)) = &mut guard {
+                    tree.started().map_err(|e| connect_err(e.to_string()))?;
+                }
+                confined = guard;
                 if let Some(stderr) = stderr {
                     // Drain the server's log so a chatty server never blocks on a full pipe.
                     let server = name.clone();
@@ -760,9 +807,9 @@ impl McpClient {
                         }
                     });
                 }
-                serve_client(handler, transport)
-                    .await
-                    .map_err(|e| connect_err(e.to_string()))?
+                serve_client(handler, transport).await.map_err(|e| {
+                    connect_err(format!("{e}{}", confinement_hint(&name, command, settings)))
+                })?
             }
             McpTransportSpec::Http {
                 url,
@@ -827,7 +874,10 @@ impl McpClient {
                     .map_err(|e| connect_err(format!("{url}: {e}")))?
             }
         };
-        Ok(Connection { service })
+        Ok(Connection {
+            service,
+            _confined: confined,
+        })
     }
 
     /// Calls an upstream tool and returns its `CallToolResult` as wire JSON.
@@ -844,7 +894,7 @@ impl McpClient {
     ) -> Result<Value, CallError> {
         let outcome = tracing::Instrument::instrument(
             self.call_unredacted(tool, arguments, ctx, timeout, tool_label),
-            super::trace::client_span(self.name(), tool),
+            super::trace::client_span(self.name(), tool, self.sandbox_line().as_deref()),
         )
         .await;
         let redactor = self.redactor();
@@ -858,6 +908,11 @@ impl McpClient {
             }
             Err(e) => Err(e.redacted(&redactor)),
         }
+    }
+
+    /// The one-line summary of the server's confinement, for call spans.
+    fn sandbox_line(&self) -> Option<Arc<str>> {
+        self.inner.sandbox_line.lock().ok().and_then(|s| s.clone())
     }
 
     /// The secrets of the current connection (empty when it resolved none).
@@ -1001,6 +1056,33 @@ impl McpClient {
             let _ = c.service.close_with_timeout(Duration::from_secs(2)).await;
         }
     }
+}
+
+/// What to say when a confined stdio server did not come up: the settings that grant more.
+fn confinement_hint(name: &str, command: &str, settings: &ravi_confine::Settings) -> String {
+    if settings.mode == ravi_confine::Mode::Off {
+        return String::new();
+    }
+    let program = std::path::Path::new(command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(command);
+    let runner = match program {
+        "npx" => {
+            " (npx needs its cache and the registry: read_write = [\"~/.npm\"], \
+                   network = [\"registry.npmjs.org\"])"
+        }
+        "uvx" | "uv" => {
+            " (uvx needs its cache and the index: read_write = [\"~/.cache/uv\"], \
+                          network = [\"pypi.org\", \"files.pythonhosted.org\"])"
+        }
+        _ => "",
+    };
+    format!(
+        "; the server runs confined (sandbox {}): if it needs more, grant it in \
+         [sandbox.mcp.{name}]{runner}, or run it unconfined with mode = \"off\"",
+        settings.mode
+    )
 }
 
 /// The variables a spawned stdio server inherits from Ravi's environment (everything else it

@@ -84,6 +84,16 @@ pub struct McpServerSpec {
     /// `search` as `server__find`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rename: BTreeMap<String, String>,
+    /// How a stdio server's process is confined by the kernel (ravi.toml's
+    /// `[sandbox.mcp.NAME]`): by default read-only on the system and its own program, read-write
+    /// in the folders its arguments name and a private `TMPDIR`, no network. Not used for
+    /// HTTP servers.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub sandbox: ravi_confine::Settings,
+}
+
+fn is_default(s: &ravi_confine::Settings) -> bool {
+    *s == ravi_confine::Settings::default()
 }
 
 /// The default per-call timeout.
@@ -116,6 +126,7 @@ impl McpServerSpec {
             allow: Vec::new(),
             deny: Vec::new(),
             rename: BTreeMap::new(),
+            sandbox: ravi_confine::Settings::default(),
         }
     }
 
@@ -133,6 +144,7 @@ impl McpServerSpec {
             allow: Vec::new(),
             deny: Vec::new(),
             rename: BTreeMap::new(),
+            sandbox: ravi_confine::Settings::default(),
         }
     }
 
@@ -150,7 +162,15 @@ impl McpServerSpec {
             allow: Vec::new(),
             deny: Vec::new(),
             rename: BTreeMap::new(),
+            sandbox: ravi_confine::Settings::default(),
         }
+    }
+
+    /// Sets how a stdio server is confined (`[sandbox.mcp.NAME]`; ignored for HTTP).
+    #[must_use]
+    pub fn with_sandbox(mut self, sandbox: ravi_confine::Settings) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// Sets an environment variable for a stdio server (ignored for HTTP).

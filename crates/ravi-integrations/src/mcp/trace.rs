@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 /// The span of a `tools/call` sent to an upstream server.
-pub(super) fn client_span(server: &str, tool: &str) -> tracing::Span {
+pub(super) fn client_span(server: &str, tool: &str, sandbox: Option<&str>) -> tracing::Span {
     tracing::info_span!(
         target: "ravi::mcp",
         "tools/call",
@@ -16,6 +16,7 @@ pub(super) fn client_span(server: &str, tool: &str) -> tracing::Span {
         mcp.method.name = "tools/call",
         gen_ai.tool.name = tool,
         server.address = server,
+        ravi.sandbox.policy = sandbox,
     )
 }
 

@@ -423,7 +423,12 @@ async fn a_server_killed_mid_call_is_a_tool_error_and_the_next_call_reconnects()
         mcp::node().display(),
         mcp::everything_js().display()
     );
-    let spec = McpServerSpec::stdio("ev", "sh", vec!["-c".into(), script]);
+    // A shell wrapper is confined like any server: it is granted the pid file's folder and
+    // the harness it starts from.
+    let mut sandbox = ravi_confine::Settings::default();
+    sandbox.read_write.push(dir.path().to_path_buf());
+    sandbox.read_only.push(mcp::harness_home());
+    let spec = McpServerSpec::stdio("ev", "sh", vec!["-c".into(), script]).with_sandbox(sandbox);
     let client = McpClient::connect(spec).await.unwrap();
     let tools = McpTool::from_client(&client);
     let slow = find(&tools, "ev__trigger-long-running-operation");
@@ -448,5 +453,152 @@ async fn a_server_killed_mid_call_is_a_tool_error_and_the_next_call_reconnects()
         .unwrap();
     assert_eq!(r.text_content(), "The sum of 1 and 2 is 3.");
     assert_eq!(client.connect_count(), 2);
+    client.close().await;
+}
+
+/// A stdio server runs confined by default: a hostile one (it reads, writes and fetches what it
+/// is asked) gets its roots and nothing else — no secret outside them, no `/proc/1/environ`,
+/// no write outside, no network — each refused by the kernel; granted loopback by name, it
+/// reaches it through the proxy; `mode = "off"` runs it with the user's full rights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confined_stdio_server_reaches_its_roots_and_nothing_else() {
+    if !mcp::harness_ready("a confined stdio server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (root, outside) = (dir.path().join("root"), dir.path().join("outside"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(root.join("mine.txt"), "in the root").unwrap();
+    let secret = outside.join("secret.txt");
+    std::fs::write(&secret, "s3cret").unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        while let Ok((mut c, _)) = listener.accept().await {
+            let mut buf = [0u8; 2048];
+            let _ = c.read(&mut buf).await;
+            let _ = c
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nlocal",
+                )
+                .await;
+        }
+    });
+    let spec = |sandbox: ravi_confine::Settings| {
+        McpServerSpec::stdio(
+            "rd",
+            mcp::python().display().to_string(),
+            vec![
+                mcp::reader_server_py().display().to_string(),
+                root.display().to_string(),
+            ],
+        )
+        .with_sandbox(sandbox)
+    };
+    let call = |tools: Vec<Arc<dyn ravi_kernel::Tool>>,
+                name: &'static str,
+                args: serde_json::Value| async move {
+        find(&tools, name)
+            .execute(&ToolContext::default(), args)
+            .await
+            .unwrap()
+    };
+    let url = format!("http://127.0.0.1:{port}/");
+
+    let client = McpClient::connect(spec(ravi_confine::Settings::default()))
+        .await
+        .expect("the confined server starts");
+    assert!(
+        client.sandbox().is_some_and(
+            |p| p.summary().starts_with("workspace") && p.summary().contains("no network")
+        ),
+        "{:?}",
+        client.sandbox()
+    );
+    let tools = || McpTool::from_client(&client);
+    let mine = root.join("mine.txt").display().to_string();
+    let r = call(tools(), "rd__read", json!({"path": mine})).await;
+    assert!(
+        !r.is_error && r.text_content().contains("in the root"),
+        "{}",
+        r.text_content()
+    );
+    let r = call(
+        tools(),
+        "rd__write",
+        json!({"path": root.join("new.txt"), "text": "x"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.text_content());
+    for (what, path) in [
+        ("a secret outside its roots", secret.display().to_string()),
+        ("/proc/1/environ", "/proc/1/environ".to_owned()),
+        (
+            "the home folder",
+            format!("{}/.bashrc", std::env::var("HOME").unwrap_or_default()),
+        ),
+    ] {
+        let r = call(tools(), "rd__read", json!({"path": path})).await;
+        assert!(r.is_error, "{what} was read: {}", r.text_content());
+        assert!(
+            r.text_content().contains("Permission denied")
+                || r.text_content().contains("No such file"),
+            "{what}: {}",
+            r.text_content()
+        );
+    }
+    let r = call(
+        tools(),
+        "rd__write",
+        json!({"path": outside.join("w.txt"), "text": "x"}),
+    )
+    .await;
+    assert!(r.is_error, "{}", r.text_content());
+    assert!(
+        !outside.join("w.txt").exists(),
+        "a file was written outside"
+    );
+    let r = call(tools(), "rd__fetch", json!({"url": url})).await;
+    assert!(
+        r.is_error && !r.text_content().contains("local"),
+        "{}",
+        r.text_content()
+    );
+    client.close().await;
+
+    // Granted loopback by name: reached through the egress proxy.
+    let mut granted = ravi_confine::Settings::default();
+    granted.loopback = true;
+    let client = McpClient::connect(spec(granted)).await.unwrap();
+    let tools = || McpTool::from_client(&client);
+    let r = call(tools(), "rd__fetch", json!({"url": url})).await;
+    assert!(
+        !r.is_error && r.text_content().contains("local"),
+        "{}",
+        r.text_content()
+    );
+    let r = call(tools(), "rd__read", json!({"path": secret})).await;
+    assert!(
+        r.is_error,
+        "network was granted, not files: {}",
+        r.text_content()
+    );
+    client.close().await;
+
+    // `off`, on purpose: the same server reads the secret (the test above can fail).
+    let client = McpClient::connect(spec(ravi_confine::Settings::with_mode(
+        ravi_confine::Mode::Off,
+    )))
+    .await
+    .unwrap();
+    let r = call(
+        McpTool::from_client(&client),
+        "rd__read",
+        json!({"path": secret}),
+    )
+    .await;
+    assert!(r.text_content().contains("s3cret"), "{}", r.text_content());
     client.close().await;
 }

@@ -329,3 +329,96 @@ fn mcp_servers_run_confined_as_ravi_toml_says() {
         "{stderr}"
     );
 }
+
+/// The effective policy is on each call's trace: a `sandbox` span under every `shell` call's
+/// `execute_tool` span, and `ravi.sandbox.policy` on every call to a stdio server (exported
+/// over OTLP by `ravi serve --otlp-endpoint`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_effective_policy_is_on_each_calls_trace() {
+    use super::gateway::{exported, interrupt, otlp_receiver, serving};
+    use ravi_integrations::mcp::{McpClient, McpServerSpec};
+    use ravi_kernel::ToolContext;
+    use ravi_test_support::mcp;
+    if !mcp::harness_ready("the sandbox on the trace") {
+        return;
+    }
+    let (otlp, bodies) = otlp_receiver();
+    let root = tempfile::tempdir().unwrap();
+    let g = Ground::new(root.path());
+    let spec = format!(
+        "rd={} {} {}",
+        mcp::python().display(),
+        mcp::reader_server_py().display(),
+        g.ws.display()
+    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ravi"));
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--store", "none"])
+        .args(["--approve", "all", "--code-mode", "off", "--mcp", &spec])
+        .args(["--workspace", g.ws.to_str().unwrap()])
+        .args(["--otlp-endpoint", &format!("http://127.0.0.1:{otlp}")])
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env("OTEL_SERVICE_NAME", "gateway")
+        .env("XDG_STATE_HOME", root.path())
+        .stdout(std::process::Stdio::null());
+    let (served, port, _) = serving(cmd);
+    let client = McpClient::connect(McpServerSpec::http(
+        "g",
+        format!("http://127.0.0.1:{port}/mcp"),
+    ))
+    .await
+    .unwrap();
+    let ctx = ToolContext::default();
+    let shell = client
+        .call(
+            "shell",
+            serde_json::json!({"command": "true"}),
+            &ctx,
+            None,
+            "shell",
+        )
+        .await
+        .unwrap();
+    assert_ne!(shell["isError"], true, "{shell}");
+    let read = client
+        .call(
+            "rd__read",
+            serde_json::json!({"path": g.ws.join("notes.txt")}),
+            &ctx,
+            None,
+            "rd__read",
+        )
+        .await
+        .unwrap();
+    assert_ne!(read["isError"], true, "{read}");
+    client.close().await;
+    interrupt(served);
+    let spans = exported(&bodies.lock().unwrap().clone());
+    let exec = spans
+        .iter()
+        .find(|s| s.name == "execute_tool shell")
+        .unwrap_or_else(|| panic!("no execute_tool shell span: {spans:#?}"));
+    let sandbox = spans
+        .iter()
+        .find(|s| s.name == "sandbox shell")
+        .unwrap_or_else(|| panic!("no sandbox span: {spans:#?}"));
+    assert_eq!(
+        sandbox.parent, exec.id,
+        "the sandbox span is the call's child"
+    );
+    assert_eq!(sandbox.attrs["ravi.sandbox.mode"], "workspace");
+    let policy = sandbox.attrs["ravi.sandbox.policy"].as_str().unwrap();
+    assert!(
+        policy.contains("no network") && policy.contains(g.ws.to_str().unwrap()),
+        "{policy}"
+    );
+    let upstream = spans
+        .iter()
+        .find(|s| s.name == "tools/call read" && s.attrs.contains_key("ravi.sandbox.policy"))
+        .unwrap_or_else(|| panic!("no client span with the server's sandbox: {spans:#?}"));
+    let policy = upstream.attrs["ravi.sandbox.policy"].as_str().unwrap();
+    assert!(
+        policy.starts_with("workspace") && policy.contains("no network"),
+        "{policy}"
+    );
+}

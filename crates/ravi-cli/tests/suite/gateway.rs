@@ -952,7 +952,7 @@ allow = ["calculator"]
 }
 
 /// An OTLP/HTTP receiver on 127.0.0.1 keeping every request body (JSON encoding).
-fn otlp_receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+pub(super) fn otlp_receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let b = bodies.clone();
     let addr = ravi_test_support::http::serve(move |req| {
@@ -966,16 +966,16 @@ fn otlp_receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
 
 /// One exported span: its service, name, ids and attributes.
 #[derive(Debug)]
-struct Exported {
-    service: String,
-    name: String,
-    trace: String,
-    id: String,
-    parent: String,
-    attrs: std::collections::HashMap<String, Value>,
+pub(super) struct Exported {
+    pub(super) service: String,
+    pub(super) name: String,
+    pub(super) trace: String,
+    pub(super) id: String,
+    pub(super) parent: String,
+    pub(super) attrs: std::collections::HashMap<String, Value>,
 }
 
-fn exported(bodies: &[String]) -> Vec<Exported> {
+pub(super) fn exported(bodies: &[String]) -> Vec<Exported> {
     let mut out = Vec::new();
     for body in bodies {
         let doc: Value = serde_json::from_str(body).unwrap();
@@ -1020,7 +1020,7 @@ fn exported(bodies: &[String]) -> Vec<Exported> {
 }
 
 /// Stops a served process with SIGINT (as Ctrl-C would), so it flushes its traces.
-fn interrupt(mut served: Served) {
+pub(super) fn interrupt(mut served: Served) {
     let pid = served.0.id().to_string();
     let _ = Command::new("kill").args(["-INT", &pid]).status();
     for _ in 0..100 {

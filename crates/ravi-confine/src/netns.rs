@@ -186,75 +186,76 @@ fn listen_loopback() -> std::io::Result<RawFd> {
 #[repr(C, align(8))]
 struct Control([u8; 64]);
 
+/// Calls `f` with a one-byte message whose control buffer has room for one descriptor
+/// (`controllen` bytes of it offered), all on this stack frame.
+fn with_message<R>(controllen: usize, f: impl FnOnce(&mut libc::msghdr) -> R) -> R {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = Control([0; 64]);
+    // SAFETY: an all-zero `msghdr` is a valid empty header; the pointers set below point at
+    // locals that outlive `f`, and `controllen` is at most the buffer's size.
+    #[expect(unsafe_code, reason = "msghdr has no safe constructor in libc")]
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = controllen.min(control.0.len()) as _;
+    f(&mut msg)
+}
+
 fn send_fd(sock: RawFd, fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: sendmsg with an iovec and a control buffer on the stack, filled through the
-    // CMSG macros within the buffer's size.
+    // SAFETY: the CMSG macros write within the control buffer `with_message` sized for one
+    // descriptor; sendmsg reads the header it is given.
     #[expect(unsafe_code, reason = "SCM_RIGHTS has no safe wrapper in libc")]
-    unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = Control([0; 64]);
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
-        if cmsg.is_null() {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    with_message(space, |msg| {
+        // SAFETY: as above.
+        #[expect(unsafe_code, reason = "SCM_RIGHTS has no safe wrapper in libc")]
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(msg);
+            if cmsg.is_null() {
+                return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+            if libc::sendmsg(sock, msg, 0) != 1 {
+                return Err(last_error());
+            }
         }
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
-        if libc::sendmsg(sock, &raw const msg, 0) != 1 {
-            return Err(last_error());
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn recv_fd(sock: RawFd) -> std::io::Result<RawFd> {
-    // SAFETY: recvmsg into buffers on the stack; the control message is read only when the
-    // kernel says it is there and of the expected type.
-    #[expect(unsafe_code, reason = "SCM_RIGHTS has no safe wrapper in libc")]
-    unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = Control([0; 64]);
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = control.0.len() as _;
-        // The child sent before `exec`, which happened before `spawn` returned: the message
-        // is already there, so this never waits.
-        let n = libc::recvmsg(
-            sock,
-            &raw mut msg,
-            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
-        );
-        if n < 0 {
-            return Err(last_error());
+    with_message(64, |msg| {
+        // SAFETY: recvmsg into the buffers `with_message` made; the control message is read
+        // only when the kernel says it is there and of the expected type.
+        #[expect(unsafe_code, reason = "SCM_RIGHTS has no safe wrapper in libc")]
+        unsafe {
+            // The child sent before `exec`, which happened before `spawn` returned: the message
+            // is already there, so this never waits.
+            let n = libc::recvmsg(sock, msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+            if n < 0 {
+                return Err(last_error());
+            }
+            let cmsg = libc::CMSG_FIRSTHDR(msg);
+            if n != 1
+                || cmsg.is_null()
+                || (*cmsg).cmsg_level != libc::SOL_SOCKET
+                || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            {
+                return Err(std::io::Error::other(
+                    "the confined process did not hand over its network namespace's listener",
+                ));
+            }
+            Ok(std::ptr::read_unaligned(
+                libc::CMSG_DATA(cmsg).cast::<RawFd>(),
+            ))
         }
-        let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
-        if n != 1
-            || cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-        {
-            return Err(std::io::Error::other(
-                "the confined process did not hand over its network namespace's listener",
-            ));
-        }
-        Ok(std::ptr::read_unaligned(
-            libc::CMSG_DATA(cmsg).cast::<RawFd>(),
-        ))
-    }
+    })
 }

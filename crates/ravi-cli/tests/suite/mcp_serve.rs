@@ -939,11 +939,11 @@ async fn tool_chain_answers_with_what_the_script_printed() {
     );
 }
 
-/// Issue 40, item 6: server-everything's `simulate-research-query` runs only as an MCP Task
-/// (`execution.taskSupport: "required"`), which Ravi cannot call yet: it is not offered — not
-/// by `ravi tools list`, which says so in a note, nor by `ravi serve`, which says so in its log.
+/// server-everything's `simulate-research-query` runs only as an MCP Task (`execution.taskSupport:
+/// "required"`): it is offered like any tool — by `ravi tools list`, with no note, and by
+/// `ravi serve` to its clients.
 #[test]
-fn tasks_only_tools_are_left_out_and_said_so() {
+fn tasks_only_tools_are_offered() {
     if !mcp::harness_ready("tasks-only tools") {
         return;
     }
@@ -952,16 +952,8 @@ fn tasks_only_tools_are_left_out_and_said_so() {
         .output();
     assert!(out.status.success(), "{}", stderr(&out));
     let listed = stdout(&out);
-    assert!(listed.contains("ev__get-sum"), "{listed}");
-    assert!(!listed.contains("ev__simulate-research-query"), "{listed}");
-    assert!(
-        listed.contains(
-            "note: `simulate-research-query` of MCP server `ev` is not offered: it runs only \
-             as an MCP Task"
-        ),
-        "{listed}"
-    );
-    // `ravi serve`: its clients never see the tool, and its log says why.
+    assert!(listed.contains("ev__simulate-research-query"), "{listed}");
+    assert!(!listed.contains("is not offered"), "{listed}");
     let target = vec![
         "--".to_owned(),
         env!("CARGO_BIN_EXE_ravi").to_owned(),
@@ -977,10 +969,86 @@ fn tasks_only_tools_are_left_out_and_said_so() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert!(names.contains(&"ev__get-sum"), "{names:?}");
-    assert!(!names.contains(&"ev__simulate-research-query"), "{names:?}");
-    assert!(
-        log.contains("tool `simulate-research-query` is not offered: it runs only as an MCP Task"),
-        "{log}"
+    assert!(names.contains(&"ev__simulate-research-query"), "{names:?}");
+    assert!(!log.contains("is not offered"), "{log}");
+}
+
+/// A tool that runs only as an MCP Task (server-everything's `simulate-research-query`) works
+/// from `ravi tools call`, from a code-mode script, and for an MCP client of `ravi serve` (the
+/// Python SDK), each an ordinary call while Ravi drives the task upstream.
+#[test]
+fn a_task_required_upstream_tool_works_from_every_entry_point() {
+    if !mcp::harness_ready("a task-required upstream tool") {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let attach = format!(
+        "ev={} {} stdio",
+        mcp::node().display(),
+        mcp::everything_js().display()
     );
+    let out = crate::ravi()
+        .args([
+            "tools",
+            "call",
+            "ev__simulate-research-query",
+            "--args",
+            r#"{"topic": "from the command line"}"#,
+            "--mcp",
+            &attach,
+            "--approve",
+            "all",
+        ])
+        .current_dir(ws.path())
+        .output();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("from the command line"), "{said}");
+    // A code-mode script calls it like any tool.
+    let script = "r = ev__simulate_research_query(topic='from a script')\nprint('GOT', 'from a script' in str(r))\n";
+    let out = crate::ravi()
+        .args([
+            "run",
+            "-",
+            "--mcp",
+            &attach,
+            "--approve",
+            "all",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+        ])
+        .stdin(script)
+        .output();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("GOT True"), "{said}");
+    // An MCP client of `ravi serve`.
+    let target = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_ravi").to_owned(),
+        "serve".into(),
+        "--stdio".into(),
+        "--approve".into(),
+        "all".into(),
+        "--store".into(),
+        "none".into(),
+        "--workspace".into(),
+        ws.path().display().to_string(),
+        "--mcp".into(),
+        attach.clone(),
+    ];
+    let plan = serde_json::json!({"calls": [
+        {"name": "ev__simulate-research-query", "arguments": {"topic": "from an MCP client"}},
+    ]});
+    let report = mcp::sdk_client(&plan, &target);
+    let result = report["calls"][0]["result"].to_string();
+    assert!(result.contains("from an MCP client"), "{result}");
+    assert!(!result.contains("\"isError\":true"), "{result}");
 }

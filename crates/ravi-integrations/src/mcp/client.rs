@@ -69,14 +69,18 @@ pub struct UpstreamTool {
 }
 
 impl UpstreamTool {
-    /// Why Ravi does not offer this tool, when it does not: a tool that runs only as an MCP
-    /// Task (`execution.taskSupport: "required"`) fails every plain call, and Ravi has no Tasks
-    /// client yet.
+    /// Why Ravi does not offer this tool, when it does not: an `execution.taskSupport` other
+    /// than the three the specification names (`forbidden`, `optional`, `required`) says the
+    /// tool wants a way of calling Ravi does not know. (A tool that runs only as a task is
+    /// offered: the client calls it as one, see [`McpClient::call`].)
     pub fn left_out_because(&self) -> Option<&'static str> {
-        (self.task_support.as_deref() == Some("required")).then_some(
-            "it runs only as an MCP Task (execution.taskSupport \"required\"), which Ravi does \
-             not support yet; a plain call would fail",
-        )
+        match self.task_support.as_deref() {
+            None | Some("forbidden" | "optional" | "required") => None,
+            Some(_) => Some(
+                "its execution.taskSupport is none of forbidden, optional or required, so Ravi \
+                 does not know how to call it",
+            ),
+        }
     }
 
     fn from_wire(v: &Value) -> Option<Self> {
@@ -884,6 +888,9 @@ impl McpClient {
     ///
     /// `timeout` bounds the wait (the spec's default when `None`); expiry or cancellation of
     /// `ctx` sends `notifications/cancelled`. Progress goes to `ctx.progress` under `tool_label`.
+    /// A tool that runs only as an MCP Task (`execution.taskSupport: "required"`) is called as
+    /// one: the task is polled to its end (its status messages as progress) and its result
+    /// returned; expiry or cancellation sends `tasks/cancel`.
     pub async fn call(
         &self,
         tool: &str,
@@ -960,6 +967,18 @@ impl McpClient {
         if !trace_meta.is_empty() {
             params.meta = Some(rmcp::model::RequestMetaObject::from(trace_meta));
         }
+        // What the last listing said (kept with the tools: the tap itself is cleared while a
+        // new listing is fetched).
+        let tasks_only = self.inner.handler.list.tools.lock().is_ok_and(|tools| {
+            tools
+                .iter()
+                .any(|t| t.name == tool && t.task_support.as_deref() == Some("required"))
+        });
+        if tasks_only {
+            return self
+                .call_as_task(&peer, tool, params, ctx, timeout, tool_label)
+                .await;
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer
             .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
@@ -1027,6 +1046,170 @@ impl McpClient {
                 ),
             }),
         }
+    }
+
+    /// Calls a tool that runs only as a task (`execution.taskSupport: "required"`; protocol
+    /// 2025-11-25's task-augmented `tools/call`, as the TypeScript and Python SDKs serve it).
+    /// The call creates a task; `tasks/get` is polled at the interval the server asks for (its
+    /// status messages relayed as progress) until the task ends; `tasks/result` gives the
+    /// call's result. The caller's timeout and cancellation cancel the task (`tasks/cancel`).
+    /// To the caller it is an ordinary call.
+    async fn call_as_task(
+        &self,
+        peer: &Peer<RoleClient>,
+        tool: &str,
+        params: CallToolRequestParams,
+        ctx: &ToolContext,
+        timeout: Duration,
+        tool_label: &str,
+    ) -> Result<Value, CallError> {
+        let server = self.name().to_owned();
+        let protocol = |message: String| CallError::Protocol {
+            server: server.clone(),
+            tool: tool.to_owned(),
+            message,
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut body = serde_json::to_value(&params).map_err(|e| protocol(e.to_string()))?;
+        body["task"] = serde_json::json!({ "ttl": ravi_kernel::ms(timeout) });
+        let created = self
+            .task_request(peer, tool, "tools/call", body, deadline, timeout)
+            .await?;
+        let Some(task_id) = created
+            .pointer("/task/taskId")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            // A server may answer a task-augmented call at once, with the result itself.
+            if created.get("content").is_some() || created.get("structuredContent").is_some() {
+                return Ok(created);
+            }
+            return Err(protocol(format!(
+                "expected a task or a tools/call result, got {created}"
+            )));
+        };
+        let interval = |v: &Value| {
+            v.get("pollInterval")
+                .or_else(|| v.get("pollIntervalMs"))
+                .and_then(Value::as_u64)
+                .map_or(Duration::from_secs(1), Duration::from_millis)
+                .clamp(Duration::from_millis(50), Duration::from_secs(5))
+        };
+        let every = created.get("task").map_or(Duration::from_secs(1), interval);
+        // The first look at once (the task's first status), then at the server's interval.
+        let mut poll = Duration::ZERO;
+        let (mut said, mut step) = (None::<String>, 0u32);
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(poll) => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    self.cancel_task(peer, &task_id).await;
+                    return Err(CallError::Timeout { server, tool: tool.to_owned(), timeout });
+                }
+                () = ctx.cancellation.cancelled() => {
+                    self.cancel_task(peer, &task_id).await;
+                    return Err(CallError::Cancelled { server, tool: tool.to_owned() });
+                }
+            }
+            let status = self
+                .task_request(
+                    peer,
+                    tool,
+                    "tasks/get",
+                    serde_json::json!({ "taskId": task_id }),
+                    deadline,
+                    timeout,
+                )
+                .await?;
+            poll = if status.get("pollInterval").is_some() || status.get("pollIntervalMs").is_some()
+            {
+                interval(&status)
+            } else {
+                every
+            };
+            let message = status
+                .get("statusMessage")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if let (Some(sink), Some(text)) = (&ctx.progress, &message)
+                && said.as_ref() != Some(text)
+            {
+                step += 1;
+                sink.emit(ProgressEvent {
+                    call_id: ctx.call_id.clone(),
+                    tool: tool_label.to_owned(),
+                    kind: ProgressKind::Progress {
+                        progress: f64::from(step),
+                        total: None,
+                        message: Some(text.clone()),
+                    },
+                });
+            }
+            said = message.or(said);
+            match status.get("status").and_then(Value::as_str) {
+                // `input_required`: the server's questions come with the result's stream.
+                Some("completed" | "failed" | "input_required") => break,
+                Some("cancelled") => {
+                    return Err(protocol(format!(
+                        "the server cancelled task {task_id}{}",
+                        said.map(|m| format!(": {m}")).unwrap_or_default()
+                    )));
+                }
+                _ => {}
+            }
+        }
+        let result = self
+            .task_request(
+                peer,
+                tool,
+                "tasks/result",
+                serde_json::json!({ "taskId": task_id }),
+                deadline,
+                timeout,
+            )
+            .await?;
+        if result.get("content").is_none() && result.get("structuredContent").is_none() {
+            return Err(protocol(format!(
+                "expected the result of task {task_id}, got {result}"
+            )));
+        }
+        Ok(result)
+    }
+
+    /// One request of the task protocol, bounded by the call's `deadline`; its result as JSON.
+    async fn task_request(
+        &self,
+        peer: &Peer<RoleClient>,
+        tool: &str,
+        method: &str,
+        params: Value,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let request =
+            ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(method, Some(params)));
+        match tokio::time::timeout_at(deadline, peer.send_request(request)).await {
+            Err(_) => Err(CallError::Timeout {
+                server: self.name().to_owned(),
+                tool: tool.to_owned(),
+                timeout,
+            }),
+            Ok(Err(e)) => Err(self.service_error(tool, e)),
+            Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| CallError::Protocol {
+                server: self.name().to_owned(),
+                tool: tool.to_owned(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Asks the server to cancel a task (best effort: the caller stops waiting either way).
+    async fn cancel_task(&self, peer: &Peer<RoleClient>, task_id: &str) {
+        let request = ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(
+            "tasks/cancel",
+            Some(serde_json::json!({ "taskId": task_id })),
+        ));
+        let _ = tokio::time::timeout(Duration::from_secs(2), peer.send_request(request)).await;
     }
 
     fn service_error(&self, tool: &str, e: ServiceError) -> CallError {

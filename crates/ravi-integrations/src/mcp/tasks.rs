@@ -1,8 +1,7 @@
 //! Upstream tools that run only as MCP Tasks (`execution.taskSupport: "required"`, such as
 //! server-everything's `simulate-research-query`). Called as plain tools they fail every time
-//! (the server answers -32601), and Ravi has no Tasks client yet, so they are left out of the
-//! toolbox, and the client says so: in its log when a listing holds them, and to whoever asks
-//! ([`McpClient::left_out`](super::McpClient::left_out), which `ravi tools list` prints).
+//! (the server answers -32601), so the client calls them as tasks (see
+//! [`McpClient::call`](super::McpClient::call)): it must know which tools those are.
 //!
 //! rmcp 3.11 does not model a tool's `execution` (its `Tool` drops the field while parsing), so
 //! the client reads it before rmcp does: [`ExecutionTap`] sees each line a stdio server writes

@@ -49,8 +49,9 @@ impl McpTool {
 
     /// Like [`McpTool::from_client`], avoiding names other tools already use.
     ///
-    /// Tools Ravi cannot call are left out ([`UpstreamTool::left_out_because`]: those that
-    /// run only as MCP Tasks); [`McpClient::left_out`] lists them.
+    /// Tools Ravi cannot call are left out ([`UpstreamTool::left_out_because`]: an
+    /// `execution.taskSupport` it does not know); [`McpClient::left_out`] lists them. Tools
+    /// that run only as MCP Tasks are offered and called as tasks.
     pub fn from_client_avoiding(client: &McpClient, taken: &HashSet<String>) -> Vec<Arc<dyn Tool>> {
         // The operator's `allow`/`deny` decide which tools are served at all; `rename` their
         // names.

@@ -48,24 +48,22 @@ async fn everything_over_stdio_lists_calls_images_structured_progress_errors() {
         Some("mcp-servers/everything")
     );
     let tools = McpTool::from_client(&client);
-    // 13 listed, less `simulate-research-query` (see below).
-    assert!(tools.len() >= 12, "{} tools", tools.len());
+    // 13 listed, `simulate-research-query` (a tasks-only tool) among them.
+    assert!(tools.len() >= 13, "{} tools", tools.len());
     assert!(
         tools
             .iter()
             .all(|t| t.name().starts_with("ev__") && t.name().len() <= 64)
     );
-    // A tool that runs only as an MCP Task is not offered, and the client says why.
+    // A tool that runs only as an MCP Task is offered (called as a task: see
+    // `a_task_required_tool_is_called_as_a_task`); nothing is left out.
     assert!(
-        !tools
+        tools
             .iter()
             .any(|t| t.name() == "ev__simulate-research-query"),
-        "a tasks-only tool was offered"
+        "the tasks-only tool was not offered"
     );
-    let left_out = client.left_out();
-    assert_eq!(left_out.len(), 1, "{left_out:?}");
-    assert_eq!(left_out[0].0, "simulate-research-query");
-    assert!(left_out[0].1.contains("MCP Task"), "{left_out:?}");
+    assert!(client.left_out().is_empty(), "{:?}", client.left_out());
 
     // Plain call, risk from annotations (readOnlyHint → Safe).
     let sum = find(&tools, "ev__get-sum");
@@ -289,20 +287,17 @@ async fn everything_over_streamable_http() {
     }
     let client = client.expect("server-everything did not come up over HTTP");
     let tools = McpTool::from_client(&client);
-    assert!(tools.len() >= 12);
-    // Over streamable HTTP too, the tasks-only tool is seen in the listing's events and left out.
+    assert!(tools.len() >= 13);
+    // Over streamable HTTP too, the tasks-only tool is seen in the listing's events and called
+    // as a task.
+    let r = find(&tools, "web__simulate-research-query")
+        .execute(&ToolContext::default(), json!({"topic": "over HTTP"}))
+        .await
+        .unwrap();
     assert!(
-        !tools
-            .iter()
-            .any(|t| t.name() == "web__simulate-research-query")
-    );
-    assert_eq!(
-        client
-            .left_out()
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect::<Vec<_>>(),
-        ["simulate-research-query"]
+        !r.is_error && r.text_content().contains("over HTTP"),
+        "{}",
+        r.text_content()
     );
     let r = find(&tools, "web__get-sum")
         .execute(&ToolContext::default(), json!({"a": 20, "b": 22}))
@@ -600,5 +595,86 @@ async fn a_confined_stdio_server_reaches_its_roots_and_nothing_else() {
     )
     .await;
     assert!(r.text_content().contains("s3cret"), "{}", r.text_content());
+    client.close().await;
+}
+
+/// A tool that runs only as an MCP Task (server-everything's `simulate-research-query`,
+/// `execution.taskSupport: "required"`) is offered and called as a task: the call's result
+/// arrives as from any call, the task's stages as progress; a timeout shorter than the task
+/// cancels it, and a cancelled caller stops waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_required_tool_is_called_as_a_task() {
+    if !mcp::harness_ready("a task-required tool") {
+        return;
+    }
+    let client = McpClient::connect(everything_stdio()).await.unwrap();
+    assert!(client.left_out().is_empty(), "{:?}", client.left_out());
+    let tools = McpTool::from_client(&client);
+    let research = find(&tools, "ev__simulate-research-query");
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&events);
+    let mut ctx = ToolContext::default();
+    ctx.progress = Some(Arc::new(move |e: ProgressEvent| {
+        seen.lock().unwrap().push(e)
+    }));
+    let r = research
+        .execute(&ctx, json!({"topic": "borrow checkers"}))
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.text_content());
+    assert!(
+        r.text_content().contains("borrow checkers"),
+        "{}",
+        r.text_content()
+    );
+    let messages: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            ProgressKind::Progress { message, .. } => message.clone(),
+            _ => None,
+        })
+        .collect();
+    // Polled at the server's interval (1 s, as long as a stage): the first stage is seen at
+    // once, later ones as the polls find them.
+    assert!(
+        messages.len() >= 2 && messages[0].contains("Gathering sources"),
+        "{messages:?}"
+    );
+    // Shorter than the task's four one-second stages: a timeout, and the task is cancelled.
+    let started = std::time::Instant::now();
+    let err = client
+        .call(
+            "simulate-research-query",
+            json!({"topic": "x"}),
+            &ToolContext::default(),
+            Some(Duration::from_millis(1500)),
+            "ev__simulate-research-query",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("timed out") || err.to_string().contains("timeout"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // A cancelled caller stops waiting.
+    let ctx = ToolContext::default();
+    let cancel = ctx.cancellation.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let err = research
+        .execute(&ctx, json!({"topic": "y"}))
+        .await
+        .map(|r| r.text_content())
+        .unwrap_or_else(|e| e.to_string());
+    assert!(err.to_lowercase().contains("cancel"), "{err}");
     client.close().await;
 }

@@ -3,8 +3,8 @@
 //! hosts its allow-list names, and to local addresses (loopback, link-local, unspecified)
 //! only when `loopback` is set.
 //!
-//! The process reaches it as `http://127.0.0.1:3128` inside its own network namespace
-//! ([`crate::netns`]); `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` point there. A host is
+//! The process reaches it as `http://127.0.0.1:3128` inside its own network namespace;
+//! `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` point there. A host is
 //! checked by name, then every address it resolves to is checked, and the connection goes to
 //! the checked address (a name that resolves to loopback is not a way around the rule).
 //!

@@ -10,7 +10,7 @@
 //! The command runs under the kernel's rules (`ravi_confine`, `[sandbox.shell]`): by default
 //! read-write in the workspace and a private `TMPDIR`, read-only on the system's program
 //! folders, no network, rlimits and a pids cgroup, the dangerous system calls refused. The
-//! effective policy is an event on the call's span. Confinement bounds what an approved
+//! effective policy is a `sandbox` span under the call's. Confinement bounds what an approved
 //! command reaches; the `shell` tool stays Critical and always asks for approval.
 
 use std::os::fd::AsRawFd as _;

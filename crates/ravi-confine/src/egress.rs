@@ -46,7 +46,14 @@ pub struct Request {
 /// Parses a request head (up to and including the blank line). The error says what is wrong.
 pub fn parse_head(head: &[u8]) -> Result<Request, String> {
     let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8")?;
-    let mut lines = text.split("\r\n");
+    // Exactly one head: its lines, then the blank line that ends it, then nothing.
+    let Some(body) = text.strip_suffix("\r\n\r\n") else {
+        return Err("the request head does not end with a blank line".into());
+    };
+    if body.contains("\r\n\r\n") {
+        return Err("more than one request head".into());
+    }
+    let mut lines = body.split("\r\n");
     let first = lines.next().unwrap_or_default();
     let mut parts = first.split(' ');
     let (Some(method), Some(target), Some(version), None) =
@@ -87,22 +94,16 @@ pub fn parse_head(head: &[u8]) -> Result<Request, String> {
     let (host, port) = split_authority(authority, Some(80))?;
     let mut upstream = format!("{method} {path} {version}\r\n");
     for line in lines {
-        let name = line
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        if name.starts_with("proxy-") {
+        let Some((name, _)) = line.split_once(':') else {
+            return Err(format!("`{}` is not a header line", shorten(line)));
+        };
+        if name.to_ascii_lowercase().starts_with("proxy-") {
             continue;
         }
         upstream.push_str(line);
         upstream.push_str("\r\n");
     }
-    // `split` yields an empty piece after the final CRLF pair; the loop above wrote the head's
-    // blank line back already, once per empty piece, so trim to exactly one.
-    while upstream.ends_with("\r\n\r\n\r\n") {
-        upstream.truncate(upstream.len() - 2);
-    }
+    upstream.push_str("\r\n");
     Ok(Request {
         host,
         port,
@@ -379,6 +380,18 @@ mod tests {
             (b"CONNECT a/b:1 HTTP/1.1\r\n\r\n", "not a host name"),
             (b"hello\r\n\r\n", "not an HTTP request line"),
             (b"GET http://x/ SPDY/3\r\n\r\n", "unsupported protocol"),
+            (
+                b"GET http://x/ HTTP/1.1\r\nHost: x\r\n",
+                "does not end with a blank line",
+            ),
+            (
+                b"GET http://x/ HTTP/1.1\r\n\r\nGET http://y/ HTTP/1.1\r\n\r\n",
+                "more than one",
+            ),
+            (
+                b"GET http://x/ HTTP/1.1\r\nno colon\r\n\r\n",
+                "not a header line",
+            ),
         ] {
             let err = parse_head(bad).unwrap_err();
             assert!(err.contains(says), "{err}");

@@ -532,6 +532,15 @@ impl Policy {
         let net = match &self.network {
             Network::None => None,
             Network::Proxied { allow, loopback } => {
+                if !root
+                    && let Some(detail) = userns_blocker(|path| std::fs::read_to_string(path).ok())
+                {
+                    return Err(ConfineError::Unsupported {
+                        feature: "unprivileged user namespaces (a process granted network runs \
+                                  in a network namespace of its own)",
+                        detail,
+                    });
+                }
                 let (enter, parent) = netns::prepare().map_err(|e| ConfineError::Unsupported {
                     feature: "a socket pair for the network namespace",
                     detail: e.to_string(),
@@ -634,6 +643,24 @@ impl Policy {
         };
         format!("{}: writes in [{}], {net}", self.mode, rw.join(", "))
     }
+}
+
+/// What keeps this (non-root) user from making a user namespace, when a kernel setting
+/// does: `read` gives a `/proc/sys` file's text.
+fn userns_blocker(read: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let setting = |path: &str, blocks: &str| {
+        read(path)
+            .filter(|v| v.trim() == blocks)
+            .map(|v| format!("{path} is {}", v.trim()))
+    };
+    setting("/proc/sys/user/max_user_namespaces", "0")
+        .or_else(|| setting("/proc/sys/kernel/unprivileged_userns_clone", "0"))
+        .or_else(|| {
+            setting(
+                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1",
+            )
+        })
 }
 
 fn push_new(list: &mut Vec<PathBuf>, path: PathBuf) {
@@ -960,4 +987,49 @@ pub enum ConfineError {
         /// What was wrong and what is expected.
         reason: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_settings_that_forbid_user_namespaces_are_named() {
+        let machine = |files: &'static [(&'static str, &'static str)]| {
+            move |path: &str| {
+                files
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert_eq!(userns_blocker(machine(&[])), None);
+        assert_eq!(
+            userns_blocker(machine(&[(
+                "/proc/sys/user/max_user_namespaces",
+                "63204\n"
+            )])),
+            None
+        );
+        assert_eq!(
+            userns_blocker(machine(&[("/proc/sys/user/max_user_namespaces", "0\n")])).as_deref(),
+            Some("/proc/sys/user/max_user_namespaces is 0")
+        );
+        assert_eq!(
+            userns_blocker(machine(&[(
+                "/proc/sys/kernel/unprivileged_userns_clone",
+                "0"
+            )]))
+            .as_deref(),
+            Some("/proc/sys/kernel/unprivileged_userns_clone is 0")
+        );
+        assert_eq!(
+            userns_blocker(machine(&[(
+                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1"
+            )]))
+            .as_deref(),
+            Some("/proc/sys/kernel/apparmor_restrict_unprivileged_userns is 1")
+        );
+    }
 }

@@ -13,10 +13,48 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The folder under which this process may make pids cgroups, found once.
+/// The folder under which this process may make pids cgroups, found once (and swept of the
+/// empty groups left by Ravi processes that were killed before they could remove theirs).
 fn base() -> Option<&'static Path> {
     static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BASE.get_or_init(find_base).as_deref()
+    BASE.get_or_init(|| {
+        let base = find_base()?;
+        sweep(&base);
+        Some(base)
+    })
+    .as_deref()
+}
+
+/// Removes `ravi-PID-N` groups whose process is gone. A Ravi killed by a signal leaves its
+/// groups behind; once their processes have ended they are empty, and a later Ravi given the
+/// same process id would otherwise find its names taken. A group that still holds processes
+/// is left alone (the kernel refuses to remove it).
+fn sweep(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("ravi-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id().cast_signed() && !alive(pid) {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// Whether a process with this id exists.
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    #[expect(unsafe_code, reason = "kill has no safe wrapper in libc")]
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The pids hierarchy (v1 `cgroup` with `pids`, else v2 `cgroup2`) and this process's folder
@@ -67,6 +105,9 @@ fn writable(mount: &str, root: &str, path: &str) -> Option<PathBuf> {
     has_pids.then_some(dir)
 }
 
+/// The number in the next group's name.
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
 /// One process tree's pids cgroup, removed (its processes killed) when dropped.
 #[derive(Debug)]
 pub(crate) struct Group {
@@ -75,27 +116,38 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    /// A new group allowing at most `max` processes, or `None` where this process cannot make
-    /// one (no pids hierarchy it may write).
-    pub(crate) fn create(max: u64) -> Option<Self> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let base = base()?;
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("ravi-{}-{n}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
+    /// A new group allowing at most `max` processes, or why this process cannot make one (no
+    /// pids hierarchy it may write, or the kernel refused the group).
+    pub(crate) fn create(max: u64) -> Result<Self, String> {
+        let base = base().ok_or_else(|| "no writable pids controller".to_owned())?;
+        let mut tries = 0;
+        let dir = loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let dir = base.join(format!("ravi-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                // A group left by an earlier process with this id: remove it if empty, and
+                // take the next name either way.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 64 => {
+                    let _ = std::fs::remove_dir(&dir);
+                    tries += 1;
+                }
+                Err(e) => return Err(format!("making {}: {e}", dir.display())),
+            }
+        };
         let made = std::fs::write(dir.join("pids.max"), max.to_string()).and_then(|()| {
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(dir.join("cgroup.procs"))
         });
         match made {
-            Ok(file) => Some(Self {
+            Ok(file) => Ok(Self {
                 dir,
                 procs: file.into(),
             }),
-            Err(_) => {
+            Err(e) => {
                 let _ = std::fs::remove_dir(&dir);
-                None
+                Err(format!("setting up {}: {e}", dir.display()))
             }
         }
     }
@@ -168,4 +220,47 @@ pub(crate) fn join(procs_fd: RawFd) -> std::io::Result<()> {
 /// Whether this process can make pids cgroups.
 pub(crate) fn available() -> bool {
     base().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_left_by_a_dead_ravi_are_swept_and_their_names_reused() {
+        let Some(base) = base() else {
+            eprintln!("skipped: no writable pids controller here");
+            return;
+        };
+        // A process that has ended: its id names a group as a killed Ravi would leave it.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = base.join(format!("ravi-{dead}-0"));
+        std::fs::create_dir(&stale).unwrap();
+        sweep(base);
+        assert!(!stale.exists(), "{} was not swept", stale.display());
+
+        // Names this process is about to take, already present (an earlier process with this
+        // id): the group is still made.
+        let next = NEXT.load(Ordering::Relaxed);
+        let taken: Vec<PathBuf> = (next..next + 3)
+            .map(|n| base.join(format!("ravi-{}-{n}", std::process::id())))
+            .collect();
+        for dir in &taken {
+            std::fs::create_dir(dir).unwrap();
+        }
+        let group = Group::create(5).unwrap();
+        assert!(group.dir.join("pids.max").exists());
+        assert_eq!(
+            std::fs::read_to_string(group.dir.join("pids.max"))
+                .unwrap()
+                .trim(),
+            "5"
+        );
+        drop(group);
+        for dir in &taken {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }

@@ -517,18 +517,23 @@ impl Policy {
         let ruleset = self.ruleset()?;
         let proxied = matches!(self.network, Network::Proxied { .. });
         let filter = seccomp::filter(proxied)?;
-        let cgroup = match self.limits.processes {
-            0 => None,
-            max => cgroup::Group::create(max),
-        };
         // SAFETY: geteuid only returns a number.
         #[expect(unsafe_code, reason = "geteuid has no safe wrapper in libc")]
         let root = unsafe { libc::geteuid() } == 0;
-        if self.limits.processes > 0 && cgroup.is_none() && root {
-            return Err(ConfineError::NoProcessBound {
-                table: self.table.clone(),
-            });
-        }
+        let cgroup = match self.limits.processes {
+            0 => None,
+            max => match cgroup::Group::create(max) {
+                Ok(group) => Some(group),
+                // Not root: RLIMIT_NPROC bounds the tree instead.
+                Err(_) if !root => None,
+                Err(detail) => {
+                    return Err(ConfineError::NoProcessBound {
+                        table: self.table.clone(),
+                        detail,
+                    });
+                }
+            },
+        };
         let net = match &self.network {
             Network::None => None,
             Network::Proxied { allow, loopback } => {
@@ -960,13 +965,15 @@ pub enum ConfineError {
     /// Running as root without a pids cgroup: nothing would bound the process count.
     #[error(
         "the process limit cannot be enforced: Ravi runs as root, which RLIMIT_NPROC does not \
-         bind, and it cannot make a pids cgroup (no writable pids controller); mount one \
+         bind, and it cannot make a pids cgroup ({detail}); mount a pids controller \
          writable, run Ravi as another user, or set `processes = 0` in {table} to run without \
          a process limit (--sandbox off runs unconfined)"
     )]
     NoProcessBound {
         /// The settings table (`[sandbox.shell]`).
         table: String,
+        /// Why no pids cgroup could be made.
+        detail: String,
     },
     /// A path of the policy could not be added.
     #[error("the sandbox rule for {path} could not be added: {detail}")]

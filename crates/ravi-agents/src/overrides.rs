@@ -161,6 +161,9 @@ impl Tool for Overridden {
     fn timeout(&self) -> Option<Duration> {
         self.inner.timeout()
     }
+    fn task_support(&self) -> ravi_kernel::TaskSupport {
+        self.inner.task_support()
+    }
     fn idempotent(&self) -> bool {
         self.over
             .idempotent

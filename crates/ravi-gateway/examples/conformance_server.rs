@@ -17,11 +17,14 @@ use async_trait::async_trait;
 use ravi_agents::Toolbox;
 use ravi_agents::approval::AutoApprovalHandler;
 use ravi_agents::blob::MemoryBlobStore;
+use ravi_agents::durable::MemoryStore;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_gateway::{
-    ClientPeer, HttpOptions, InvokerTools, McpServer, PromptHandler, ResourceHandler,
+    ClientPeer, HttpOptions, InvokerTools, McpServer, PromptHandler, ResourceHandler, TaskOptions,
 };
-use ravi_kernel::{AnyTool, ContentBlock, Tool, ToolContext, ToolError, ToolExecutionResult};
+use ravi_kernel::{
+    AnyTool, ContentBlock, TaskSupport, Tool, ToolContext, ToolError, ToolExecutionResult,
+};
 use serde_json::{Map, Value, json};
 
 /// A 1×1 PNG.
@@ -119,6 +122,44 @@ fn fixtures() -> Vec<Arc<dyn Tool>> {
             "Takes a moment, for SSE reconnection tests",
             no_args(),
         ),
+        // The Tasks extension's fixtures (io.modelcontextprotocol/tasks).
+        f(
+            "greet",
+            "Greets by name, at once (never a task)",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+        ),
+        f(
+            "slow_compute",
+            "Works for `seconds`, then says so (a task when it takes long)",
+            json!({"type": "object", "properties": {
+                "seconds": {"type": "number", "minimum": 0},
+                "label": {"type": "string"}}, "required": ["seconds"]}),
+        ),
+        f(
+            "failing_job",
+            "Runs only as a task, and fails after a second with a tool error",
+            no_args(),
+        ),
+        f(
+            "protocol_error_job",
+            "Crashes inside the server after a second (its task fails)",
+            no_args(),
+        ),
+        f(
+            "confirm_delete",
+            "Asks the user to confirm deleting a file",
+            json!({"type": "object", "properties": {"filename": {"type": "string"}}, "required": ["filename"]}),
+        ),
+        f(
+            "multi_input",
+            "Asks the user two questions at once",
+            no_args(),
+        ),
+        f(
+            "test_tool_with_task",
+            "Asks the user's name, then works for a second as a task",
+            no_args(),
+        ),
     ]
 }
 
@@ -136,6 +177,13 @@ impl Tool for Fixture {
     }
     fn input_schema(&self) -> Value {
         self.schema.clone()
+    }
+    fn task_support(&self) -> TaskSupport {
+        match self.name {
+            "greet" => TaskSupport::Forbidden,
+            "failing_job" | "confirm_delete" | "multi_input" => TaskSupport::Required,
+            _ => TaskSupport::Optional,
+        }
     }
     async fn execute(
         &self,
@@ -257,6 +305,85 @@ impl Tool for Fixture {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 text("Reconnection test completed")
             }
+            "greet" => text(format!(
+                "Hello, {}!",
+                args["name"].as_str().unwrap_or("world")
+            )),
+            "slow_compute" => {
+                let seconds = args["seconds"].as_f64().unwrap_or(0.0).clamp(0.0, 600.0);
+                let label = args["label"].as_str().unwrap_or("job");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs_f64(seconds)) => {}
+                    () = ctx.cancellation.cancelled() => {
+                        return Err(ToolError::new(ravi_kernel::ToolErrorKind::Cancelled, format!("{label} was cancelled")));
+                    }
+                }
+                text(format!("Computed {label} in {seconds} s"))
+            }
+            "failing_job" => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                ToolExecutionResult::error("the job failed: its input could not be processed")
+            }
+            "protocol_error_job" => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                #[expect(
+                    clippy::panic,
+                    reason = "the fixture of a call that crashes the server's tool"
+                )]
+                {
+                    panic!("protocol_error_job crashes on purpose");
+                }
+            }
+            "confirm_delete" => {
+                let file = args["filename"].as_str().unwrap_or("the file");
+                let schema = json!({"type": "object", "properties": {
+                    "confirm": {"type": "boolean", "description": "Delete it?"}},
+                    "required": ["confirm"]});
+                let answer = peer()?.elicit(&format!("Delete {file}?"), schema).await;
+                match answer {
+                    Ok(v) if v["action"] == "accept" && v["content"]["confirm"] == true => {
+                        text(format!("Deleted {file}"))
+                    }
+                    Ok(_) => text(format!("Kept {file}")),
+                    Err(e) => ToolExecutionResult::error(format!("no answer: {e}")),
+                }
+            }
+            "multi_input" => {
+                let p = peer()?;
+                let ask = |field: &'static str| {
+                    json!({"type": "object", "properties": {field: {"type": "string"}},
+                           "required": [field]})
+                };
+                let (first, second) = tokio::join!(
+                    p.elicit("What is your first name?", ask("first")),
+                    p.elicit("What is your last name?", ask("last")),
+                );
+                match (first, second) {
+                    (Ok(a), Ok(b)) => text(format!(
+                        "Hello, {} {}!",
+                        a["content"]["first"].as_str().unwrap_or("?"),
+                        b["content"]["last"].as_str().unwrap_or("?")
+                    )),
+                    (Err(e), _) | (_, Err(e)) => {
+                        ToolExecutionResult::error(format!("no answer: {e}"))
+                    }
+                }
+            }
+            "test_tool_with_task" => {
+                let schema = json!({"type": "object", "properties": {
+                    "name": {"type": "string", "description": "Your name"}}, "required": ["name"]});
+                let answer = peer()?.elicit("What is your name?", schema).await;
+                let name = match &answer {
+                    Ok(v) => v["content"]["name"]
+                        .as_str()
+                        .or_else(|| v["content"]["user_name"].as_str())
+                        .unwrap_or("stranger")
+                        .to_owned(),
+                    Err(e) => return Ok(ToolExecutionResult::error(format!("no answer: {e}"))),
+                };
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                text(format!("Hello, {name}! Your task is done."))
+            }
             other => return Err(ToolError::not_found(format!("no fixture `{other}`"))),
         })
     }
@@ -368,6 +495,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = McpServer::new(Arc::new(InvokerTools::new(invoker)))
         .with_resources(Arc::new(Resources))
         .with_prompts(Arc::new(Prompts))
+        .with_tasks(Arc::new(MemoryStore::new()), TaskOptions::default())
         .with_identity(
             "ravi-conformance-server",
             Some("Ravi MCP conformance fixtures".into()),

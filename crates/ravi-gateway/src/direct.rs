@@ -295,7 +295,12 @@ impl DirectCalls {
             peer: admitted.peer,
             progress: None,
         })));
-        let peer = ClientPeer::new(route, admitted.abilities, None);
+        let peer = ClientPeer::new(
+            route,
+            admitted.abilities,
+            crate::rounds::LogGate::Session(admitted.log_level),
+            None,
+        );
         let client_session = self.handler.session_in(&admitted.slot, Some(&session));
         let span = crate::trace::server_span(&call.name, &label, Some(&session), &call.meta);
         let Call {

@@ -3,6 +3,7 @@
 //! what the client declared), and admitted per request (see [`direct`](crate::direct)).
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,8 @@ struct Registered {
     slot: Weak<OnceLock<ClientSession>>,
     peer: rmcp::Peer<RoleServer>,
     abilities: ClientAbilities,
+    /// The session's log level (`logging/setLevel`).
+    log_level: Arc<AtomicU8>,
     /// The values of [`checked_headers`] in requests rmcp accepted: the last
     /// [`HEADER_SETS`] different ones, newest first.
     headers: Vec<Vec<Vec<HeaderValue>>>,
@@ -51,6 +54,7 @@ pub(crate) struct Admitted {
     pub(crate) slot: Arc<OnceLock<ClientSession>>,
     pub(crate) peer: rmcp::Peer<RoleServer>,
     pub(crate) abilities: ClientAbilities,
+    pub(crate) log_level: Arc<AtomicU8>,
 }
 
 /// The sessions the direct path may answer for, shared by a server's handlers.
@@ -76,6 +80,7 @@ impl SessionCalls {
         slot: &Arc<OnceLock<ClientSession>>,
         peer: &rmcp::Peer<RoleServer>,
         abilities: ClientAbilities,
+        log_level: &Arc<AtomicU8>,
         headers: &HeaderMap,
     ) {
         let values: Vec<Vec<HeaderValue>> = checked_headers()
@@ -100,6 +105,7 @@ impl SessionCalls {
                         slot: Arc::downgrade(slot),
                         peer: peer.clone(),
                         abilities,
+                        log_level: Arc::clone(log_level),
                         headers: vec![values],
                         seen_by_rmcp: Instant::now(),
                         running: HashMap::new(),
@@ -137,6 +143,7 @@ impl SessionCalls {
             slot,
             peer: r.peer.clone(),
             abilities: r.abilities,
+            log_level: Arc::clone(&r.log_level),
         })
     }
 

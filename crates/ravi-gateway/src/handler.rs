@@ -27,7 +27,8 @@ use serde_json::{Value, json};
 
 use crate::rounds::ClientPeer;
 use crate::rounds::{
-    ClientAbilities, ParkedCalls, ProgressForward, Resumed, Route, RunningCall, SharedRoute,
+    ClientAbilities, LogGate, ParkedCalls, ProgressForward, Resumed, Route, RunningCall,
+    SharedRoute,
 };
 use ravi_integrations::mcp::render_result;
 
@@ -51,6 +52,8 @@ pub(crate) struct Handler {
     pub(crate) info: Implementation,
     pub(crate) instructions: Option<String>,
     pub(crate) subscriptions: Arc<Mutex<Vec<String>>>,
+    /// This session's log level (`logging/setLevel`; 0, debug, until set).
+    pub(crate) log_level: Arc<std::sync::atomic::AtomicU8>,
     pub(crate) parked: Arc<ParkedCalls<Option<InvocationResult>>>,
     /// This handler's client session, opened at its first call: one per stdio client and per
     /// streamable HTTP session (rmcp builds a handler for each), dropped with the handler when
@@ -67,6 +70,8 @@ pub(crate) struct Handler {
     pub(crate) shared_sessions: bool,
     /// The sessions whose plain calls are answered without rmcp's hand-overs (HTTP only).
     pub(crate) direct: Option<Arc<crate::direct_sessions::SessionCalls>>,
+    /// MCP Tasks, when the server offers them (see [`McpServer::with_tasks`]).
+    pub(crate) tasks: Option<Arc<crate::tasks::TaskHost>>,
 }
 
 /// Who to tell that the tool list changed: the clients connected with the `initialize`
@@ -75,6 +80,9 @@ pub(crate) struct Handler {
 #[derive(Clone, Default)]
 pub(crate) struct ListChanges {
     pub(crate) peers: Arc<Mutex<Vec<rmcp::Peer<RoleServer>>>>,
+    /// The open `subscriptions/listen` streams (2026-07-28) that asked for tool list changes.
+    /// Each under a number of its own (request ids repeat across sessions).
+    pub(crate) streams: Arc<Mutex<Vec<(u64, rmcp::service::SubscriptionSink)>>>,
     pub(crate) sources: Arc<Mutex<Vec<tokio::sync::watch::Receiver<u64>>>>,
 }
 
@@ -88,8 +96,26 @@ impl ListChanges {
             .unwrap_or_default();
         for mut rx in sources {
             let peers = self.peers.clone();
+            let streams = self.streams.clone();
             tokio::spawn(async move {
                 while rx.changed().await.is_ok() {
+                    let open: Vec<(u64, rmcp::service::SubscriptionSink)> = match streams.lock() {
+                        Ok(s) => s.clone(),
+                        Err(_) => Vec::new(),
+                    };
+                    let mut closed = Vec::new();
+                    for (n, sink) in open {
+                        if let Err(rmcp::service::SubscriptionSendError::SubscriptionClosed) =
+                            sink.notify_tool_list_changed().await
+                        {
+                            closed.push(n);
+                        }
+                    }
+                    if !closed.is_empty()
+                        && let Ok(mut s) = streams.lock()
+                    {
+                        s.retain(|(n, _)| !closed.contains(n));
+                    }
                     let targets: Vec<rmcp::Peer<RoleServer>> = match peers.lock() {
                         Ok(mut p) => {
                             p.retain(|peer| !peer.is_transport_closed());
@@ -117,6 +143,7 @@ impl Handler {
     pub(crate) fn for_new_session(&self) -> Self {
         Self {
             session: Arc::default(),
+            log_level: Arc::default(),
             ..self.clone()
         }
     }
@@ -162,6 +189,7 @@ impl Handler {
         args: Value,
         context: &RequestContext<RoleServer>,
         route: Route,
+        may_be_task: bool,
     ) -> RunningCall<Option<InvocationResult>> {
         let modern = context
             .protocol_version()
@@ -170,7 +198,18 @@ impl Handler {
         let wants_progress = route.progress.is_some();
         let route: SharedRoute = Arc::new(Mutex::new(Some(route)));
         let (ask_tx, asks) = tokio::sync::mpsc::unbounded_channel();
-        let peer = ClientPeer::new(route.clone(), abilities, modern.then_some(ask_tx));
+        let log = if modern {
+            LogGate::Request(
+                context
+                    .meta
+                    .log_level()
+                    .and_then(|l| serde_json::to_value(l).ok())
+                    .and_then(|l| l.as_str().and_then(crate::rounds::log_severity)),
+            )
+        } else {
+            LogGate::Session(Arc::clone(&self.log_level))
+        };
+        let peer = ClientPeer::new(route.clone(), abilities, log, modern.then_some(ask_tx));
         let mut ctx = ToolContext::new(format!("mcp-{}", context.id));
         // The authenticated caller (a gateway's): its calls are held to its grant.
         if let Some(grant) = grant_of(context) {
@@ -183,6 +222,21 @@ impl Handler {
             let (sink, task) = ProgressForward::start(route.clone());
             ctx.progress = Some(sink);
             task
+        });
+        // A call that may become a task reports its events to the task's status too.
+        let status = may_be_task.then(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let sink: Arc<dyn ravi_kernel::ProgressSink> = match ctx.progress.take() {
+                Some(mcp) => Arc::new(move |event: ravi_kernel::ProgressEvent| {
+                    mcp.emit(event.clone());
+                    let _ = tx.send(event);
+                }),
+                None => Arc::new(move |event: ravi_kernel::ProgressEvent| {
+                    let _ = tx.send(event);
+                }),
+            };
+            ctx.progress = Some(sink);
+            rx
         });
         let session_id = context
             .extensions
@@ -203,6 +257,7 @@ impl Handler {
             route,
             cancel,
             forward,
+            status,
         }
     }
 
@@ -307,6 +362,11 @@ impl Handler {
         let Some(direct) = &self.direct else {
             return;
         };
+        // A session that follows tasks gets its calls through rmcp, where they can become
+        // tasks.
+        if self.tasks.is_some() && capabilities.is_some_and(|c| c.supports_tasks()) {
+            return;
+        }
         let Some(parts) = extensions.get::<http::request::Parts>() else {
             return;
         };
@@ -322,20 +382,46 @@ impl Handler {
             &self.session,
             peer,
             ClientAbilities::from_capabilities(capabilities),
+            &self.log_level,
             &parts.headers,
         );
     }
 
     /// Follows a running call to its result, or to its next question (then the call is
     /// parked and the request answered with `InputRequiredResult`).
+    ///
+    /// With `as_task` (the tool's task support, when the call may become an MCP task), a
+    /// call still running when the tasks' grace has passed is answered with a task instead,
+    /// and a call of a tool that runs only as a task is one at once (see [`crate::tasks`]).
     pub(crate) async fn drive(
         &self,
         mut call: RunningCall<Option<InvocationResult>>,
         context: &RequestContext<RoleServer>,
+        as_task: Option<ravi_kernel::TaskSupport>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ct = context.ct.clone();
+        let host = self.tasks.as_ref().filter(|_| as_task.is_some());
+        if let Some(host) = host
+            && as_task == Some(ravi_kernel::TaskSupport::Required)
+        {
+            let status = call.status.take();
+            return host.start(self, call, status).await;
+        }
+        let grace = async {
+            match host {
+                Some(h) => tokio::time::sleep(h.options().grace).await,
+                None => std::future::pending().await,
+            }
+        };
         let outcome = tokio::select! {
             joined = &mut call.task => joined,
+            () = grace => {
+                let Some(host) = host else {
+                    return Err(ErrorData::internal_error("no task host", None));
+                };
+                let status = call.status.take();
+                return host.start(self, call, status).await;
+            }
             Some(ask) = call.asks.recv() => {
                 let (requests, state) = self.parked.park(call, ask);
                 return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
@@ -389,6 +475,22 @@ fn unknown_tool(tool: &str) -> String {
     format!("unknown tool `{tool}`")
 }
 
+/// The id of the authenticated principal making the request, if any.
+fn caller_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    grant_of(context).and_then(|g| g.principal().map(|p| p.id.clone()))
+}
+
+impl Handler {
+    /// The task host, or method-not-found for a server that offers no tasks.
+    fn task_host<M: rmcp::model::ConstString>(
+        &self,
+    ) -> Result<&Arc<crate::tasks::TaskHost>, ErrorData> {
+        self.tasks
+            .as_ref()
+            .ok_or_else(ErrorData::method_not_found::<M>)
+    }
+}
+
 /// The grant the HTTP layer's authenticator attached to the request, if any.
 fn grant_of(context: &RequestContext<RoleServer>) -> Option<Arc<Grant>> {
     context
@@ -409,6 +511,9 @@ impl ServerHandler for Handler {
         }
         if self.prompts.is_some() {
             caps["prompts"] = json!({"listChanged": false});
+        }
+        if self.tasks.is_some() {
+            caps["extensions"] = json!({rmcp::model::TASKS_EXTENSION_ID: {}});
         }
         let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
         let mut info = InitializeResult::new(caps).with_server_info(self.info.clone());
@@ -440,11 +545,19 @@ impl ServerHandler for Handler {
             context.client_capabilities().as_ref(),
         );
         let grant = grant_of(&context);
+        let tasks = self.tasks.is_some();
         let tools: Vec<Value> = self
             .tools
             .list_for(grant.as_deref())
             .iter()
-            .map(ServedTool::to_wire)
+            .map(|t| {
+                let mut wire = t.to_wire();
+                // What a task-aware client needs to know: whether the tool runs as a task.
+                if tasks {
+                    wire["execution"] = json!({"taskSupport": t.task_support.as_str()});
+                }
+                wire
+            })
             .collect();
         from_wire(json!({"tools": tools}), "tools/list")
     }
@@ -461,6 +574,26 @@ impl ServerHandler for Handler {
         );
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        // MCP Tasks: a call may become one when the server offers them, the client declared
+        // the extension, and the tool allows it; a tool that runs only as a task is refused
+        // to a client that cannot follow one.
+        let as_task = match &self.tasks {
+            None => None,
+            Some(_) => {
+                let support = self.tools.task_support(&name);
+                let declared = context
+                    .client_capabilities()
+                    .is_some_and(|c| c.supports_tasks());
+                if support == ravi_kernel::TaskSupport::Required && !declared {
+                    return Err(ErrorData::missing_required_client_capability(
+                        rmcp::model::ClientCapabilities::builder()
+                            .enable_tasks()
+                            .build(),
+                    ));
+                }
+                (declared && support != ravi_kernel::TaskSupport::Forbidden).then_some(support)
+            }
+        };
         let route = Route {
             peer: context.peer.clone(),
             progress: context.meta.get_progress_token(),
@@ -488,9 +621,43 @@ impl ServerHandler for Handler {
                 }
             }
         } else {
-            self.start_call(name, args, &context, route)
+            self.start_call(name, args, &context, route, as_task.is_some())
         };
-        self.drive(call, &context).await
+        self.drive(call, &context, as_task).await
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let host = self.task_host::<rmcp::model::GetTaskMethod>()?;
+        host.get(&request.task_id, caller_of(&context).as_deref())
+            .await
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let host = self.task_host::<rmcp::model::UpdateTaskMethod>()?;
+        host.update(
+            &request.task_id,
+            caller_of(&context).as_deref(),
+            &request.input_responses,
+        )
+        .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let host = self.task_host::<rmcp::model::CancelTaskMethod>()?;
+        host.cancel(&request.task_id, caller_of(&context).as_deref())
+            .await
     }
 
     async fn list_resources(
@@ -498,11 +665,12 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let list = self
-            .resources
-            .as_ref()
-            .map(|r| r.list())
-            .unwrap_or_default();
+        let Some(resources) = &self.resources else {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::ListResourcesRequestMethod,
+            >());
+        };
+        let list = resources.list();
         from_wire(json!({"resources": list}), "resources/list")
     }
 
@@ -511,11 +679,12 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let list = self
-            .resources
-            .as_ref()
-            .map(|r| r.templates())
-            .unwrap_or_default();
+        let Some(resources) = &self.resources else {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::ListResourceTemplatesRequestMethod,
+            >());
+        };
+        let list = resources.templates();
         from_wire(
             json!({"resourceTemplates": list}),
             "resources/templates/list",
@@ -527,10 +696,12 @@ impl ServerHandler for Handler {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let found = match &self.resources {
-            Some(r) => r.read(&request.uri).await,
-            None => None,
+        let Some(resources) = &self.resources else {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::ReadResourceRequestMethod,
+            >());
         };
+        let found = resources.read(&request.uri).await;
         let Some(v) = found else {
             return Err(ErrorData::resource_not_found(
                 format!("unknown resource `{}`", request.uri),
@@ -550,6 +721,11 @@ impl ServerHandler for Handler {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if self.resources.is_none() {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::SubscribeRequestMethod,
+            >());
+        }
         if let Ok(mut s) = self.subscriptions.lock() {
             s.push(request.uri);
         }
@@ -571,12 +747,48 @@ impl ServerHandler for Handler {
         Ok(())
     }
 
+    /// `subscriptions/listen` (2026-07-28): every category asked for is accepted, and rmcp
+    /// narrows it to what this server advertises (tool list changes when the list can
+    /// change; resource updates when resources are served — they are static, so none come).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let registered = match &self.list_changes {
+            Some(changes) if context.accepted().tools_list_changed == Some(true) => {
+                if let Ok(mut s) = changes.streams.lock() {
+                    s.push((id, context.sink().clone()));
+                }
+                Some(changes.streams.clone())
+            }
+            _ => None,
+        };
+        context.cancelled().await;
+        if let Some(streams) = registered
+            && let Ok(mut s) = streams.lock()
+        {
+            s.retain(|(n, _)| *n != id);
+        }
+        Ok(())
+    }
+
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let list = self.prompts.as_ref().map(|p| p.list()).unwrap_or_default();
+        let Some(prompts) = &self.prompts else {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::ListPromptsRequestMethod,
+            >());
+        };
+        let list = prompts.list();
         from_wire(json!({"prompts": list}), "prompts/list")
     }
 
@@ -585,13 +797,14 @@ impl ServerHandler for Handler {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let found = match &self.prompts {
-            Some(p) => {
-                p.get(&request.name, request.arguments.clone().unwrap_or_default())
-                    .await
-            }
-            None => None,
+        let Some(prompts) = &self.prompts else {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::GetPromptRequestMethod,
+            >());
         };
+        let found = prompts
+            .get(&request.name, request.arguments.clone().unwrap_or_default())
+            .await;
         let Some(v) = found else {
             return Err(ErrorData::invalid_params(
                 format!("unknown prompt `{}`", request.name),
@@ -604,9 +817,15 @@ impl ServerHandler for Handler {
 
     async fn set_level(
         &self,
-        _request: SetLevelRequestParams,
+        request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let level = serde_json::to_value(request.level)
+            .ok()
+            .and_then(|l| l.as_str().and_then(crate::rounds::log_severity))
+            .ok_or_else(|| ErrorData::invalid_params("unknown log level", None))?;
+        self.log_level
+            .store(level, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

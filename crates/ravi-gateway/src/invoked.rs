@@ -356,6 +356,14 @@ impl ServerTools for InvokerTools {
         }
     }
 
+    fn task_support(&self, name: &str) -> ravi_kernel::TaskSupport {
+        self.invoker
+            .registry()
+            .get(name)
+            .and_then(|t| t.as_function().map(|f| f.task_support()))
+            .unwrap_or_default()
+    }
+
     fn read_tool(&self) -> Option<String> {
         (self.invoker.registry().contains(ravi_kernel::READ_RESULT)
             && self.offers(ravi_kernel::READ_RESULT))

@@ -46,6 +46,7 @@ mod metrics;
 mod owners;
 mod rounds;
 mod server;
+mod tasks;
 mod tools;
 mod trace;
 
@@ -62,6 +63,7 @@ pub use rounds::ClientPeer;
 pub use server::{
     HttpOptions, HttpServerHandle, McpServer, READY_CHECK_TIMEOUT, ReadyCheck, serve_metrics,
 };
+pub use tasks::TaskOptions;
 pub use tools::{
     ClientSession, DirectTools, PromptHandler, ResourceHandler, ServedTool, ServerTools,
     SessionKind,

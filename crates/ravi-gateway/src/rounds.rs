@@ -95,6 +95,8 @@ tokio::task_local! {
 pub struct ClientPeer {
     route: SharedRoute,
     abilities: ClientAbilities,
+    /// Which log messages reach the client.
+    log: LogGate,
     /// Set when the call speaks 2026-07-28 or later: questions become input rounds.
     inputs: Option<mpsc::UnboundedSender<InputAsk>>,
 }
@@ -111,11 +113,13 @@ impl ClientPeer {
     pub(crate) fn new(
         route: SharedRoute,
         abilities: ClientAbilities,
+        log: LogGate,
         inputs: Option<mpsc::UnboundedSender<InputAsk>>,
     ) -> Self {
         Self {
             route,
             abilities,
+            log,
             inputs,
         }
     }
@@ -149,12 +153,20 @@ impl ClientPeer {
             .ok_or_else(|| "no request from the client is open for this call".to_owned())
     }
 
-    /// Sends a log message (`level`: debug, info, notice, warning, error …).
+    /// Sends a log message (`level`: debug, info, notice, warning, error …), when the client
+    /// asked for messages of that severity: a 2026-07-28 request names its level in
+    /// `_meta` (none named: no messages), a session sets it with `logging/setLevel` (until
+    /// then, every message). A message below the level is dropped without error.
     #[allow(
         deprecated,
         reason = "logging is deprecated by SEP-2577 but part of 2025-11-25"
     )]
     pub async fn log(&self, level: &str, logger: &str, data: Value) -> Result<(), String> {
+        let severity = log_severity(level)
+            .ok_or_else(|| format!("bad log level `{level}`: expected one of {LOG_LEVELS:?}"))?;
+        if !self.log.admits(severity) {
+            return Ok(());
+        }
         let param = serde_json::from_value(json!({"level": level, "logger": logger, "data": data}))
             .map_err(|e| format!("bad log message: {e}"))?;
         self.peer()?
@@ -233,6 +245,44 @@ impl ClientPeer {
     }
 }
 
+/// The MCP log levels, least severe first.
+pub(crate) const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// The severity of a log level (its place in [`LOG_LEVELS`]).
+pub(crate) fn log_severity(level: &str) -> Option<u8> {
+    LOG_LEVELS
+        .iter()
+        .position(|l| *l == level)
+        .and_then(|i| u8::try_from(i).ok())
+}
+
+/// Which log messages a call may send its client.
+#[derive(Clone, Debug)]
+pub(crate) enum LogGate {
+    /// A session's level, set by `logging/setLevel` (0, debug, until then).
+    Session(Arc<std::sync::atomic::AtomicU8>),
+    /// The level a 2026-07-28 request named in `_meta`; `None`: it named none, so nothing.
+    Request(Option<u8>),
+}
+
+impl LogGate {
+    fn admits(&self, severity: u8) -> bool {
+        match self {
+            Self::Session(level) => severity >= level.load(std::sync::atomic::Ordering::Relaxed),
+            Self::Request(level) => level.is_some_and(|l| severity >= l),
+        }
+    }
+}
+
 /// Forwards the tool's progress, in order, to whichever request is open for the call.
 pub(crate) struct ProgressForward {
     tx: mpsc::UnboundedSender<(f64, Option<f64>, Option<String>)>,
@@ -300,6 +350,8 @@ pub(crate) struct RunningCall<T> {
     pub(crate) route: SharedRoute,
     pub(crate) cancel: CancellationToken,
     pub(crate) forward: Option<tokio::task::JoinHandle<()>>,
+    /// The call's progress events, when it may become an MCP task (its status follows them).
+    pub(crate) status: Option<mpsc::UnboundedReceiver<ravi_kernel::ProgressEvent>>,
 }
 
 /// How long a stopped call may take to wind down after its context is cancelled, before its

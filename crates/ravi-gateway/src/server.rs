@@ -337,6 +337,7 @@ impl McpServer {
                 info: Implementation::new("ravi", env!("CARGO_PKG_VERSION")),
                 instructions: None,
                 subscriptions: Arc::default(),
+                log_level: Arc::default(),
                 parked: Arc::default(),
                 session: Arc::default(),
                 stream: false,
@@ -344,7 +345,37 @@ impl McpServer {
                 metrics: None,
                 shared_sessions: false,
                 direct: None,
+                tasks: None,
             },
+        }
+    }
+
+    /// Offers MCP Tasks (the `io.modelcontextprotocol/tasks` extension): a call of a client
+    /// that declared the extension which takes longer than `options.grace` is answered with a
+    /// task the client polls (`tasks/get`, `tasks/update`, `tasks/cancel`), kept in `store`
+    /// so that every replica sharing it answers for the task and it outlives the process.
+    /// With a [`MemoryStore`](ravi_agents::durable::MemoryStore), tasks live in this process
+    /// only.
+    #[must_use]
+    pub fn with_tasks(
+        mut self,
+        store: Arc<dyn ravi_kernel::Store>,
+        options: crate::TaskOptions,
+    ) -> Self {
+        self.handler.tasks = Some(Arc::new(crate::tasks::TaskHost::new(store, options)));
+        self
+    }
+
+    /// Offers MCP Tasks as [`with_tasks`](Self::with_tasks) does, unless `options` is `None`.
+    #[must_use]
+    pub(crate) fn with_tasks_if(
+        self,
+        store: Arc<dyn ravi_kernel::Store>,
+        options: Option<crate::TaskOptions>,
+    ) -> Self {
+        match options {
+            Some(o) => self.with_tasks(store, o),
+            None => self,
         }
     }
 

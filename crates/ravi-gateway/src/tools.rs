@@ -28,6 +28,9 @@ pub struct ServedTool {
     pub risk: ToolRisk,
     /// What the tool's calls do; becomes the MCP annotations.
     pub effects: ravi_kernel::ToolEffects,
+    /// Whether a call may run as an MCP task (listed as `execution.taskSupport` by a server
+    /// offering tasks).
+    pub task_support: ravi_kernel::TaskSupport,
 }
 
 impl ServedTool {
@@ -40,6 +43,7 @@ impl ServedTool {
             output_schema: tool.output_schema(),
             risk: tool.risk(),
             effects: tool.effects(),
+            task_support: tool.task_support(),
         }
     }
 
@@ -130,6 +134,13 @@ pub trait ServerTools: Send + Sync + 'static {
         ctx: ToolContext,
     ) -> Option<InvocationResult>;
 
+    /// Whether a call of tool `name` may run as an MCP task (asked only by a server offering
+    /// tasks, for each call). The default: `Optional`.
+    fn task_support(&self, name: &str) -> ravi_kernel::TaskSupport {
+        let _ = name;
+        ravi_kernel::TaskSupport::Optional
+    }
+
     /// The tool a client calls to read more of a stored result, when one is served: artifact
     /// notes name it.
     fn read_tool(&self) -> Option<String> {
@@ -163,6 +174,13 @@ impl ServerTools for DirectTools {
             .iter()
             .map(|t| ServedTool::from_tool(t.as_ref()))
             .collect()
+    }
+
+    fn task_support(&self, name: &str) -> ravi_kernel::TaskSupport {
+        self.tools
+            .iter()
+            .find(|t| t.name() == name)
+            .map_or(ravi_kernel::TaskSupport::Optional, |t| t.task_support())
     }
 
     async fn call(

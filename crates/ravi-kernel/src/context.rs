@@ -192,6 +192,15 @@ pub enum ProgressKind {
         /// Wall time of the execution.
         duration_ms: u64,
     },
+    /// The call waits for a person's decision on approval `approval_id` (after the approval
+    /// was recorded, before anyone decided): a UI, or an MCP task's status, can say where it
+    /// is decided.
+    AwaitingApproval {
+        /// The approval's id (`ravi approvals approve ID`).
+        approval_id: String,
+        /// Why approval is needed.
+        reason: String,
+    },
     /// A tool reported progress of its own (MCP `notifications/progress`).
     Progress {
         /// Work done so far.

@@ -765,11 +765,47 @@ pub enum StoreError {
     },
 }
 
+/// One MCP task as the store keeps it: its state (JSON the server defines), who may read it,
+/// a version for conditional updates, and when it may be collected.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StoredTask {
+    /// The task id clients poll.
+    pub id: String,
+    /// The principal that started it (`None` without authentication): only it may read it.
+    pub owner: Option<String>,
+    /// The task's state.
+    pub state: serde_json::Value,
+    /// Moves by one on every update ([`Store::update_mcp_task`]).
+    pub version: i64,
+    /// When it may be collected (milliseconds since the epoch).
+    pub expires_ms: i64,
+}
+
+impl StoredTask {
+    /// A new task at version 0.
+    pub fn new(
+        id: impl Into<String>,
+        owner: Option<String>,
+        state: serde_json::Value,
+        expires_ms: i64,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            owner,
+            state,
+            version: 0,
+            expires_ms,
+        }
+    }
+}
+
 /// The durable store: runs, their call journals and approvals.
 ///
 /// Implementations must make [`decide_approval`](Self::decide_approval) and
 /// [`start_call`](Self::start_call) atomic across processes: of two deciders one wins; an
-/// approval is consumed by exactly one start.
+/// approval is consumed by exactly one start, and [`update_mcp_task`](Self::update_mcp_task)
+/// a compare-and-set.
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Records a new run.
@@ -1026,6 +1062,44 @@ pub trait Store: Send + Sync {
     async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError> {
         let _ = id;
         Ok(())
+    }
+
+    /// Records a new MCP task (a call its client follows by polling), so that any replica
+    /// sharing the store answers for it and it outlives this process. Fails when a task with
+    /// that id exists. The default refuses: tasks then live in one process only.
+    async fn create_mcp_task(&self, task: &StoredTask) -> Result<(), StoreError> {
+        Err(StoreError::Backend(format!(
+            "this store keeps no MCP tasks (task `{}`)",
+            task.id
+        )))
+    }
+
+    /// The recorded MCP task `id`, collected or not (see [`collect_mcp_tasks`]).
+    ///
+    /// [`collect_mcp_tasks`]: Store::collect_mcp_tasks
+    async fn mcp_task(&self, id: &str) -> Result<Option<StoredTask>, StoreError> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Replaces the state of MCP task `id` if it is still at `version` (what
+    /// [`mcp_task`](Store::mcp_task) returned), moving it to `version + 1`: `false` when
+    /// another writer got there first (read it again and retry) or the task is gone.
+    async fn update_mcp_task(
+        &self,
+        id: &str,
+        version: i64,
+        state: &serde_json::Value,
+        expires_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let _ = (id, version, state, expires_ms);
+        Ok(false)
+    }
+
+    /// Removes the MCP tasks whose `expires_ms` is before `now_ms`; returns how many.
+    async fn collect_mcp_tasks(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let _ = now_ms;
+        Ok(0)
     }
 
     /// Waits until approval `id` is decided or `limit` passes, and returns where it stands.

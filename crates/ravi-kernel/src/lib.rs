@@ -90,12 +90,12 @@ pub use hooks::HookEvent;
 pub use journal::{
     Abandoned, ApiKey, ApprovalState, AuditQuery, CallKey, CallState, Decision, JournalEntry,
     RunKind, RunOwner, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval,
-    abandoned_result, in_run_tree,
+    StoredTask, abandoned_result, in_run_tree,
 };
 pub use principal::Principal;
 pub use registry::ToolRegistry;
 pub use result::{ToolError, ToolErrorKind, ToolExecutionResult};
-pub use risk::{HitlMode, ToolRisk};
+pub use risk::{HitlMode, TaskSupport, ToolRisk};
 pub use skill::Skill;
 pub use tool::{
     AnyTool, FunctionSpec, HostedTool, Provider, ProviderDefinedTool, ProviderSpec, Tool, ToolCall,

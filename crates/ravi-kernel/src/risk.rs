@@ -66,6 +66,49 @@ impl std::str::FromStr for ToolRisk {
     }
 }
 
+/// Whether a call of a tool may run in the background as a task the caller polls (MCP
+/// Tasks, `execution.taskSupport`), instead of holding the caller's request open until it
+/// ends.
+///
+/// A server offering tasks decides per call: a call of an `Optional` tool that ends quickly
+/// is answered at once, one that takes longer (a long script, a call waiting for an
+/// approval) becomes a task. A `Required` tool is only called as a task, from its first
+/// moment (a client that cannot poll tasks is refused); a `Forbidden` one never is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TaskSupport {
+    /// Never run as a task.
+    Forbidden,
+    /// Run as a task when the call takes long (the default).
+    #[default]
+    Optional,
+    /// Only run as a task.
+    Required,
+}
+
+impl TaskSupport {
+    /// The MCP wire name (`forbidden`, `optional`, `required`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forbidden => "forbidden",
+            Self::Optional => "optional",
+            Self::Required => "required",
+        }
+    }
+
+    /// The value of an MCP `execution.taskSupport`; `None` for a value this version does not
+    /// know.
+    pub fn from_wire(s: &str) -> Option<Self> {
+        match s {
+            "forbidden" => Some(Self::Forbidden),
+            "optional" => Some(Self::Optional),
+            "required" => Some(Self::Required),
+            _ => None,
+        }
+    }
+}
+
 /// What happens while a human has not yet answered an approval request.
 ///
 /// The mode only matters once a call needs approval; below the policy's threshold nobody is

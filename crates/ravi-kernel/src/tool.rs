@@ -231,6 +231,13 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// Whether a server offering MCP Tasks may run a call of this tool as a task (see
+    /// [`TaskSupport`](crate::TaskSupport)). Default `Optional`: the server decides by how
+    /// long the call takes.
+    fn task_support(&self) -> crate::TaskSupport {
+        crate::TaskSupport::Optional
+    }
+
     /// Runs the tool.
     async fn execute(
         &self,

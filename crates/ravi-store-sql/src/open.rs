@@ -97,6 +97,13 @@ impl MigrationSource<'static> for Embedded {
                     include_str!("0007_run_owner.sql").into_sql_str(),
                     false,
                 ),
+                Migration::new(
+                    8,
+                    Cow::Borrowed("mcp tasks"),
+                    MigrationType::Simple,
+                    include_str!("0008_mcp_tasks.sql").into_sql_str(),
+                    false,
+                ),
             ])
         })
     }

@@ -8,7 +8,7 @@ use crate::writes::*;
 use async_trait::async_trait;
 use ravi_kernel::{
     Abandoned, ApiKey, ApprovalState, AuditQuery, CallKey, Decision, JournalEntry, RunKind,
-    RunOwner, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval,
+    RunOwner, RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval, StoredTask,
     abandoned_result, now_ms,
 };
 use sqlx::Row as _;
@@ -568,6 +568,77 @@ impl Store for SqlStore {
             .await
             .map_err(|e| backend_err(&e))?;
         Ok(())
+    }
+
+    async fn create_mcp_task(&self, task: &StoredTask) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO ravi_mcp_tasks (id, owner, state, version, expires_ms) VALUES ($1, $2, \
+             $3, $4, $5)",
+        )
+        .bind(task.id.clone())
+        .bind(task.owner.clone())
+        .bind(to_json(&task.state)?)
+        .bind(task.version)
+        .bind(task.expires_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(())
+    }
+
+    async fn mcp_task(&self, id: &str) -> Result<Option<StoredTask>, StoreError> {
+        let row = sqlx::query(
+            "SELECT owner, state, version, expires_ms FROM ravi_mcp_tasks WHERE id = $1",
+        )
+        .bind(id.to_owned())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        row.map(|r| {
+            let owner: Option<String> = r.try_get("owner").map_err(|e| corrupt("mcp task", e))?;
+            let text: String = r.try_get("state").map_err(|e| corrupt("mcp task", e))?;
+            let state = serde_json::from_str(&text).map_err(|e| corrupt("mcp task", e))?;
+            let mut task = StoredTask::new(
+                id,
+                owner,
+                state,
+                r.try_get("expires_ms")
+                    .map_err(|e| corrupt("mcp task", e))?,
+            );
+            task.version = r.try_get("version").map_err(|e| corrupt("mcp task", e))?;
+            Ok(task)
+        })
+        .transpose()
+    }
+
+    async fn update_mcp_task(
+        &self,
+        id: &str,
+        version: i64,
+        state: &serde_json::Value,
+        expires_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE ravi_mcp_tasks SET state = $1, expires_ms = $2, version = version + 1 \
+             WHERE id = $3 AND version = $4",
+        )
+        .bind(to_json(state)?)
+        .bind(expires_ms)
+        .bind(id.to_owned())
+        .bind(version)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn collect_mcp_tasks(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM ravi_mcp_tasks WHERE expires_ms < $1")
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        Ok(done.rows_affected())
     }
 
     async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError> {

@@ -57,6 +57,64 @@ pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     abandoned(&*a, &*b).await;
     owners(&*a, &*b).await;
     mcp_sessions(&*a, &*b).await;
+    mcp_tasks(&*a, &*b).await;
+}
+
+/// MCP tasks: created by one handle and read by another; updates are compare-and-set (of two
+/// writers at one version, one wins); expired tasks are collected, live ones kept.
+async fn mcp_tasks(a: &dyn Store, b: &dyn Store) {
+    let id = unique("task");
+    assert_eq!(b.mcp_task(&id).await.unwrap(), None);
+    let now = ravi_kernel::now_ms();
+    let task = ravi_kernel::StoredTask::new(
+        &id,
+        Some("alice".into()),
+        json!({"status": "working"}),
+        now + 60_000,
+    );
+    a.create_mcp_task(&task).await.unwrap();
+    assert!(
+        b.create_mcp_task(&task).await.is_err(),
+        "a second task with one id"
+    );
+    let read = b.mcp_task(&id).await.unwrap().unwrap();
+    assert_eq!(read, task);
+    assert!(
+        b.update_mcp_task(&id, 0, &json!({"status": "completed"}), now + 120_000)
+            .await
+            .unwrap()
+    );
+    // The other writer read version 0 too: it loses, and nothing it wrote is kept.
+    assert!(
+        !a.update_mcp_task(&id, 0, &json!({"status": "cancelled"}), now)
+            .await
+            .unwrap()
+    );
+    let read = a.mcp_task(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.version, read.state["status"].as_str(), read.expires_ms),
+        (1, Some("completed"), now + 120_000)
+    );
+    assert!(
+        !a.update_mcp_task("no-such-task", 0, &json!({}), now)
+            .await
+            .unwrap()
+    );
+    let old = unique("task");
+    a.create_mcp_task(&ravi_kernel::StoredTask::new(
+        &old,
+        None,
+        json!({}),
+        now - 1,
+    ))
+    .await
+    .unwrap();
+    assert!(b.collect_mcp_tasks(now).await.unwrap() >= 1);
+    assert_eq!(a.mcp_task(&old).await.unwrap(), None);
+    assert!(
+        a.mcp_task(&id).await.unwrap().is_some(),
+        "a live task was collected"
+    );
 }
 
 /// MCP sessions: recorded by one handle, read by another, replaced, forgotten.

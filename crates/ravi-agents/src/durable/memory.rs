@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use ravi_kernel::{
     Abandoned, ApiKey, ApprovalState, CallKey, CallState, Decision, JournalEntry, RunOwner,
-    RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval, abandoned_result,
-    in_run_tree, now_ms,
+    RunRecord, RunStatus, StandingGrant, Store, StoreError, StoredApproval, StoredTask,
+    abandoned_result, in_run_tree, now_ms,
 };
 use tokio::sync::Notify;
 
@@ -33,6 +33,8 @@ struct State {
     grants: BTreeMap<(String, String), StandingGrant>,
     /// MCP sessions by id.
     mcp_sessions: BTreeMap<String, serde_json::Value>,
+    /// MCP tasks by id.
+    mcp_tasks: BTreeMap<String, StoredTask>,
 }
 
 impl MemoryStore {
@@ -200,6 +202,49 @@ impl Store for MemoryStore {
     async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError> {
         self.with(|s| s.mcp_sessions.remove(id));
         Ok(())
+    }
+
+    async fn create_mcp_task(&self, task: &StoredTask) -> Result<(), StoreError> {
+        self.with(|s| {
+            if s.mcp_tasks.contains_key(&task.id) {
+                return Err(StoreError::Backend(format!(
+                    "an MCP task `{}` exists",
+                    task.id
+                )));
+            }
+            s.mcp_tasks.insert(task.id.clone(), task.clone());
+            Ok(())
+        })
+    }
+
+    async fn mcp_task(&self, id: &str) -> Result<Option<StoredTask>, StoreError> {
+        Ok(self.with(|s| s.mcp_tasks.get(id).cloned()))
+    }
+
+    async fn update_mcp_task(
+        &self,
+        id: &str,
+        version: i64,
+        state: &serde_json::Value,
+        expires_ms: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with(|s| match s.mcp_tasks.get_mut(id) {
+            Some(t) if t.version == version => {
+                t.state = state.clone();
+                t.expires_ms = expires_ms;
+                t.version += 1;
+                true
+            }
+            _ => false,
+        }))
+    }
+
+    async fn collect_mcp_tasks(&self, now_ms: i64) -> Result<u64, StoreError> {
+        Ok(self.with(|s| {
+            let before = s.mcp_tasks.len();
+            s.mcp_tasks.retain(|_, t| t.expires_ms >= now_ms);
+            (before - s.mcp_tasks.len()) as u64
+        }))
     }
 
     async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError> {

@@ -108,6 +108,19 @@ impl ToolInvoker {
         // that knows nobody can be asked says why, and nobody is waited for.
         let asked = Instant::now();
         let unreachable = handler.unreachable(&request);
+        // Whoever follows the call (a UI, an MCP task's status) learns where it is decided.
+        if unreachable.is_none()
+            && let Some(sink) = &ctx.progress
+        {
+            sink.emit(ravi_kernel::ProgressEvent {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                kind: ravi_kernel::ProgressKind::AwaitingApproval {
+                    approval_id: request.id.clone(),
+                    reason: request.reason.clone(),
+                },
+            });
+        }
         let answer = match unreachable {
             Some(_) => Answer::Unreachable,
             None => tokio::select! {

@@ -18,5 +18,6 @@ mod recovery;
 mod run;
 mod scale;
 mod serve_memory;
+mod tasks;
 mod tools_call;
 mod tools_search;

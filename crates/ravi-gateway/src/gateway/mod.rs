@@ -259,6 +259,7 @@ pub struct GatewayBuilder {
     events: EventSink,
     released: Option<ReleasedHook>,
     upstream_probe: Duration,
+    tasks: Option<crate::TaskOptions>,
 }
 
 impl Default for GatewayBuilder {
@@ -286,11 +287,20 @@ impl Default for GatewayBuilder {
             events: Arc::new(|e| tracing::info!(target: "ravi::gateway", "{e}")),
             released: None,
             upstream_probe: Duration::from_secs(2),
+            tasks: Some(crate::TaskOptions::default()),
         }
     }
 }
 
 impl GatewayBuilder {
+    /// How MCP Tasks run (`None`: the gateway offers none). On by default: a call of a
+    /// client that declared the tasks extension which outlasts the grace becomes a task, kept
+    /// in the store (see [`McpServer::with_tasks`](crate::McpServer::with_tasks)).
+    pub fn tasks(mut self, options: Option<crate::TaskOptions>) -> Self {
+        self.tasks = options;
+        self
+    }
+
     /// Serves `tool`.
     pub fn tool(mut self, tool: impl Into<AnyTool>) -> Self {
         self.tools.push(tool.into());
@@ -558,6 +568,7 @@ impl GatewayBuilder {
             events: self.events,
             metrics: Arc::new(GatewayMetrics::new()),
             upstream_probe: self.upstream_probe,
+            tasks: self.tasks,
         })
     }
 }
@@ -636,6 +647,7 @@ pub struct Gateway {
     events: EventSink,
     metrics: Arc<GatewayMetrics>,
     upstream_probe: Duration,
+    tasks: Option<crate::TaskOptions>,
 }
 
 impl std::fmt::Debug for Gateway {

@@ -196,7 +196,14 @@ impl Gateway {
                 }
             }
         }
-        let mut server = McpServer::new(tools).with_metrics(self.metrics);
+        // Tasks live in the store, where every replica reads them; without one, in memory.
+        let task_store: Arc<dyn Store> = match &serving.store {
+            Some(store) => Arc::clone(store),
+            None => Arc::new(ravi_agents::durable::MemoryStore::new()),
+        };
+        let mut server = McpServer::new(tools)
+            .with_metrics(self.metrics)
+            .with_tasks_if(task_store, self.tasks);
         if !serving.upstreams.is_empty() {
             // Clients hear when an attached server's tools change.
             server = server.with_list_changes(serving.upstreams.iter().map(|c| c.watch_tools()));

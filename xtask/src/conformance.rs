@@ -273,13 +273,45 @@ fn baseline(suite: &str, revision: &str) -> anyhow::Result<PathBuf> {
 
 /// The scenarios a baseline names (entries `  - NAME`, comments ignored).
 fn baseline_entries(path: &Path) -> usize {
+    baseline_names(path).len()
+}
+
+/// The scenario names a baseline file lists.
+fn baseline_names(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .map(|t| {
             t.lines()
-                .filter(|l| l.trim_start().starts_with("- "))
-                .count()
+                .filter_map(|l| l.trim_start().strip_prefix("- "))
+                .map(|n| n.trim().to_owned())
+                .collect()
         })
-        .unwrap_or(0)
+        .unwrap_or_default()
+}
+
+/// What the suite's own comparison leaves out: it compares only the scenarios a revision
+/// scores, so a baseline entry for a scenario run but not scored (an extension's, a pending
+/// one) would go stale unnoticed, and a new failure there would pass. The scenario lines of
+/// the log (`✓ name: …`, `✗ name: …`) say what passed and failed, scored or not.
+fn unscored_mismatches(text: &str, baseline: &[String]) -> Vec<String> {
+    let name = |l: &str, mark: &str| {
+        l.strip_prefix(mark)
+            .and_then(|r| r.split(':').next())
+            .map(|n| n.trim().to_owned())
+    };
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if let Some(n) = name(l, "✓ ")
+            && baseline.contains(&n)
+        {
+            out.push(format!("stale baseline entry: `{n}` passes; remove it"));
+        }
+        if let Some(n) = name(l, "✗ ")
+            && !baseline.contains(&n)
+        {
+            out.push(format!("unexpected failure: `{n}` is not in the baseline"));
+        }
+    }
+    out
 }
 
 /// Runs the conformance CLI with `args` (a `--requirements` run), its output kept in `out`.
@@ -309,9 +341,13 @@ fn suite(
     // One line per scenario run: `✓ name: …` or `✗ name: …` (the not-scored recap is indented).
     let passed = text.lines().filter(|l| l.starts_with("✓ ")).count();
     let failed = text.lines().filter(|l| l.starts_with("✗ ")).count();
-    let ok = output.status.success();
+    let mismatches = unscored_mismatches(&text, &baseline_names(expected));
+    let ok = output.status.success() && mismatches.is_empty();
     if !ok {
         println!("FAIL {label} (log: {})", log.display());
+        for m in &mismatches {
+            println!("      {m}");
+        }
         for l in text
             .lines()
             .filter(|l| {
@@ -457,4 +493,24 @@ pub fn run_with(build: &crate::testrun::TestBuild) -> anyhow::Result<u64> {
     }
     println!("conformance: every failure is one the baselines name");
     Ok(scenarios)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unscored_scenarios_are_held_to_the_baseline_too() {
+        let log = "✓ tasks-lifecycle: 9 passed, 0 failed\n✗ json-schema-2020-12: 5 passed, 3 failed\n\
+                   ✗ caching: 1 passed, 1 failed\n  ✗ json-schema-2020-12 (pending)\n";
+        let baseline = vec!["tasks-lifecycle".to_owned(), "caching".to_owned()];
+        assert_eq!(
+            unscored_mismatches(log, &baseline),
+            vec![
+                "stale baseline entry: `tasks-lifecycle` passes; remove it".to_owned(),
+                "unexpected failure: `json-schema-2020-12` is not in the baseline".to_owned(),
+            ]
+        );
+        assert!(unscored_mismatches("✓ a: 1 passed\n✗ b: 0 passed\n", &["b".into()]).is_empty());
+    }
 }

@@ -20,7 +20,8 @@ use ravi_agents::blob::MemoryBlobStore;
 use ravi_agents::durable::MemoryStore;
 use ravi_agents::invoker::ToolInvoker;
 use ravi_gateway::{
-    ClientPeer, HttpOptions, InvokerTools, McpServer, PromptHandler, ResourceHandler, TaskOptions,
+    ClientPeer, HttpOptions, InvokerTools, McpServer, PromptAnswer, PromptHandler, ResourceHandler,
+    TaskOptions,
 };
 use ravi_kernel::{
     AnyTool, ContentBlock, TaskSupport, Tool, ToolContext, ToolError, ToolExecutionResult,
@@ -111,9 +112,18 @@ fn fixtures() -> Vec<Arc<dyn Tool>> {
             json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
-                "$defs": {"address": {"type": "object", "properties": {
+                "$defs": {"address": {"$anchor": "addressDef", "type": "object", "properties": {
                     "street": {"type": "string"}, "city": {"type": "string"}}}},
-                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}},
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
                 "additionalProperties": false
             }),
         ),
@@ -121,6 +131,68 @@ fn fixtures() -> Vec<Arc<dyn Tool>> {
             "test_reconnection",
             "Takes a moment, for SSE reconnection tests",
             no_args(),
+        ),
+        // The 2026-07-28 diagnostics (server-stateless, input-required-result-*).
+        f(
+            "test_missing_capability",
+            "Needs the client's sampling, which a client may not have declared",
+            no_args(),
+        ),
+        f(
+            "test_streaming_elicitation",
+            "Asks the user a question (an input round, never a request of the server's)",
+            no_args(),
+        ),
+        f(
+            "test_logging_tool",
+            "Logs at info while it runs (only to a request that asked for log messages)",
+            no_args(),
+        ),
+        f(
+            "test_input_required_result_elicitation",
+            "Asks the user's name under the key user_name",
+            no_args(),
+        ),
+        f(
+            "test_input_required_result_sampling",
+            "Asks the client's model for a completion",
+            no_args(),
+        ),
+        f(
+            "test_input_required_result_list_roots",
+            "Asks the client's roots",
+            no_args(),
+        ),
+        f(
+            "test_input_required_result_request_state",
+            "Asks one question and carries on from where it stopped",
+            no_args(),
+        ),
+        f(
+            "test_input_required_result_tampered_state",
+            "Asks one question; a tampered requestState is refused",
+            no_args(),
+        ),
+        f(
+            "test_input_required_result_multiple_inputs",
+            "Asks a form, a completion and the roots in one round",
+            no_args(),
+        ),
+        f(
+            "test_input_required_result_multi_round",
+            "Asks a name, then a colour, in two rounds",
+            no_args(),
+        ),
+        f(
+            "test_input_required_result_capabilities",
+            "Asks only what the client declared it can answer",
+            no_args(),
+        ),
+        f(
+            "test_header_param",
+            "Says which region it was called for; the region travels as the Mcp-Param-Region header too",
+            json!({"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]}),
         ),
         // The Tasks extension's fixtures (io.modelcontextprotocol/tasks).
         f(
@@ -305,6 +377,141 @@ impl Tool for Fixture {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 text("Reconnection test completed")
             }
+            "test_missing_capability" => match peer()?.sample("Say hello", 20).await {
+                Ok(r) => text(format!(
+                    "LLM response: {}",
+                    r["content"]["text"].as_str().unwrap_or_default()
+                )),
+                Err(e) => ToolExecutionResult::error(e),
+            },
+            "test_streaming_elicitation"
+            | "test_input_required_result_request_state"
+            | "test_input_required_result_tampered_state" => {
+                let p = peer()?;
+                let answers = p
+                    .ask_round(vec![(
+                        "confirm".into(),
+                        json!({"method": "elicitation/create", "params": {"mode": "form",
+                            "message": "Continue?", "requestedSchema": {"type": "object",
+                            "properties": {"ok": {"type": "boolean"}}}}}),
+                    )])
+                    .await;
+                match answers {
+                    Ok(a) => text(format!("state-ok: {}", a["confirm"]["action"])),
+                    Err(e) => ToolExecutionResult::error(e),
+                }
+            }
+            "test_logging_tool" => {
+                let p = peer()?;
+                p.log("info", "fixture", json!("the logging tool ran"))
+                    .await
+                    .map_err(ToolError::internal)?;
+                text("logged")
+            }
+            "test_input_required_result_elicitation" => {
+                let answers = peer()?
+                    .ask_round(vec![(
+                        "user_name".into(),
+                        json!({"method": "elicitation/create", "params": {"mode": "form",
+                            "message": "What is your name?", "requestedSchema": {"type": "object",
+                            "properties": {"name": {"type": "string"}}, "required": ["name"]}}}),
+                    )])
+                    .await;
+                match answers {
+                    Ok(a) => text(format!(
+                        "Hello, {}!",
+                        a["user_name"]["content"]["name"]
+                            .as_str()
+                            .unwrap_or("stranger")
+                    )),
+                    Err(e) => ToolExecutionResult::error(e),
+                }
+            }
+            "test_input_required_result_sampling" => match peer()?.sample("Say hello", 20).await {
+                Ok(r) => text(format!(
+                    "The model said: {}",
+                    r["content"]["text"].as_str().unwrap_or_default()
+                )),
+                Err(e) => ToolExecutionResult::error(e),
+            },
+            "test_input_required_result_list_roots" => match peer()?.list_roots().await {
+                Ok(r) => text(format!("Roots: {}", r["roots"])),
+                Err(e) => ToolExecutionResult::error(e),
+            },
+            "test_input_required_result_multiple_inputs" => {
+                let answers = peer()?
+                    .ask_round(vec![
+                        (
+                            "name".into(),
+                            json!({"method": "elicitation/create", "params": {
+                            "mode": "form", "message": "Your name?", "requestedSchema": {
+                            "type": "object", "properties": {"name": {"type": "string"}}}}}),
+                        ),
+                        (
+                            "greeting".into(),
+                            json!({"method": "sampling/createMessage", "params": {
+                            "messages": [{"role": "user", "content": {"type": "text",
+                            "text": "Write a greeting"}}], "maxTokens": 20}}),
+                        ),
+                        (
+                            "roots".into(),
+                            json!({"method": "roots/list", "params": {}}),
+                        ),
+                    ])
+                    .await;
+                match answers {
+                    Ok(a) => text(format!("Answered: {}", a.len())),
+                    Err(e) => ToolExecutionResult::error(e),
+                }
+            }
+            "test_input_required_result_multi_round" => {
+                let p = peer()?;
+                let ask = |key: &str, field: &str, message: &str| {
+                    (
+                        key.to_owned(),
+                        json!({"method": "elicitation/create", "params": {
+                        "mode": "form", "message": message, "requestedSchema": {
+                        "type": "object", "properties": {field: {"type": "string"}}}}}),
+                    )
+                };
+                let name = p.ask_round(vec![ask("name", "name", "Your name?")]).await;
+                let colour = match name {
+                    Ok(_) => {
+                        p.ask_round(vec![ask("color", "color", "Your colour?")])
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                match colour {
+                    Ok(c) => text(format!(
+                        "Favourite colour: {}",
+                        c["color"]["content"]["color"].as_str().unwrap_or("?")
+                    )),
+                    Err(e) => ToolExecutionResult::error(e),
+                }
+            }
+            "test_input_required_result_capabilities" => {
+                let p = peer()?;
+                let question = if p.can_sample() {
+                    json!({"method": "sampling/createMessage", "params": {"messages": [{
+                        "role": "user", "content": {"type": "text", "text": "Say hello"}}],
+                        "maxTokens": 20}})
+                } else if p.can_elicit() {
+                    json!({"method": "elicitation/create", "params": {"mode": "form",
+                        "message": "Say hello", "requestedSchema": {"type": "object",
+                        "properties": {"hello": {"type": "string"}}}}})
+                } else {
+                    json!({"method": "roots/list", "params": {}})
+                };
+                match p.ask_round(vec![("question".into(), question)]).await {
+                    Ok(_) => text("answered with what the client can do"),
+                    Err(e) => ToolExecutionResult::error(e),
+                }
+            }
+            "test_header_param" => text(format!(
+                "Region: {}",
+                args["region"].as_str().unwrap_or_default()
+            )),
             "greet" => text(format!(
                 "Hello, {}!",
                 args["name"].as_str().unwrap_or("world")
@@ -449,7 +656,37 @@ impl PromptHandler for Prompts {
             json!({"name": "test_prompt_with_embedded_resource",
                    "description": "A test prompt that includes an embedded resource"}),
             json!({"name": "test_prompt_with_image", "description": "A test prompt that includes an image"}),
+            json!({"name": "test_input_required_result_prompt",
+                   "description": "A prompt that asks the user for context first"}),
         ]
+    }
+    async fn get_with_input(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        answers: &std::collections::BTreeMap<String, Value>,
+    ) -> Option<PromptAnswer> {
+        if name != "test_input_required_result_prompt" {
+            return self.get(name, args).await.map(PromptAnswer::Messages);
+        }
+        match answers.get("context").filter(|a| a["action"] == "accept") {
+            Some(a) => {
+                let context = a["content"]["context"].as_str().unwrap_or_default();
+                Some(PromptAnswer::Messages(json!({"messages": [{"role": "user",
+                    "content": {"type": "text", "text": format!("Use this context: {context}")}}]})))
+            }
+            None => {
+                let mut ask = Map::new();
+                ask.insert(
+                    "context".into(),
+                    json!({"method": "elicitation/create", "params": {
+                    "mode": "form", "message": "What context should the prompt use?",
+                    "requestedSchema": {"type": "object", "properties": {
+                        "context": {"type": "string"}}, "required": ["context"]}}}),
+                );
+                Some(PromptAnswer::Ask(ask))
+            }
+        }
     }
     async fn get(&self, name: &str, args: Map<String, Value>) -> Option<Value> {
         let user = |content: Value| json!({"role": "user", "content": content});

@@ -190,6 +190,7 @@ impl Handler {
         context: &RequestContext<RoleServer>,
         route: Route,
         may_be_task: bool,
+        given: std::collections::BTreeMap<String, Value>,
     ) -> RunningCall<Option<InvocationResult>> {
         let modern = context
             .protocol_version()
@@ -209,7 +210,9 @@ impl Handler {
         } else {
             LogGate::Session(Arc::clone(&self.log_level))
         };
-        let peer = ClientPeer::new(route.clone(), abilities, log, modern.then_some(ask_tx));
+        let peer = ClientPeer::new(route.clone(), abilities, log, modern.then_some(ask_tx))
+            .with_given(given);
+        let missing = peer.missing_handle();
         let mut ctx = ToolContext::new(format!("mcp-{}", context.id));
         // The authenticated caller (a gateway's): its calls are held to its grant.
         if let Some(grant) = grant_of(context) {
@@ -258,6 +261,7 @@ impl Handler {
             cancel,
             forward,
             status,
+            missing,
         }
     }
 
@@ -423,7 +427,12 @@ impl Handler {
                 return host.start(self, call, status).await;
             }
             Some(ask) = call.asks.recv() => {
-                let (requests, state) = self.parked.park(call, ask);
+                // Questions asked together (a tool's round of several) go together.
+                let mut asks = vec![ask];
+                while let Ok(more) = call.asks.try_recv() {
+                    asks.push(more);
+                }
+                let (requests, state) = self.parked.park(call, asks);
                 return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
                     Some(requests),
                     Some(state),
@@ -454,6 +463,15 @@ impl Handler {
                 Some(json!({"tool": call.tool})),
             ));
         };
+        // The call failed after asking for what the client never declared it could do: the
+        // request is answered with the missing capability (SEP-2575), not a tool error.
+        let missing = call.missing.lock().ok().and_then(|m| m.clone());
+        if !result.is_ok()
+            && let Some(caps) = missing
+            && let Ok(caps) = serde_json::from_value::<rmcp::model::ClientCapabilities>(caps)
+        {
+            return Err(ErrorData::missing_required_client_capability(caps));
+        }
         self.to_response(&result)
     }
 
@@ -473,6 +491,16 @@ impl Handler {
 /// The message of the error answering a call of a tool the server does not have.
 fn unknown_tool(tool: &str) -> String {
     format!("unknown tool `{tool}`")
+}
+
+/// Whether a JSON Schema names an HTTP header for one of its properties (`x-mcp-header`,
+/// along `properties` chains).
+fn names_headers(schema: &Value) -> bool {
+    schema["properties"].as_object().is_some_and(|props| {
+        props
+            .values()
+            .any(|p| p.get("x-mcp-header").is_some() || names_headers(p))
+    })
 }
 
 /// The id of the authenticated principal making the request, if any.
@@ -606,9 +634,16 @@ impl ServerHandler for Handler {
                 &name,
                 &args,
                 request.input_responses.as_ref(),
-                route,
+                Some(route),
             ) {
                 Resumed::Running(call) => call,
+                Resumed::Again(call, asks) => {
+                    let (requests, state) = self.parked.park(call, asks);
+                    return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                        Some(requests),
+                        Some(state),
+                    )));
+                }
                 Resumed::Unknown => {
                     return Err(ErrorData::invalid_params(
                         "unknown or expired requestState: no call of this server is waiting \
@@ -621,9 +656,26 @@ impl ServerHandler for Handler {
                 }
             }
         } else {
-            self.start_call(name, args, &context, route, as_task.is_some())
+            let given = request.input_responses.clone().unwrap_or_default();
+            self.start_call(name, args, &context, route, as_task.is_some(), given)
         };
         self.drive(call, &context, as_task).await
+    }
+
+    /// The tool rmcp checks a 2026-07-28 `tools/call`'s `Mcp-Param-*` headers against (SEP-2243):
+    /// only a tool whose schema names a header (`x-mcp-header`) — for any other there is
+    /// nothing to check, and its schema is not copied.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let schema = self.tools.input_schema(name)?;
+        if !names_headers(&schema) {
+            return None;
+        }
+        let schema = schema.as_object()?.clone();
+        Some(rmcp::model::Tool::new(
+            name.to_owned(),
+            "",
+            Arc::new(schema),
+        ))
     }
 
     async fn get_task(
@@ -795,24 +847,54 @@ impl ServerHandler for Handler {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let Some(prompts) = &self.prompts else {
             return Err(ErrorData::method_not_found::<
                 rmcp::model::GetPromptRequestMethod,
             >());
         };
+        let answers = request.input_responses.clone().unwrap_or_default();
         let found = prompts
-            .get(&request.name, request.arguments.clone().unwrap_or_default())
+            .get_with_input(
+                &request.name,
+                request.arguments.clone().unwrap_or_default(),
+                &answers,
+            )
             .await;
-        let Some(v) = found else {
-            return Err(ErrorData::invalid_params(
+        match found {
+            None => Err(ErrorData::invalid_params(
                 format!("unknown prompt `{}`", request.name),
                 None,
-            ));
-        };
-        let r: GetPromptResult = from_wire(v, "prompts/get result")?;
-        Ok(r.into())
+            )),
+            Some(crate::tools::PromptAnswer::Messages(v)) => {
+                let r: GetPromptResult = from_wire(v, "prompts/get result")?;
+                Ok(r.into())
+            }
+            Some(crate::tools::PromptAnswer::Ask(questions)) => {
+                let modern = context
+                    .protocol_version()
+                    .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+                if !modern {
+                    return Err(ErrorData::invalid_request(
+                        format!(
+                            "prompt `{}` needs input from the client first, which takes \
+                             protocol 2026-07-28 or later",
+                            request.name
+                        ),
+                        None,
+                    ));
+                }
+                let requests: rmcp::model::InputRequests =
+                    serde_json::from_value(Value::Object(questions)).map_err(|e| {
+                        ErrorData::internal_error(format!("bad input request: {e}"), None)
+                    })?;
+                Ok(GetPromptResponse::InputRequired(InputRequiredResult::new(
+                    Some(requests),
+                    None,
+                )))
+            }
+        }
     }
 
     async fn set_level(

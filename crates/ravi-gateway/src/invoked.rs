@@ -356,6 +356,11 @@ impl ServerTools for InvokerTools {
         }
     }
 
+    fn input_schema(&self, name: &str) -> Option<Value> {
+        let tool = self.invoker.registry().get(name)?;
+        tool.as_function().map(|f| f.input_schema())
+    }
+
     fn task_support(&self, name: &str) -> ravi_kernel::TaskSupport {
         self.invoker
             .registry()

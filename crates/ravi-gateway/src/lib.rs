@@ -65,8 +65,8 @@ pub use server::{
 };
 pub use tasks::TaskOptions;
 pub use tools::{
-    ClientSession, DirectTools, PromptHandler, ResourceHandler, ServedTool, ServerTools,
-    SessionKind,
+    ClientSession, DirectTools, PromptAnswer, PromptHandler, ResourceHandler, ServedTool,
+    ServerTools, SessionKind,
 };
 
 /// The examples of `docs/mcp.md` (client and server: this crate has both) and

@@ -21,7 +21,7 @@
 //! for at most [`PARKED_TTL`]; a dropped call is cancelled, and the question it waits on fails,
 //! so an approval asked that way is denied. The invoker's approval timeout bounds the wait too.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,8 @@ pub(crate) type SharedRoute = Arc<Mutex<Option<Route>>>;
 
 /// One question from a running call.
 pub(crate) struct InputAsk {
+    /// The `inputRequests` key the tool chose; `None`: the server names it.
+    pub(crate) key: Option<String>,
     pub(crate) request: InputRequest,
     pub(crate) reply: oneshot::Sender<Result<Value, String>>,
 }
@@ -60,6 +62,7 @@ pub(crate) struct ClientAbilities {
     /// `None` when the client's capabilities are unknown.
     pub(crate) form_elicitation: Option<bool>,
     pub(crate) sampling: Option<bool>,
+    pub(crate) roots: Option<bool>,
 }
 
 impl ClientAbilities {
@@ -76,6 +79,7 @@ impl ClientAbilities {
         Self {
             form_elicitation: Some(form),
             sampling: Some(caps.get("sampling").is_some_and(|v| !v.is_null())),
+            roots: Some(caps.get("roots").is_some_and(|v| !v.is_null())),
         }
     }
 }
@@ -99,6 +103,11 @@ pub struct ClientPeer {
     log: LogGate,
     /// Set when the call speaks 2026-07-28 or later: questions become input rounds.
     inputs: Option<mpsc::UnboundedSender<InputAsk>>,
+    /// Answers the request that started the call brought along (`inputResponses` without a
+    /// `requestState`: a client retrying a call afresh), taken by the questions they answer.
+    given: Arc<Mutex<BTreeMap<String, Value>>>,
+    /// The client capabilities the call needed and the client had not declared.
+    missing: Arc<Mutex<Option<Value>>>,
 }
 
 impl std::fmt::Debug for ClientPeer {
@@ -121,7 +130,45 @@ impl ClientPeer {
             abilities,
             log,
             inputs,
+            given: Arc::default(),
+            missing: Arc::default(),
         }
+    }
+
+    /// Answers already given for questions this call may ask (see [`ClientPeer::ask_round`]).
+    pub(crate) fn with_given(self, given: BTreeMap<String, Value>) -> Self {
+        if let Ok(mut g) = self.given.lock() {
+            *g = given;
+        }
+        self
+    }
+
+    /// Where the client capabilities the call asked for without the client having declared
+    /// them (`{"sampling": {}}`) are recorded.
+    pub(crate) fn missing_handle(&self) -> Arc<Mutex<Option<Value>>> {
+        Arc::clone(&self.missing)
+    }
+
+    /// Records that the call needed `capability` (`sampling`, `elicitation`, `roots`), which
+    /// the client did not declare; returns the error the question fails with.
+    fn lacks(&self, capability: &str) -> String {
+        if let Ok(mut m) = self.missing.lock() {
+            let caps = m.get_or_insert_with(|| json!({}));
+            caps[capability] = json!({});
+        }
+        format!("the MCP client did not declare the `{capability}` capability")
+    }
+
+    /// Whether the client may be asked for a completion by its model (it declared sampling,
+    /// or its capabilities are unknown).
+    pub fn can_sample(&self) -> bool {
+        self.abilities.sampling != Some(false)
+    }
+
+    /// Whether the client may be asked for its roots (it declared roots, or its capabilities
+    /// are unknown).
+    pub fn can_list_roots(&self) -> bool {
+        self.abilities.roots != Some(false)
     }
 
     /// The client of the call running in this task, if it is served over MCP.
@@ -178,12 +225,15 @@ impl ClientPeer {
     /// Asks the user to fill a form; returns the `ElicitResult` (wire JSON: `action`, `content`).
     pub async fn elicit(&self, message: &str, schema: Value) -> Result<Value, String> {
         if self.abilities.form_elicitation == Some(false) {
-            return Err("the MCP client did not declare form elicitation".to_owned());
+            return Err(self.lacks("elicitation"));
         }
         let params = json!({"mode": "form", "message": message, "requestedSchema": schema});
         if self.inputs.is_some() {
             return self
-                .ask(json!({"method": "elicitation/create", "params": params}))
+                .ask(
+                    None,
+                    json!({"method": "elicitation/create", "params": params}),
+                )
                 .await;
         }
         let params =
@@ -204,7 +254,7 @@ impl ClientPeer {
     )]
     pub async fn sample(&self, prompt: &str, max_tokens: u32) -> Result<Value, String> {
         if self.abilities.sampling == Some(false) {
-            return Err("the MCP client did not declare sampling".to_owned());
+            return Err(self.lacks("sampling"));
         }
         let params = json!({
             "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
@@ -212,7 +262,10 @@ impl ClientPeer {
         });
         if self.inputs.is_some() {
             return self
-                .ask(json!({"method": "sampling/createMessage", "params": params}))
+                .ask(
+                    None,
+                    json!({"method": "sampling/createMessage", "params": params}),
+                )
                 .await;
         }
         let params =
@@ -225,9 +278,122 @@ impl ClientPeer {
         serde_json::to_value(r).map_err(|e| e.to_string())
     }
 
-    /// One input round: hands the question to the request driving this call and waits for
-    /// the client's answer.
-    async fn ask(&self, request: Value) -> Result<Value, String> {
+    /// Asks the client's roots (`roots/list`); returns the `ListRootsResult` (wire JSON:
+    /// `roots`).
+    pub async fn list_roots(&self) -> Result<Value, String> {
+        let answers = self
+            .ask_round(vec![(
+                "roots".to_owned(),
+                json!({"method": "roots/list", "params": {}}),
+            )])
+            .await?;
+        answers
+            .into_values()
+            .next()
+            .ok_or_else(|| "no answer for roots/list".to_owned())
+    }
+
+    /// Asks the client several questions at once, each `{"method", "params"}` under a key of
+    /// the tool's choosing: `elicitation/create` (the user fills a form),
+    /// `sampling/createMessage` (the client's model completes) or `roots/list`. Returns the
+    /// answers by key.
+    ///
+    /// On 2026-07-28 the questions travel together in one input round (one
+    /// `InputRequiredResult` whose `inputRequests` carry them all, under these keys), and an
+    /// answer the request already brought (a client retrying the call with its
+    /// `inputResponses` and no `requestState`) is taken without asking again; on earlier
+    /// revisions each is a request to the client, in turn. A question the client did not
+    /// declare the capability for fails the round; if the call then fails, its request is
+    /// answered with the missing-capability error (`-32021`).
+    pub async fn ask_round(
+        &self,
+        questions: Vec<(String, Value)>,
+    ) -> Result<BTreeMap<String, Value>, String> {
+        for (_, q) in &questions {
+            match q["method"].as_str() {
+                Some("elicitation/create") if self.abilities.form_elicitation == Some(false) => {
+                    return Err(self.lacks("elicitation"));
+                }
+                Some("sampling/createMessage") if self.abilities.sampling == Some(false) => {
+                    return Err(self.lacks("sampling"));
+                }
+                Some("roots/list") if self.abilities.roots == Some(false) => {
+                    return Err(self.lacks("roots"));
+                }
+                Some("elicitation/create" | "sampling/createMessage" | "roots/list") => {}
+                other => {
+                    return Err(format!(
+                        "cannot ask the client `{}`: expected elicitation/create, \
+                         sampling/createMessage or roots/list",
+                        other.unwrap_or("(no method)")
+                    ));
+                }
+            }
+        }
+        let mut answers = BTreeMap::new();
+        if self.inputs.is_none() {
+            for (key, q) in questions {
+                let answer = self.ask_directly(&q).await?;
+                answers.insert(key, answer);
+            }
+            return Ok(answers);
+        }
+        let mut waiting = Vec::new();
+        for (key, q) in questions {
+            let given = self
+                .given
+                .lock()
+                .ok()
+                .and_then(|mut g| g.remove(&key))
+                .filter(|a| answers_question(&q, a));
+            match given {
+                Some(answer) => {
+                    answers.insert(key, answer);
+                }
+                None => waiting.push((key.clone(), self.send_ask(Some(key), q)?)),
+            }
+        }
+        for (key, answer) in waiting {
+            answers.insert(key, receive(answer).await?);
+        }
+        Ok(answers)
+    }
+
+    /// One question on a revision without input rounds: a request to the client.
+    #[allow(
+        deprecated,
+        reason = "sampling and roots are deprecated by SEP-2577 but part of 2025-11-25"
+    )]
+    async fn ask_directly(&self, q: &Value) -> Result<Value, String> {
+        let peer = self.peer()?;
+        let params = q["params"].clone();
+        let answer = match q["method"].as_str() {
+            Some("elicitation/create") => serde_json::to_value(
+                peer.create_elicitation(
+                    serde_json::from_value(params).map_err(|e| format!("bad elicitation: {e}"))?,
+                )
+                .await
+                .map_err(|e| e.to_string())?,
+            ),
+            Some("sampling/createMessage") => serde_json::to_value(
+                peer.create_message(
+                    serde_json::from_value(params)
+                        .map_err(|e| format!("bad sampling request: {e}"))?,
+                )
+                .await
+                .map_err(|e| e.to_string())?,
+            ),
+            _ => serde_json::to_value(peer.list_roots().await.map_err(|e| e.to_string())?),
+        };
+        answer.map_err(|e| e.to_string())
+    }
+
+    /// Hands one question to the request driving this call; the receiver of its answer.
+    fn send_ask(
+        &self,
+        key: Option<String>,
+        request: Value,
+    ) -> Result<oneshot::Receiver<Result<Value, String>>, String> {
         let request: InputRequest =
             serde_json::from_value(request).map_err(|e| format!("bad input request: {e}"))?;
         let inputs = self
@@ -236,12 +402,18 @@ impl ClientPeer {
             .ok_or_else(|| "this call cannot ask the client for input".to_owned())?;
         let (reply, answer) = oneshot::channel();
         inputs
-            .send(InputAsk { request, reply })
+            .send(InputAsk {
+                key,
+                request,
+                reply,
+            })
             .map_err(|_| "the request driving this call is gone".to_owned())?;
-        answer.await.map_err(|_| {
-            "the client did not come back with an answer (the call expired or was cancelled)"
-                .to_owned()
-        })?
+        Ok(answer)
+    }
+
+    /// One input round of one question: waits for the client's answer.
+    async fn ask(&self, key: Option<String>, request: Value) -> Result<Value, String> {
+        receive(self.send_ask(key, request)?).await
     }
 }
 
@@ -280,6 +452,24 @@ impl LogGate {
             Self::Session(level) => severity >= level.load(std::sync::atomic::Ordering::Relaxed),
             Self::Request(level) => level.is_some_and(|l| severity >= l),
         }
+    }
+}
+
+/// Waits for the answer to one question.
+async fn receive(answer: oneshot::Receiver<Result<Value, String>>) -> Result<Value, String> {
+    answer.await.map_err(|_| {
+        "the client did not come back with an answer (the call expired or was cancelled)".to_owned()
+    })?
+}
+
+/// Whether `answer` has the shape of an answer to question `q` (an answer a client brought
+/// without being asked is only taken when it does).
+fn answers_question(q: &Value, answer: &Value) -> bool {
+    match q["method"].as_str() {
+        Some("elicitation/create") => answer["action"].is_string(),
+        Some("sampling/createMessage") => answer.get("content").is_some(),
+        Some("roots/list") => answer["roots"].is_array(),
+        _ => false,
     }
 }
 
@@ -352,6 +542,8 @@ pub(crate) struct RunningCall<T> {
     pub(crate) forward: Option<tokio::task::JoinHandle<()>>,
     /// The call's progress events, when it may become an MCP task (its status follows them).
     pub(crate) status: Option<mpsc::UnboundedReceiver<ravi_kernel::ProgressEvent>>,
+    /// The client capabilities the call needed and the client had not declared.
+    pub(crate) missing: Arc<Mutex<Option<Value>>>,
 }
 
 /// How long a stopped call may take to wind down after its context is cancelled, before its
@@ -382,8 +574,8 @@ impl<T: Send + 'static> RunningCall<T> {
 /// A call waiting for the client's answers to the questions it was sent with.
 struct Parked<T> {
     call: RunningCall<T>,
-    key: String,
-    reply: oneshot::Sender<Result<Value, String>>,
+    /// The questions asked (each keyed), with where each answer goes.
+    asks: Vec<InputAsk>,
     since: Instant,
 }
 
@@ -391,6 +583,8 @@ struct Parked<T> {
 pub(crate) enum Resumed<T> {
     /// The call, its answer delivered, to be followed to its result or next question.
     Running(RunningCall<T>),
+    /// The retry answered only some questions: the call, and the questions to ask again.
+    Again(RunningCall<T>, Vec<InputAsk>),
     /// No call is parked under that state (unknown, expired, or already resumed).
     Unknown,
     /// The retry names another tool or other arguments than the parked call; the call was
@@ -412,16 +606,35 @@ impl<T> Default for ParkedCalls<T> {
 }
 
 impl<T: Send + 'static> ParkedCalls<T> {
-    /// Parks `call` until the client answers `request`; returns the question with the state
-    /// the client must bring back.
-    pub(crate) fn park(&self, call: RunningCall<T>, ask: InputAsk) -> (InputRequests, String) {
+    /// Parks `call` until the client answers `asks` (one round: the questions the call asked
+    /// together); returns the questions, by key, with the state the client must bring back.
+    /// A question without a key of the tool's is keyed `ravi_input` (`ravi_input_2`, …).
+    pub(crate) fn park(
+        &self,
+        call: RunningCall<T>,
+        asks: Vec<InputAsk>,
+    ) -> (InputRequests, String) {
         let state = format!("{:032x}", rand::random::<u128>());
-        let key = "ravi_input".to_owned();
         if let Ok(mut route) = call.route.lock() {
             *route = None;
         }
         let mut requests = InputRequests::new();
-        requests.insert(key.clone(), ask.request);
+        let mut parked_asks = Vec::new();
+        for ask in asks {
+            let base = ask.key.unwrap_or_else(|| "ravi_input".to_owned());
+            let mut key = base.clone();
+            let mut n = 1;
+            while requests.contains_key(&key) {
+                n += 1;
+                key = format!("{base}_{n}");
+            }
+            requests.insert(key.clone(), ask.request.clone());
+            parked_asks.push(InputAsk {
+                key: Some(key),
+                request: ask.request,
+                reply: ask.reply,
+            });
+        }
         let Ok(mut calls) = self.calls.lock() else {
             call.stop();
             return (requests, state);
@@ -450,8 +663,7 @@ impl<T: Send + 'static> ParkedCalls<T> {
             state.clone(),
             Parked {
                 call,
-                key,
-                reply: ask.reply,
+                asks: parked_asks,
                 since: Instant::now(),
             },
         );
@@ -469,7 +681,7 @@ impl<T: Send + 'static> ParkedCalls<T> {
         tool: &str,
         arguments: &Value,
         responses: Option<&std::collections::BTreeMap<String, Value>>,
-        route: Route,
+        route: Option<Route>,
     ) -> Resumed<T> {
         let parked = self.calls.lock().ok().and_then(|mut c| {
             if c.get(state)?.call.owner.as_deref() != caller {
@@ -489,15 +701,30 @@ impl<T: Send + 'static> ParkedCalls<T> {
             p.call.stop();
             return Resumed::Mismatch(why);
         }
-        let answer = responses
-            .and_then(|r| r.get(&p.key))
-            .cloned()
-            .ok_or_else(|| format!("the client sent no answer for input `{}`", p.key));
         if let Ok(mut r) = p.call.route.lock() {
-            *r = Some(route);
+            *r = route;
         }
-        let _ = p.reply.send(answer);
-        Resumed::Running(p.call)
+        // Each answer goes to its question; a question left unanswered (or answered with
+        // something that is no answer to it) is asked again.
+        let mut again = Vec::new();
+        for ask in p.asks {
+            let key = ask.key.clone().unwrap_or_default();
+            let answer = responses.and_then(|r| r.get(&key)).filter(|a| {
+                let q = serde_json::to_value(&ask.request).unwrap_or_default();
+                answers_question(&q, a)
+            });
+            match answer {
+                Some(a) => {
+                    let _ = ask.reply.send(Ok(a.clone()));
+                }
+                None => again.push(ask),
+            }
+        }
+        if again.is_empty() {
+            Resumed::Running(p.call)
+        } else {
+            Resumed::Again(p.call, again)
+        }
     }
 }
 
@@ -546,6 +773,102 @@ mod tests {
         assert_eq!((a.form_elicitation, a.sampling), (Some(true), Some(true)));
         let a = ClientAbilities::from_capabilities(None);
         assert_eq!((a.form_elicitation, a.sampling), (None, None));
+    }
+
+    fn question(method: &str) -> InputRequest {
+        let params = match method {
+            "elicitation/create" => json!({"mode": "form", "message": "name?", "requestedSchema":
+                {"type": "object", "properties": {"name": {"type": "string"}}}}),
+            _ => json!({}),
+        };
+        serde_json::from_value(json!({"method": method, "params": params})).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_round_of_several_questions_is_parked_and_what_is_unanswered_asked_again() {
+        let parked: ParkedCalls<()> = ParkedCalls::default();
+        let (_tx, asks) = mpsc::unbounded_channel();
+        let call = RunningCall {
+            tool: "t".into(),
+            arguments: json!({}),
+            owner: None,
+            task: tokio::spawn(std::future::pending::<()>()),
+            asks,
+            route: Arc::default(),
+            cancel: CancellationToken::new(),
+            forward: None,
+            status: None,
+            missing: Arc::default(),
+        };
+        let (a_tx, a_rx) = oneshot::channel();
+        let (b_tx, b_rx) = oneshot::channel();
+        let (c_tx, _c_rx) = oneshot::channel();
+        let (requests, state) = parked.park(
+            call,
+            vec![
+                InputAsk {
+                    key: Some("user_name".into()),
+                    request: question("elicitation/create"),
+                    reply: a_tx,
+                },
+                InputAsk {
+                    key: None,
+                    request: question("roots/list"),
+                    reply: b_tx,
+                },
+                InputAsk {
+                    key: None,
+                    request: question("roots/list"),
+                    reply: c_tx,
+                },
+            ],
+        );
+        assert_eq!(
+            requests.keys().cloned().collect::<Vec<_>>(),
+            ["ravi_input", "ravi_input_2", "user_name"]
+        );
+        // One answer of the right shape, one of the wrong shape, one missing.
+        let answers: BTreeMap<String, Value> = [
+            (
+                "user_name".to_owned(),
+                json!({"action": "accept", "content": {"name": "Ada"}}),
+            ),
+            (
+                "ravi_input".to_owned(),
+                json!({"roots": [{"uri": "file:///w"}]}),
+            ),
+            ("ravi_input_2".to_owned(), json!(12345)),
+        ]
+        .into();
+        let resumed = parked.resume(&state, None, "t", &json!({}), Some(&answers), None);
+        let Resumed::Again(call, again) = resumed else {
+            panic!("expected the unanswered question asked again");
+        };
+        assert_eq!(a_rx.await.unwrap().unwrap()["content"]["name"], "Ada");
+        assert_eq!(b_rx.await.unwrap().unwrap()["roots"][0]["uri"], "file:///w");
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].key.as_deref(), Some("ravi_input_2"));
+        call.stop();
+        // A state is good for one retry only.
+        assert!(matches!(
+            parked.resume(&state, None, "t", &json!({}), Some(&answers), None),
+            Resumed::Unknown
+        ));
+    }
+
+    #[test]
+    fn an_answer_is_taken_only_for_a_question_it_answers() {
+        let q = |m: &str| serde_json::to_value(question(m)).unwrap();
+        assert!(answers_question(
+            &q("elicitation/create"),
+            &json!({"action": "decline"})
+        ));
+        assert!(!answers_question(&q("elicitation/create"), &json!(12345)));
+        assert!(answers_question(&q("roots/list"), &json!({"roots": []})));
+        assert!(!answers_question(
+            &q("roots/list"),
+            &json!({"action": "accept"})
+        ));
     }
 
     #[test]

@@ -316,12 +316,18 @@ impl TaskHost {
             let next = tokio::select! {
                 joined = &mut call.task => Next::Ended(Box::new(joined)),
                 Some(ask) = call.asks.recv() => {
-                    asked += 1;
-                    pending.insert(format!("input_{asked}"), (ask.request, ask.reply));
                     // Questions asked together (a tool awaiting several at once) go together.
+                    let mut asks = vec![ask];
                     while let Ok(more) = call.asks.try_recv() {
+                        asks.push(more);
+                    }
+                    for ask in asks {
                         asked += 1;
-                        pending.insert(format!("input_{asked}"), (more.request, more.reply));
+                        let mut key = ask.key.unwrap_or_else(|| format!("input_{asked}"));
+                        if pending.contains_key(&key) {
+                            key = format!("{key}_{asked}");
+                        }
+                        pending.insert(key, (ask.request, ask.reply));
                     }
                     Next::Asked
                 }

@@ -134,6 +134,16 @@ pub trait ServerTools: Send + Sync + 'static {
         ctx: ToolContext,
     ) -> Option<InvocationResult>;
 
+    /// The input schema of tool `name`, if served (the HTTP layer checks a call's
+    /// `Mcp-Param-*` headers against the arguments its `x-mcp-header` properties name). The
+    /// default looks it up in [`list`](Self::list).
+    fn input_schema(&self, name: &str) -> Option<Value> {
+        self.list()
+            .into_iter()
+            .find(|t| t.name == name)
+            .map(|t| t.input_schema)
+    }
+
     /// Whether a call of tool `name` may run as an MCP task (asked only by a server offering
     /// tasks, for each call). The default: `Optional`.
     fn task_support(&self, name: &str) -> ravi_kernel::TaskSupport {
@@ -221,4 +231,30 @@ pub trait PromptHandler: Send + Sync + 'static {
     fn list(&self) -> Vec<Value>;
     /// `prompts/get`; `None` when the name is unknown.
     async fn get(&self, name: &str, arguments: serde_json::Map<String, Value>) -> Option<Value>;
+
+    /// `prompts/get` of a prompt that may need the client's input first (protocol
+    /// 2026-07-28, SEP-2322): `answers` are the `inputResponses` the request brought (empty
+    /// on a first request). Answer [`PromptAnswer::Ask`] to have the client come back with
+    /// answers; the default calls [`get`](Self::get).
+    async fn get_with_input(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+        answers: &std::collections::BTreeMap<String, Value>,
+    ) -> Option<PromptAnswer> {
+        let _ = answers;
+        self.get(name, arguments).await.map(PromptAnswer::Messages)
+    }
+}
+
+/// What a prompt gives a `prompts/get` (see [`PromptHandler::get_with_input`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PromptAnswer {
+    /// The `GetPromptResult` (wire JSON).
+    Messages(Value),
+    /// Questions for the client first, by key: each `{"method", "params"}`
+    /// (`elicitation/create`, `sampling/createMessage`, `roots/list`). The client asks again
+    /// with the answers under the same keys.
+    Ask(serde_json::Map<String, Value>),
 }

@@ -249,6 +249,67 @@ fn start_server(program: &Path, args: &[String], port: u16, log: &Path) -> anyho
     Ok(server)
 }
 
+/// The Skills extension's server scenarios.
+const SKILLS_SCENARIOS: &[&str] = &[
+    "sep-2640-skills-enumeration",
+    "sep-2640-skills-manifest",
+    "sep-2640-skills-directory",
+];
+
+/// The Skills extension's client scenarios (verification on read, no prefetch).
+const CLIENT_SKILLS_SCENARIOS: &[&str] = &[
+    "sep-2640-client-no-prefetch",
+    "sep-2640-client-verify-digest",
+    "sep-2640-client-verify-size",
+    "sep-2640-client-verify-frontmatter",
+];
+
+/// Runs each of `names` (`server --url URL` or `client --command CMD` in `leading`); every
+/// one must pass all its checks.
+fn named_scenarios(
+    h: &Harness,
+    leading: &[&str],
+    names: &[&str],
+    out: &Path,
+    label: &str,
+) -> anyhow::Result<Outcome> {
+    let mut passed = 0;
+    let mut ok = true;
+    for name in names {
+        let output = Command::new(h.node22())
+            .arg(h.conformance_js())
+            .args(leading)
+            .args(["--scenario", name, "-o"])
+            .arg(out)
+            .output()
+            .context("running the conformance suite")?;
+        let text = strip_ansi(&format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+        std::fs::write(out.join(format!("{name}.txt")), &text)?;
+        let clean = output.status.success()
+            && text
+                .lines()
+                .any(|l| l.starts_with("Passed:") && l.contains(", 0 failed"))
+            && !text.contains("SKIPPED");
+        if clean {
+            passed += 1;
+        } else {
+            ok = false;
+            println!("FAIL {label}: {name} (log: {}/{name}.txt)", out.display());
+        }
+    }
+    Ok(Outcome {
+        label: label.to_owned(),
+        passed,
+        run: names.len(),
+        expected: 0,
+        ok,
+    })
+}
+
 /// One requirement-set run: how many scenarios passed of those run, and whether the suite
 /// accepted the run against its baseline.
 struct Outcome {
@@ -437,8 +498,45 @@ pub fn run_with(build: &crate::testrun::TestBuild) -> anyhow::Result<u64> {
         }
     }
 
-    // 2. The client scenarios with the example client (the suite starts it per scenario).
+    // 2. The Skills extension (SEP-2640), run by name (no requirement set holds it): `ravi
+    //    serve --skills` over the skills in conformance/skills. Every scenario must pass.
+    {
+        let port = free_port()?;
+        let dir = crate::util::workspace_root()?.join("conformance/skills");
+        let args = vec![
+            "serve".to_owned(),
+            "--store".to_owned(),
+            "none".to_owned(),
+            "--skills".to_owned(),
+            dir.display().to_string(),
+            "--http".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ];
+        let _server = start_server(
+            &ravi,
+            &args,
+            port,
+            &out.join("server-ravi-serve-skills.log"),
+        )?;
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        outcomes.push(named_scenarios(
+            &h,
+            &["server", "--url", &url],
+            SKILLS_SCENARIOS,
+            &out,
+            "server-ravi-serve skills",
+        )?);
+    }
+
+    // 3. The client scenarios with the example client (the suite starts it per scenario).
     let cmd = client.display().to_string();
+    outcomes.push(named_scenarios(
+        &h,
+        &["client", "--command", &cmd],
+        CLIENT_SKILLS_SCENARIOS,
+        &out,
+        "client skills",
+    )?);
     for revision in REVISIONS {
         let expected = baseline("client", revision)?;
         let args = [

@@ -116,6 +116,18 @@ fn split_front_matter(text: &str) -> Option<(&str, &str)> {
     None
 }
 
+/// The front matter of a skill file's text as JSON (every field, as written): what a host
+/// compares, field by field, with the entry a server listed before it uses a fetched skill.
+pub fn frontmatter(path: &Path, text: &str) -> Result<serde_json::Value, SkillError> {
+    let (front, _) = split_front_matter(text).ok_or_else(|| SkillError::NoFrontMatter {
+        path: path.to_owned(),
+    })?;
+    serde_yaml::from_str(front).map_err(|e| SkillError::Yaml {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
 /// Parses one skill file's text; `path` is used in errors and recorded on the skill.
 pub fn parse_skill(path: &Path, text: &str) -> Result<Skill, SkillError> {
     let (front, body) = split_front_matter(text).ok_or_else(|| SkillError::NoFrontMatter {

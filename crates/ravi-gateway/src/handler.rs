@@ -72,6 +72,8 @@ pub(crate) struct Handler {
     pub(crate) direct: Option<Arc<crate::direct_sessions::SessionCalls>>,
     /// MCP Tasks, when the server offers them (see [`McpServer::with_tasks`]).
     pub(crate) tasks: Option<Arc<crate::tasks::TaskHost>>,
+    /// The skills served (SEP-2640), when any (see [`McpServer::with_skills_dir`]).
+    pub(crate) skills: Option<Arc<rmcp::handler::server::skill_catalog::SkillCatalog>>,
 }
 
 /// Who to tell that the tool list changed: the clients connected with the `initialize`
@@ -536,12 +538,18 @@ impl ServerHandler for Handler {
             "logging": {}, "completions": {}});
         if self.resources.is_some() {
             caps["resources"] = json!({"subscribe": true, "listChanged": false});
+        } else if self.skills.is_some() {
+            // Skill files are resources.
+            caps["resources"] = json!({"listChanged": false});
         }
         if self.prompts.is_some() {
             caps["prompts"] = json!({"listChanged": false});
         }
         if self.tasks.is_some() {
-            caps["extensions"] = json!({rmcp::model::TASKS_EXTENSION_ID: {}});
+            caps["extensions"][rmcp::model::TASKS_EXTENSION_ID] = json!({});
+        }
+        if self.skills.is_some() {
+            caps["extensions"][rmcp::model::SKILLS_EXTENSION_ID] = json!({"directoryRead": true});
         }
         let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
         let mut info = InitializeResult::new(caps).with_server_info(self.info.clone());
@@ -678,6 +686,45 @@ impl ServerHandler for Handler {
         ))
     }
 
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListSkillsResult, ErrorData> {
+        match &self.skills {
+            Some(s) => Ok(s.list_skills()),
+            None => Err(ErrorData::method_not_found::<
+                rmcp::model::ListSkillsRequestMethod,
+            >()),
+        }
+    }
+
+    async fn get_skill(
+        &self,
+        request: rmcp::model::GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetSkillResult, ErrorData> {
+        match &self.skills {
+            Some(s) => s.get_skill(&request.uri),
+            None => Err(ErrorData::method_not_found::<
+                rmcp::model::GetSkillRequestMethod,
+            >()),
+        }
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: rmcp::model::ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceDirectoryResult, ErrorData> {
+        match &self.skills {
+            Some(s) => s.read_resource_directory(&request.uri),
+            None => Err(ErrorData::method_not_found::<
+                rmcp::model::ReadResourceDirectoryRequestMethod,
+            >()),
+        }
+    }
+
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
@@ -717,12 +764,24 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let Some(resources) = &self.resources else {
+        if self.resources.is_none() && self.skills.is_none() {
             return Err(ErrorData::method_not_found::<
                 rmcp::model::ListResourcesRequestMethod,
             >());
-        };
-        let list = resources.list();
+        }
+        let mut list = self
+            .resources
+            .as_ref()
+            .map(|r| r.list())
+            .unwrap_or_default();
+        if let Some(skills) = &self.skills {
+            list.extend(
+                skills
+                    .resources()
+                    .iter()
+                    .filter_map(|r| serde_json::to_value(r).ok()),
+            );
+        }
         from_wire(json!({"resources": list}), "resources/list")
     }
 
@@ -731,12 +790,16 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let Some(resources) = &self.resources else {
+        if self.resources.is_none() && self.skills.is_none() {
             return Err(ErrorData::method_not_found::<
                 rmcp::model::ListResourceTemplatesRequestMethod,
             >());
-        };
-        let list = resources.templates();
+        }
+        let list = self
+            .resources
+            .as_ref()
+            .map(|r| r.templates())
+            .unwrap_or_default();
         from_wire(
             json!({"resourceTemplates": list}),
             "resources/templates/list",
@@ -748,12 +811,22 @@ impl ServerHandler for Handler {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let Some(resources) = &self.resources else {
-            return Err(ErrorData::method_not_found::<
-                rmcp::model::ReadResourceRequestMethod,
-            >());
+        if let Some(file) = self
+            .skills
+            .as_ref()
+            .and_then(|s| s.read_resource(&request.uri))
+        {
+            return Ok(file.into());
+        }
+        let found = match &self.resources {
+            Some(resources) => resources.read(&request.uri).await,
+            None if self.skills.is_some() => None,
+            None => {
+                return Err(ErrorData::method_not_found::<
+                    rmcp::model::ReadResourceRequestMethod,
+                >());
+            }
         };
-        let found = resources.read(&request.uri).await;
         let Some(v) = found else {
             return Err(ErrorData::resource_not_found(
                 format!("unknown resource `{}`", request.uri),

@@ -346,6 +346,7 @@ impl McpServer {
                 shared_sessions: false,
                 direct: None,
                 tasks: None,
+                skills: None,
             },
         }
     }
@@ -377,6 +378,29 @@ impl McpServer {
             Some(o) => self.with_tasks(store, o),
             None => self,
         }
+    }
+
+    /// Serves the skills in folder `dir` (SEP-2640, the `io.modelcontextprotocol/skills`
+    /// extension): each folder below it holding a `SKILL.md` is a skill at
+    /// `skill://PATH/SKILL.md`, listed by `skills/list` with the sha256 digest and size of
+    /// each of its files, its files readable as resources (and by directory). Hidden entries
+    /// are not served, nor anything outside `dir` (symlinks out included). The folder is
+    /// read once, here: a skill changed later is served as it was at start.
+    pub fn with_skills_dir(mut self, dir: &std::path::Path) -> Result<Self, crate::GatewayError> {
+        let catalog =
+            rmcp::handler::server::skill_catalog::SkillCatalog::from_dir(dir).map_err(|e| {
+                crate::GatewayError::Skills {
+                    dir: dir.to_owned(),
+                    detail: e.to_string(),
+                }
+            })?;
+        self.handler.skills = Some(Arc::new(catalog));
+        Ok(self)
+    }
+
+    /// How many skills the server serves.
+    pub fn skill_count(&self) -> usize {
+        self.handler.skills.as_ref().map_or(0, |s| s.skills().len())
     }
 
     /// Adds resources.

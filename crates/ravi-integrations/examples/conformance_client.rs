@@ -52,6 +52,27 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         "elicitation-sep1034-client-defaults" => {
             call("test_client_elicitation_defaults", json!({})).await?;
         }
+        // Skills (SEP-2640): listing fetches nothing; loading a skill fetches its SKILL.md,
+        // verified, and only a verified skill goes on to use its other files.
+        "sep-2640-client-no-prefetch" => {
+            let skills = client.skills().await?;
+            eprintln!("{} skill(s) listed, none fetched", skills.len());
+        }
+        s if s.starts_with("sep-2640-client-verify") => {
+            for skill in client.skills().await? {
+                match client.load_skill(&skill).await {
+                    Ok(loaded) => {
+                        eprintln!("loaded skill `{}`", loaded.name);
+                        for (uri, _, _) in skill.files() {
+                            if uri != skill.uri {
+                                client.read_skill_file(&skill, &uri).await?;
+                            }
+                        }
+                    }
+                    Err(e) => eprintln!("refused skill `{}`: {e}", skill.name),
+                }
+            }
+        }
         // `initialize` and anything unknown: the handshake and listing are the test.
         _ => {
             eprintln!(

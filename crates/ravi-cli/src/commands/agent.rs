@@ -66,6 +66,12 @@ pub struct AgentArgs {
     /// A skill directory (holding `SKILL.md`); may be repeated.
     #[arg(long = "skill")]
     pub skills: Vec<PathBuf>,
+    /// A skill an attached MCP server offers (the SEP-2640 skills extension), as
+    /// `SERVER/NAME`; may be repeated. Its SKILL.md is fetched and verified against the
+    /// server's listing (size, sha256 digest, front matter) before it is used, then it binds
+    /// like a skill from disk.
+    #[arg(long = "mcp-skill", value_name = "SERVER/NAME")]
+    pub mcp_skills: Vec<String>,
     /// System prompt.
     #[arg(long)]
     pub system: Option<String>,
@@ -228,7 +234,10 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         .iter()
         .map(|dir| load_skill(dir))
         .collect::<anyhow::Result<Vec<_>>>()
-    {
+        .and_then(|mut local| {
+            local.extend(runtime.block_on(mcp_skills(&args.mcp_skills, &clients))?);
+            Ok(local)
+        }) {
         Ok(s) => s,
         Err(e) => {
             runtime.block_on(close_all(&clients));
@@ -501,6 +510,40 @@ fn parse_tool_choice(
 
 /// Reads `DIR/SKILL.md`: YAML front matter (`name`, `description`, `allowed-tools`,
 /// `version`) between `---` lines, then the instructions.
+/// The skills `--mcp-skill SERVER/NAME` names, fetched from the attached servers and
+/// verified.
+async fn mcp_skills(
+    wanted: &[String],
+    clients: &[ravi_integrations::mcp::McpClient],
+) -> anyhow::Result<Vec<Skill>> {
+    let mut skills = Vec::new();
+    for spec in wanted {
+        let (server, name) = spec.split_once('/').with_context(|| {
+            format!("--mcp-skill {spec}: expected SERVER/NAME (an attached server and one of its skills)")
+        })?;
+        let client = clients
+            .iter()
+            .find(|c| c.name() == server)
+            .with_context(|| {
+                let names: Vec<&str> = clients.iter().map(|c| c.name()).collect();
+                format!(
+                    "--mcp-skill {spec}: no attached MCP server is named `{server}` (attached: {})",
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                )
+            })?;
+        let skill = client
+            .load_skill_named(name)
+            .await
+            .with_context(|| format!("--mcp-skill {spec}"))?;
+        skills.push(skill);
+    }
+    Ok(skills)
+}
+
 fn load_skill(dir: &Path) -> anyhow::Result<Skill> {
     let file = dir.join("SKILL.md");
     let text = std::fs::read_to_string(&file)

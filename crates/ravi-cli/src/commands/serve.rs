@@ -89,6 +89,12 @@ async fn serve(
                 Some(SessionsMode::Store) => Sessions::Store,
                 Some(SessionsMode::Memory) => Sessions::Memory,
             });
+        if let Some(dir) = &args.skills {
+            b = b.skills(dir.clone());
+        }
+        if args.no_tasks {
+            b = b.tasks(None);
+        }
         if let Some(scripts) = scripts(args.code_mode, args.engine.into())? {
             b = b.scripts(TOOL_CHAIN_NAME, scripts, args.code_mode == CodeMode::Only);
         }

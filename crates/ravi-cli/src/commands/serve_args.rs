@@ -47,6 +47,16 @@ pub struct ServeArgs {
     /// access token (needs `--auth keys|jwt` and a store).
     #[arg(long)]
     pub console: bool,
+    /// Serve the skills in DIR to MCP clients (the SEP-2640 skills extension): each folder
+    /// below DIR holding a SKILL.md is a skill at `skill://PATH/SKILL.md`, listed with the
+    /// sha256 digest of each of its files and readable as resources.
+    #[arg(long, value_name = "DIR")]
+    pub skills: Option<std::path::PathBuf>,
+    /// Offer no MCP Tasks: every call's result comes in its own request, however long the
+    /// call takes (by default a call of a client that declared the tasks extension becomes a
+    /// task it polls once it outlasts 250 ms).
+    #[arg(long)]
+    pub no_tasks: bool,
     /// Who may use the console (repeatable): a principal id (`key:alice`), `group:NAME` or
     /// `scope:NAME` (default: ravi.toml's `[console] operators`, else `group:operator` and
     /// `scope:ravi.operator`).

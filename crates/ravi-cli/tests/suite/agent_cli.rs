@@ -741,3 +741,69 @@ async fn a_task_required_mcp_tool_works_from_a_model_turn() {
         "{results:?}\n{stderr}"
     );
 }
+
+/// `--mcp-skill SERVER/NAME`: a skill `ravi serve --skills` offers over MCP (SEP-2640) is
+/// fetched, verified against the listing and used like a skill from disk — its instructions
+/// in the system prompt, its `allowed_tools` the only tools offered; a skill the server does
+/// not offer is refused naming those it does.
+#[tokio::test]
+async fn a_skill_an_attached_server_offers_is_verified_and_binds() {
+    let server = serving(sse(cassette("openai_chat/text_stream.sse"))).await;
+    let skills = tempfile::tempdir().unwrap();
+    std::fs::create_dir(skills.path().join("reader")).unwrap();
+    std::fs::write(
+        skills.path().join("reader/SKILL.md"),
+        "---\nname: reader\ndescription: Read files, change nothing.\nallowed_tools: [read_file]\n---\nOnly read; never write.\n",
+    )
+    .unwrap();
+    let upstream = format!(
+        "up={} serve --stdio --store none --skills {}",
+        env!("CARGO_BIN_EXE_ravi"),
+        skills.path().display()
+    );
+    let spec = format!("openai-compatible:{}/v1#m", server.uri());
+    let args = |skill: &str| {
+        vec![
+            "agent".to_owned(),
+            "--model".to_owned(),
+            spec.clone(),
+            "--code-mode".to_owned(),
+            "off".to_owned(),
+            "--mcp".to_owned(),
+            upstream.clone(),
+            "--mcp-skill".to_owned(),
+            skill.to_owned(),
+            "hi".to_owned(),
+        ]
+    };
+    let a = args("up/reader");
+    let out = run(ravi(&a.iter().map(String::as_str).collect::<Vec<_>>())).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reqs = server.received_requests().await.unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&reqs[0].body).unwrap();
+    assert_eq!(
+        body["messages"][0]["content"],
+        "## Skill: reader\nOnly read; never write."
+    );
+    let offered: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"read_file"), "{offered:?}");
+    assert!(
+        !offered.contains(&"shell") && !offered.contains(&"write_file"),
+        "{offered:?}"
+    );
+
+    let a = args("up/writer");
+    let out = run(ravi(&a.iter().map(String::as_str).collect::<Vec<_>>())).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("--mcp-skill up/writer")
+            && said.contains("offers no skill `writer` (it offers: reader)"),
+        "{said}"
+    );
+}

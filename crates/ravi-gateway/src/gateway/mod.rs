@@ -203,6 +203,14 @@ pub enum GatewayError {
         /// The setting.
         what: &'static str,
     },
+    /// The skills folder could not be served.
+    #[error("cannot serve the skills in {}: {detail}", dir.display())]
+    Skills {
+        /// The folder.
+        dir: std::path::PathBuf,
+        /// What went wrong (a SKILL.md without a name, a file that cannot be read, …).
+        detail: String,
+    },
     /// A bind that would expose the tools beyond this machine without protection.
     #[error("{addr} is not a loopback address: {why}")]
     Exposed {
@@ -260,6 +268,7 @@ pub struct GatewayBuilder {
     released: Option<ReleasedHook>,
     upstream_probe: Duration,
     tasks: Option<crate::TaskOptions>,
+    skills: Option<std::path::PathBuf>,
 }
 
 impl Default for GatewayBuilder {
@@ -288,6 +297,7 @@ impl Default for GatewayBuilder {
             released: None,
             upstream_probe: Duration::from_secs(2),
             tasks: Some(crate::TaskOptions::default()),
+            skills: None,
         }
     }
 }
@@ -298,6 +308,13 @@ impl GatewayBuilder {
     /// in the store (see [`McpServer::with_tasks`](crate::McpServer::with_tasks)).
     pub fn tasks(mut self, options: Option<crate::TaskOptions>) -> Self {
         self.tasks = options;
+        self
+    }
+
+    /// Serves the skills of folder `dir` over MCP (SEP-2640; see
+    /// [`McpServer::with_skills_dir`](crate::McpServer::with_skills_dir)).
+    pub fn skills(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.skills = Some(dir.into());
         self
     }
 
@@ -569,6 +586,7 @@ impl GatewayBuilder {
             metrics: Arc::new(GatewayMetrics::new()),
             upstream_probe: self.upstream_probe,
             tasks: self.tasks,
+            skills: self.skills,
         })
     }
 }
@@ -648,6 +666,7 @@ pub struct Gateway {
     metrics: Arc<GatewayMetrics>,
     upstream_probe: Duration,
     tasks: Option<crate::TaskOptions>,
+    skills: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Gateway {

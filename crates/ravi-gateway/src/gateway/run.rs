@@ -204,6 +204,15 @@ impl Gateway {
         let mut server = McpServer::new(tools)
             .with_metrics(self.metrics)
             .with_tasks_if(task_store, self.tasks);
+        if let Some(dir) = &self.skills {
+            server = match server.with_skills_dir(dir) {
+                Ok(s) => s,
+                Err(e) => {
+                    serving.end(0).await;
+                    return Err(e);
+                }
+            };
+        }
         if !serving.upstreams.is_empty() {
             // Clients hear when an attached server's tools change.
             server = server.with_list_changes(serving.upstreams.iter().map(|c| c.watch_tools()));

@@ -635,7 +635,7 @@ impl McpClient {
     /// The live peer, connecting or reconnecting first when needed. After a failed attempt
     /// the next one waits for its backoff (0.5 s doubling to 30 s); until then calls fail at
     /// once, saying when the server will be tried again.
-    async fn peer(&self) -> Result<Peer<RoleClient>, McpError> {
+    pub(crate) async fn peer(&self) -> Result<Peer<RoleClient>, McpError> {
         let mut slot = self.inner.conn.lock().await;
         // A call that found the server gone marked it down: its connection (an HTTP session
         // the server may no longer know) is replaced, not reused.

@@ -4,7 +4,9 @@
 //!   [`McpTool::from_client`] turns its tools into kernel tools named `server__tool`, with risk
 //!   from configuration first and the server's annotations second ([`risk_for`]), and the
 //!   effects the server's annotations state, the spec's defaults filled in ([`effects_for`]);
-//!   [`LiveToolbox`] is a registry whose servers' tools follow `tools/list_changed`.
+//!   [`LiveToolbox`] is a registry whose servers' tools follow `tools/list_changed`;
+//!   [`McpClient::skills`] and [`McpClient::load_skill`] read a server's skills (SEP-2640),
+//!   verified, into Ravi's skill system.
 //!
 //! Ravi as an MCP *server* (the gateway) is the `ravi-gateway` crate, over this one.
 //!
@@ -24,6 +26,7 @@ mod error;
 mod names;
 mod registry;
 mod risk;
+mod skills;
 mod spec;
 mod sse;
 mod tasks;
@@ -39,6 +42,7 @@ pub use error::McpError;
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
 pub use registry::{FinishTools, LiveToolbox};
 pub use risk::{annotations_for, effects_for, risk_for};
+pub use skills::RemoteSkill;
 pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec, SERVER_NAME_RULE};
 pub use sse::SseTransportError;
 pub use tool::McpTool;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use ravi_integrations::mcp::{ClientOptions, ElicitationPolicy, McpClient, McpServerSpec};
 use ravi_kernel::ToolContext;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -27,10 +27,17 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .next_back()
         .ok_or("usage: conformance_client <server-url>")?;
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let opts = ClientOptions {
+    let mut opts = ClientOptions {
         elicitation: ElicitationPolicy::AcceptDefaults,
         ..ClientOptions::default()
     };
+    // The revision the scenario runs on: 2026-07-28 takes server/discover and per-request
+    // metadata instead of the initialize handshake.
+    if let Ok(version) = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
+        && !version.is_empty()
+    {
+        opts.protocol_version = version;
+    }
     let client = McpClient::connect_with(McpServerSpec::http("conformance", &url), opts).await?;
     let call = |name: &'static str, args| {
         let client = client.clone();
@@ -51,6 +58,42 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         "elicitation-sep1034-client-defaults" => {
             call("test_client_elicitation_defaults", json!({})).await?;
+        }
+        // The tool calls the scenario's context names (custom headers: each `x-mcp-header`
+        // argument is mirrored into its `Mcp-Param-*` header).
+        "http-custom-headers" => {
+            let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+                .ok()
+                .and_then(|c| serde_json::from_str(&c).ok())
+                .unwrap_or(Value::Null);
+            for c in context["toolCalls"].as_array().into_iter().flatten() {
+                if let Some(name) = c["name"].as_str() {
+                    let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
+                    let _ = call(name, c["arguments"].clone()).await;
+                }
+            }
+        }
+        // Every tool offered (one whose header annotations break the rules is not), at once:
+        // input rounds of parallel calls must not mix their states.
+        "http-invalid-tool-headers" | "sep-2322-client-request-state" => {
+            let offered = client.tools().into_iter().filter(|t| t.left_out_because().is_none());
+            let calls = offered.map(|t| {
+                let name: &'static str = Box::leak(t.name.into_boxed_str());
+                call(name, json!({}))
+            });
+            for r in futures::future::join_all(calls).await {
+                if let Err(e) = r {
+                    eprintln!("call failed: {e}");
+                }
+            }
+        }
+        // The focal tool's schema, sent back as it was listed.
+        "json-schema-2020-12-preservation" => {
+            let tools = client.tools();
+            let focal = tools.iter().find(|t| t.name != "json_schema_echo");
+            if let Some(t) = focal {
+                call("json_schema_echo", json!({"schema": t.input_schema})).await?;
+            }
         }
         // Skills (SEP-2640): listing fetches nothing; loading a skill fetches its SKILL.md,
         // verified, and only a verified skill goes on to use its other files.

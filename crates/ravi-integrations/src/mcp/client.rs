@@ -68,19 +68,111 @@ pub struct UpstreamTool {
     pub task_support: Option<String>,
 }
 
+/// Whether a tool schema's `x-mcp-header` annotations break SEP-2243's rules (see
+/// [`UpstreamTool::left_out_because`]).
+fn bad_header_annotations(schema: &Value) -> bool {
+    fn token(s: &str) -> bool {
+        !s.is_empty()
+            && s.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+            })
+    }
+    /// Walks `properties` chains; `false` on a rule broken.
+    fn walk(schema: &Value, on_chain: bool, seen: &mut Vec<String>) -> bool {
+        let Some(obj) = schema.as_object() else {
+            return true;
+        };
+        for (key, value) in obj {
+            match key.as_str() {
+                "x-mcp-header" => {
+                    let Some(name) = value.as_str().filter(|n| token(n)) else {
+                        return false;
+                    };
+                    if !on_chain || seen.iter().any(|s| s.eq_ignore_ascii_case(name)) {
+                        return false;
+                    }
+                    let primitive = matches!(
+                        obj.get("type").and_then(Value::as_str),
+                        Some("string" | "integer" | "boolean")
+                    );
+                    if !primitive {
+                        return false;
+                    }
+                    seen.push(name.to_owned());
+                }
+                "properties" => {
+                    if let Some(props) = value.as_object() {
+                        for p in props.values() {
+                            if !walk(p, true, seen) {
+                                return false;
+                            }
+                        }
+                    }
+                }
+                _ if value.is_object() || value.is_array() => {
+                    // Anything nested elsewhere (`items`, `$defs`, `allOf`…) is off the chain.
+                    let nested: Vec<&Value> = match value {
+                        Value::Array(a) => a.iter().collect(),
+                        v => vec![v],
+                    };
+                    for n in nested {
+                        if contains_header(n) {
+                            return false;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        true
+    }
+    fn contains_header(v: &Value) -> bool {
+        match v {
+            Value::Object(o) => o
+                .iter()
+                .any(|(k, v)| k == "x-mcp-header" || contains_header(v)),
+            Value::Array(a) => a.iter().any(contains_header),
+            _ => false,
+        }
+    }
+    if schema.get("x-mcp-header").is_some() {
+        return true;
+    }
+    let mut seen = Vec::new();
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|props| props.values().any(|p| !walk(p, true, &mut seen)))
+        || schema
+            .as_object()
+            .is_some_and(|o| o.iter().any(|(k, v)| k != "properties" && contains_header(v)))
+}
+
 impl UpstreamTool {
     /// Why Ravi does not offer this tool, when it does not: an `execution.taskSupport` other
     /// than the three the specification names (`forbidden`, `optional`, `required`) says the
     /// tool wants a way of calling Ravi does not know. (A tool that runs only as a task is
     /// offered: the client calls it as one, see [`McpClient::call`].)
+    ///
+    /// Also left out: a tool whose schema names HTTP headers (`x-mcp-header`, SEP-2243) in a
+    /// way the specification forbids — on the schema's root or off a `properties` path, not a
+    /// string, empty, not an HTTP token, named twice (case-insensitively), or on a property
+    /// that is not a string, integer or boolean: its calls could not carry the headers a
+    /// server checks.
     pub fn left_out_because(&self) -> Option<&'static str> {
         match self.task_support.as_deref() {
-            None | Some("forbidden" | "optional" | "required") => None,
-            Some(_) => Some(
-                "its execution.taskSupport is none of forbidden, optional or required, so Ravi \
-                 does not know how to call it",
-            ),
+            None | Some("forbidden" | "optional" | "required") => {}
+            Some(_) => {
+                return Some(
+                    "its execution.taskSupport is none of forbidden, optional or required, so \
+                     Ravi does not know how to call it",
+                );
+            }
         }
+        bad_header_annotations(&self.input_schema).then_some(
+            "its input schema names an HTTP header (x-mcp-header) in a way SEP-2243 forbids, so \
+             its calls could not carry the headers a server checks",
+        )
     }
 
     fn from_wire(v: &Value) -> Option<Self> {
@@ -409,6 +501,9 @@ pub struct ClientOptions {
     /// The name this client reports as `clientInfo.name`.
     pub client_name: String,
 }
+
+/// How many input rounds one call answers before giving up.
+const MAX_INPUT_ROUNDS: u32 = 8;
 
 impl Default for ClientOptions {
     fn default() -> Self {
@@ -811,7 +906,7 @@ impl McpClient {
                         }
                     });
                 }
-                serve_client(handler, transport).await.map_err(|e| {
+                self.start(handler, transport).await.map_err(|e| {
                     connect_err(format!("{e}{}", confinement_hint(&name, command, settings)))
                 })?
             }
@@ -831,7 +926,7 @@ impl McpClient {
                     self.inner.handler.list.tap.clone(),
                 );
                 let transport = StreamableHttpClientTransport::with_client(http, config);
-                match serve_client(handler.clone(), transport).await {
+                match self.start(handler.clone(), transport).await {
                     Ok(service) => service,
                     // A server that refuses streamable HTTP may be an older one: try the
                     // legacy HTTP+SSE transport at the same URL (the specification's
@@ -846,7 +941,8 @@ impl McpClient {
                         )
                         .await;
                         match sse {
-                            Ok(transport) => serve_client(handler, transport)
+                            Ok(transport) => self
+                                .start(handler, transport)
                                 .await
                                 .map_err(|e| connect_err(format!("{url} (legacy SSE): {e}")))?,
                             Err(legacy) => {
@@ -873,7 +969,7 @@ impl McpClient {
                 )
                 .await
                 .map_err(|e| connect_err(e.to_string()))?;
-                serve_client(handler, transport)
+                self.start(handler, transport)
                     .await
                     .map_err(|e| connect_err(format!("{url}: {e}")))?
             }
@@ -882,6 +978,81 @@ impl McpClient {
             service,
             _confined: confined,
         })
+    }
+
+    /// The answers to an input round: a form is answered as the client's elicitation policy
+    /// says (its defaults accepted, or declined); roots as none. Sampling — which this client
+    /// never declares — fails the call, naming what the server asked.
+    fn answer_inputs(
+        &self,
+        tool: &str,
+        asked: rmcp::model::InputRequests,
+    ) -> Result<rmcp::model::InputResponses, CallError> {
+        let mut answers = rmcp::model::InputResponses::new();
+        for (key, request) in asked {
+            let answer = match request {
+                rmcp::model::InputRequest::Elicitation(e) => {
+                    let schema = match (&self.inner.handler.elicitation, &e.params) {
+                        (
+                            ElicitationPolicy::AcceptDefaults,
+                            ElicitRequestParams::FormElicitationParams {
+                                requested_schema, ..
+                            },
+                        ) => serde_json::to_value(requested_schema).ok(),
+                        _ => None,
+                    };
+                    let result = match schema {
+                        Some(s) => ElicitResult::new(ElicitationAction::Accept)
+                            .with_content(defaults_from_schema(&s)),
+                        None => ElicitResult::new(ElicitationAction::Decline),
+                    };
+                    serde_json::to_value(result).unwrap_or_default()
+                }
+                rmcp::model::InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
+                other => {
+                    let method = serde_json::to_value(&other)
+                        .ok()
+                        .and_then(|v| v["method"].as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    return Err(CallError::Protocol {
+                        server: self.name().to_owned(),
+                        tool: tool.to_owned(),
+                        message: format!(
+                            "the server asked the client for `{method}` (a completion by the \
+                             client's model), which Ravi's MCP client does not offer"
+                        ),
+                    });
+                }
+            };
+            answers.insert(key, answer);
+        }
+        Ok(answers)
+    }
+
+    /// Starts the MCP lifecycle over `transport`: the `initialize` handshake, or — when the
+    /// client is configured for protocol 2026-07-28 or later — `server/discover` with
+    /// self-contained per-request metadata, falling back to the handshake for a server that
+    /// does not know it.
+    async fn start<T, E, A>(
+        &self,
+        handler: Handler,
+        transport: T,
+    ) -> Result<RunningService<RoleClient, Handler>, rmcp::service::ClientInitializeError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+        let version = handler.config.protocol_version.clone();
+        if version.as_str() >= ProtocolVersion::V_2026_07_28.as_str() {
+            let mode = ClientLifecycleMode::Auto {
+                preferred_versions: vec![version],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            };
+            handler.serve_with_lifecycle(transport, mode).await
+        } else {
+            serve_client(handler, transport).await
+        }
     }
 
     /// Calls an upstream tool and returns its `CallToolResult` as wire JSON.
@@ -979,72 +1150,86 @@ impl McpClient {
                 .call_as_task(&peer, tool, params, ctx, timeout, tool_label)
                 .await;
         }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = peer
-            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| self.service_error(tool, e))?;
-        let token = handle.progress_token.clone();
-        if let Some(sink) = &ctx.progress
-            && let Ok(mut routes) = self.inner.handler.routes.lock()
-        {
-            routes.insert(
-                token.clone(),
-                (sink.clone(), ctx.call_id.clone(), tool_label.to_owned()),
-            );
-        }
-        let mut handle = handle;
-        let outcome = tokio::select! {
-            r = &mut handle.rx => Some(r),
-            () = tokio::time::sleep(timeout) => None,
-            () = ctx.cancellation.cancelled() => {
-                if let Ok(mut routes) = self.inner.handler.routes.lock() {
-                    routes.remove(&token);
+        // An input round (2026-07-28, SEP-2322) is answered and the call retried with the
+        // answers and the server's state, within the one deadline.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rounds = 0;
+        loop {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let handle = peer
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await
+                .map_err(|e| self.service_error(tool, e))?;
+            let token = handle.progress_token.clone();
+            if let Some(sink) = &ctx.progress
+                && let Ok(mut routes) = self.inner.handler.routes.lock()
+            {
+                routes.insert(
+                    token.clone(),
+                    (sink.clone(), ctx.call_id.clone(), tool_label.to_owned()),
+                );
+            }
+            let mut handle = handle;
+            let outcome = tokio::select! {
+                r = &mut handle.rx => Some(r),
+                () = tokio::time::sleep_until(deadline) => None,
+                () = ctx.cancellation.cancelled() => {
+                    if let Ok(mut routes) = self.inner.handler.routes.lock() {
+                        routes.remove(&token);
+                    }
+                    let _ = handle.cancel(Some("cancelled by the caller".into())).await;
+                    return Err(CallError::Cancelled { server, tool: tool.to_owned() });
                 }
-                let _ = handle.cancel(Some("cancelled by the caller".into())).await;
-                return Err(CallError::Cancelled { server, tool: tool.to_owned() });
+            };
+            if ctx.progress.is_some() {
+                // rmcp hands each notification to its own task, so the last progress notification
+                // can still be in flight when the response (sent after it) is delivered. Give
+                // those tasks a moment before unrouting; only calls with a sink pay for it.
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
-        };
-        if ctx.progress.is_some() {
-            // rmcp hands each notification to its own task, so the last progress notification
-            // can still be in flight when the response (sent after it) is delivered. Give
-            // those tasks a moment before unrouting; only calls with a sink pay for it.
-            for _ in 0..8 {
-                tokio::task::yield_now().await;
+            if let Ok(mut routes) = self.inner.handler.routes.lock() {
+                routes.remove(&token);
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        if let Ok(mut routes) = self.inner.handler.routes.lock() {
-            routes.remove(&token);
-        }
-        let Some(reply) = outcome else {
-            let _ = handle.cancel(Some("request timeout".into())).await;
-            return Err(CallError::Timeout {
-                server,
-                tool: tool.to_owned(),
-                timeout,
-            });
-        };
-        let result = match reply {
-            Ok(r) => r.map_err(|e| self.service_error(tool, e))?,
-            Err(_) => return Err(self.service_error(tool, ServiceError::TransportClosed)),
-        };
-        match result {
-            ServerResult::CallToolResult(r) => {
-                serde_json::to_value(r).map_err(|e| CallError::Protocol {
+            let Some(reply) = outcome else {
+                let _ = handle.cancel(Some("request timeout".into())).await;
+                return Err(CallError::Timeout {
                     server,
                     tool: tool.to_owned(),
-                    message: e.to_string(),
-                })
+                    timeout,
+                });
+            };
+            let result = match reply {
+                Ok(r) => r.map_err(|e| self.service_error(tool, e))?,
+                Err(_) => return Err(self.service_error(tool, ServiceError::TransportClosed)),
+            };
+            match result {
+                ServerResult::InputRequiredResult(asked) if rounds < MAX_INPUT_ROUNDS => {
+                    rounds += 1;
+                    params.input_responses =
+                        Some(self.answer_inputs(tool, asked.input_requests.unwrap_or_default())?);
+                    params.request_state = asked.request_state;
+                }
+                ServerResult::CallToolResult(r) => {
+                    return serde_json::to_value(r).map_err(|e| CallError::Protocol {
+                        server,
+                        tool: tool.to_owned(),
+                        message: e.to_string(),
+                    });
+                }
+                other => {
+                    return Err(CallError::Protocol {
+                        server,
+                        tool: tool.to_owned(),
+                        message: format!(
+                            "expected a tools/call result, got {}",
+                            serde_json::to_string(&other).unwrap_or_default()
+                        ),
+                    });
+                }
             }
-            other => Err(CallError::Protocol {
-                server,
-                tool: tool.to_owned(),
-                message: format!(
-                    "expected a tools/call result, got {}",
-                    serde_json::to_string(&other).unwrap_or_default()
-                ),
-            }),
         }
     }
 
@@ -1372,6 +1557,34 @@ fn header_map(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn header_annotations_that_break_sep_2243_are_found() {
+        use serde_json::json;
+        let props = |p: Value| json!({"type": "object", "properties": p});
+        let good = props(json!({
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "n": {"type": "integer", "x-mcp-header": "Count"},
+            "nested": {"type": "object", "properties": {
+                "flag": {"type": "boolean", "x-mcp-header": "Flag"}}}
+        }));
+        assert!(!bad_header_annotations(&good));
+        assert!(!bad_header_annotations(&props(json!({"q": {"type": "string"}}))));
+        for bad in [
+            json!({"type": "object", "x-mcp-header": "Root"}),
+            props(json!({"a": {"type": "string", "x-mcp-header": ""}})),
+            props(json!({"a": {"type": "string", "x-mcp-header": "Has Space"}})),
+            props(json!({"a": {"type": "string", "x-mcp-header": 7}})),
+            props(json!({"a": {"type": "number", "x-mcp-header": "N"}})),
+            props(json!({"a": {"type": "string", "x-mcp-header": "Dup"},
+                         "b": {"type": "string", "x-mcp-header": "dup"}})),
+            props(json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}})),
+            json!({"type": "object", "$defs": {"d": {"type": "string", "x-mcp-header": "D"}}}),
+        ] {
+            assert!(bad_header_annotations(&bad), "{bad}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

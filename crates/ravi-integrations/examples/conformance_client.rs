@@ -76,7 +76,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         // Every tool offered (one whose header annotations break the rules is not), at once:
         // input rounds of parallel calls must not mix their states.
         "http-invalid-tool-headers" | "sep-2322-client-request-state" => {
-            let offered = client.tools().into_iter().filter(|t| t.left_out_because().is_none());
+            let offered = client
+                .tools()
+                .into_iter()
+                .filter(|t| t.left_out_because().is_none());
             let calls = offered.map(|t| {
                 let name: &'static str = Box::leak(t.name.into_boxed_str());
                 call(name, json!({}))

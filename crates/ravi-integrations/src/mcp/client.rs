@@ -73,9 +73,8 @@ pub struct UpstreamTool {
 fn bad_header_annotations(schema: &Value) -> bool {
     fn token(s: &str) -> bool {
         !s.is_empty()
-            && s.bytes().all(|b| {
-                b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-            })
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
     }
     /// Walks `properties` chains; `false` on a rule broken.
     fn walk(schema: &Value, on_chain: bool, seen: &mut Vec<String>) -> bool {
@@ -143,9 +142,10 @@ fn bad_header_annotations(schema: &Value) -> bool {
         .get("properties")
         .and_then(Value::as_object)
         .is_some_and(|props| props.values().any(|p| !walk(p, true, &mut seen)))
-        || schema
-            .as_object()
-            .is_some_and(|o| o.iter().any(|(k, v)| k != "properties" && contains_header(v)))
+        || schema.as_object().is_some_and(|o| {
+            o.iter()
+                .any(|(k, v)| k != "properties" && contains_header(v))
+        })
 }
 
 impl UpstreamTool {
@@ -1569,7 +1569,9 @@ mod tests {
                 "flag": {"type": "boolean", "x-mcp-header": "Flag"}}}
         }));
         assert!(!bad_header_annotations(&good));
-        assert!(!bad_header_annotations(&props(json!({"q": {"type": "string"}}))));
+        assert!(!bad_header_annotations(&props(
+            json!({"q": {"type": "string"}})
+        )));
         for bad in [
             json!({"type": "object", "x-mcp-header": "Root"}),
             props(json!({"a": {"type": "string", "x-mcp-header": ""}})),
@@ -1578,7 +1580,9 @@ mod tests {
             props(json!({"a": {"type": "number", "x-mcp-header": "N"}})),
             props(json!({"a": {"type": "string", "x-mcp-header": "Dup"},
                          "b": {"type": "string", "x-mcp-header": "dup"}})),
-            props(json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}})),
+            props(
+                json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}}),
+            ),
             json!({"type": "object", "$defs": {"d": {"type": "string", "x-mcp-header": "D"}}}),
         ] {
             assert!(bad_header_annotations(&bad), "{bad}");

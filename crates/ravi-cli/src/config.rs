@@ -272,6 +272,7 @@ struct FileMcp {
     #[serde(default)]
     deny: Vec<ravi_agents::access::ToolPattern>,
     rename: Option<Spanned<BTreeMap<String, String>>>,
+    oauth: Option<Spanned<ravi_integrations::mcp::OAuthSettings>>,
 }
 
 /// Line of a byte offset in `text` (1-based).
@@ -315,7 +316,8 @@ impl FileHttp {
 impl FileMcp {
     /// The server specification this entry describes; every problem names the file, the line
     /// and the key.
-    fn into_spec(self, file: &Path, text: &str) -> anyhow::Result<McpServerSpec> {
+    fn into_spec(mut self, file: &Path, text: &str) -> anyhow::Result<McpServerSpec> {
+        let mut oauth = self.oauth.take();
         let line = |span: &Range<usize>| line_of(text, span);
         let name_line = line(&self.name.span());
         let name = self.name.into_inner();
@@ -405,6 +407,15 @@ impl FileMcp {
                 if let Some(b) = self.bearer {
                     spec = spec.with_bearer(b.into_inner());
                 }
+                if let Some(o) = oauth.take() {
+                    if transport == "sse" {
+                        bail!(
+                            "{}: [[mcp]] `{name}`: `oauth` is for transport = \"http\"",
+                            here(line(&o.span()))
+                        );
+                    }
+                    spec = spec.with_oauth(o.into_inner());
+                }
                 for (k, v) in self.headers.map(Spanned::into_inner).unwrap_or_default() {
                     spec = spec.with_header(k, v);
                 }
@@ -416,6 +427,12 @@ impl FileMcp {
                 here(transport_line)
             ),
         };
+        if let Some(o) = oauth {
+            bail!(
+                "{}: [[mcp]] `{name}`: `oauth` is for transport = \"http\"",
+                here(line(&o.span()))
+            );
+        }
         if let Some(t) = self.timeout_ms {
             if *t.get_ref() == 0 {
                 bail!(

@@ -7,7 +7,9 @@
 
 use std::process::ExitCode;
 
-use ravi_integrations::mcp::{ClientOptions, ElicitationPolicy, McpClient, McpServerSpec};
+use ravi_integrations::mcp::{
+    ClientOptions, ElicitationPolicy, HeadlessAuthorize, McpClient, McpServerSpec, OAuthSettings,
+};
 use ravi_kernel::ToolContext;
 use serde_json::{Value, json};
 
@@ -38,7 +40,25 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     {
         opts.protocol_version = version;
     }
-    let client = McpClient::connect_with(McpServerSpec::http("conformance", &url), opts).await?;
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null);
+    let mut spec = McpServerSpec::http("conformance", &url);
+    // Authorization scenarios: OAuth 2.1 when the server asks, approved without a browser (the
+    // suite's authorization server redirects at once), with the client the scenario gives or
+    // Ravi's client metadata document.
+    if scenario.starts_with("auth/") {
+        let mut oauth = OAuthSettings::new()
+            .with_client_metadata_url("https://conformance-test.local/client-metadata.json")
+            .with_redirect_uri("http://localhost:3000/callback");
+        if let Some(id) = context["client_id"].as_str() {
+            oauth = oauth.with_client(id, context["client_secret"].as_str().map(str::to_owned));
+        }
+        spec = spec.with_oauth(oauth);
+        opts.authorizer = std::sync::Arc::new(HeadlessAuthorize);
+    }
+    let client = McpClient::connect_with(spec, opts).await?;
     let call = |name: &'static str, args| {
         let client = client.clone();
         async move {
@@ -62,10 +82,6 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         // The tool calls the scenario's context names (custom headers: each `x-mcp-header`
         // argument is mirrored into its `Mcp-Param-*` header).
         "http-custom-headers" => {
-            let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
-                .ok()
-                .and_then(|c| serde_json::from_str(&c).ok())
-                .unwrap_or(Value::Null);
             for c in context["toolCalls"].as_array().into_iter().flatten() {
                 if let Some(name) = c["name"].as_str() {
                     let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
@@ -75,7 +91,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         // Every tool offered (one whose header annotations break the rules is not), at once:
         // input rounds of parallel calls must not mix their states.
-        "http-invalid-tool-headers" | "sep-2322-client-request-state" => {
+        s if s == "http-invalid-tool-headers"
+            || s == "sep-2322-client-request-state"
+            || s.starts_with("auth/") =>
+        {
             let offered = client
                 .tools()
                 .into_iter()

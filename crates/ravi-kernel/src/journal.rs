@@ -1064,6 +1064,29 @@ pub trait Store: Send + Sync {
         Ok(())
     }
 
+    /// Records the OAuth credentials Ravi holds for an upstream (`id` names the server and its
+    /// URL), replacing earlier ones, so a restarted process — or another replica — uses them
+    /// instead of asking the user again. The default refuses: credentials then live in one
+    /// process only.
+    async fn put_credentials(&self, id: &str, state: &serde_json::Value) -> Result<(), StoreError> {
+        let _ = state;
+        Err(StoreError::Backend(format!(
+            "this store keeps no credentials (`{id}`)"
+        )))
+    }
+
+    /// The recorded credentials `id`.
+    async fn credentials(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Forgets credentials `id` (the authorization server revoked them).
+    async fn delete_credentials(&self, id: &str) -> Result<(), StoreError> {
+        let _ = id;
+        Ok(())
+    }
+
     /// Records a new MCP task (a call its client follows by polling), so that any replica
     /// sharing the store answers for it and it outlives this process. Fails when a task with
     /// that id exists. The default refuses: tasks then live in one process only.

@@ -99,7 +99,7 @@ impl MigrationSource<'static> for Embedded {
                 ),
                 Migration::new(
                     8,
-                    Cow::Borrowed("mcp tasks"),
+                    Cow::Borrowed("mcp tasks and credentials"),
                     MigrationType::Simple,
                     include_str!("0008_mcp_tasks.sql").into_sql_str(),
                     false,

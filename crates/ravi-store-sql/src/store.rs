@@ -570,6 +570,42 @@ impl Store for SqlStore {
         Ok(())
     }
 
+    async fn put_credentials(&self, id: &str, state: &serde_json::Value) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO ravi_credentials (id, state, updated_ms) VALUES ($1, $2, $3) ON \
+             CONFLICT (id) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms",
+        )
+        .bind(id.to_owned())
+        .bind(to_json(state)?)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        Ok(())
+    }
+
+    async fn credentials(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let row = sqlx::query("SELECT state FROM ravi_credentials WHERE id = $1")
+            .bind(id.to_owned())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        row.map(|r| {
+            let text: String = r.try_get("state").map_err(|e| corrupt("credentials", e))?;
+            serde_json::from_str(&text).map_err(|e| corrupt("credentials", e))
+        })
+        .transpose()
+    }
+
+    async fn delete_credentials(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM ravi_credentials WHERE id = $1")
+            .bind(id.to_owned())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        Ok(())
+    }
+
     async fn create_mcp_task(&self, task: &StoredTask) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO ravi_mcp_tasks (id, owner, state, version, expires_ms) VALUES ($1, $2, \

@@ -58,6 +58,29 @@ pub async fn conformance(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     owners(&*a, &*b).await;
     mcp_sessions(&*a, &*b).await;
     mcp_tasks(&*a, &*b).await;
+    credentials(&*a, &*b).await;
+}
+
+/// Upstream OAuth credentials: written by one handle, read by another, replaced, forgotten.
+async fn credentials(a: &dyn Store, b: &dyn Store) {
+    let id = unique("oauth");
+    assert_eq!(b.credentials(&id).await.unwrap(), None);
+    a.put_credentials(&id, &json!({"client_id": "c1"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        b.credentials(&id).await.unwrap(),
+        Some(json!({"client_id": "c1"}))
+    );
+    b.put_credentials(&id, &json!({"client_id": "c2"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        a.credentials(&id).await.unwrap(),
+        Some(json!({"client_id": "c2"}))
+    );
+    a.delete_credentials(&id).await.unwrap();
+    assert_eq!(b.credentials(&id).await.unwrap(), None);
 }
 
 /// MCP tasks: created by one handle and read by another; updates are compare-and-set (of two

@@ -35,6 +35,8 @@ struct State {
     mcp_sessions: BTreeMap<String, serde_json::Value>,
     /// MCP tasks by id.
     mcp_tasks: BTreeMap<String, StoredTask>,
+    /// Upstream OAuth credentials by id.
+    credentials: BTreeMap<String, serde_json::Value>,
 }
 
 impl MemoryStore {
@@ -201,6 +203,20 @@ impl Store for MemoryStore {
 
     async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError> {
         self.with(|s| s.mcp_sessions.remove(id));
+        Ok(())
+    }
+
+    async fn put_credentials(&self, id: &str, state: &serde_json::Value) -> Result<(), StoreError> {
+        self.with(|s| s.credentials.insert(id.to_owned(), state.clone()));
+        Ok(())
+    }
+
+    async fn credentials(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(self.with(|s| s.credentials.get(id).cloned()))
+    }
+
+    async fn delete_credentials(&self, id: &str) -> Result<(), StoreError> {
+        self.with(|s| s.credentials.remove(id));
         Ok(())
     }
 

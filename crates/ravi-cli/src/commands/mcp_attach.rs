@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use anyhow::Context as _;
 use clap::Args;
 use ravi_agents::Toolbox;
-use ravi_integrations::mcp::{McpClient, McpServerSpec, McpTool};
+use ravi_integrations::mcp::{McpClient, McpServerSpec, McpTool, McpTransportSpec, OAuthSettings};
 use ravi_kernel::{AnyTool, ToolRegistry as _};
 
 /// The attachment flags, shared by every command that builds a toolbox.
@@ -29,6 +29,11 @@ pub struct McpArgs {
     /// Attach a streamable HTTP MCP server: `NAME=URL` (repeatable).
     #[arg(long = "mcp-url", value_name = "NAME=URL")]
     pub mcp_url: Vec<String>,
+    /// Authorize with OAuth 2.1 at the `--mcp-url` server NAME when it asks (repeatable): Ravi
+    /// registers itself with its authorization server and prints a URL to approve in the
+    /// browser (ravi.toml's `[mcp.oauth]` table sets a client id, secret or scopes).
+    #[arg(long = "mcp-oauth", value_name = "NAME")]
+    pub mcp_oauth: Vec<String>,
 }
 
 impl McpArgs {
@@ -40,6 +45,19 @@ impl McpArgs {
         }
         for s in &self.mcp_url {
             specs.push(McpServerSpec::parse_cli(s, true)?);
+        }
+        for name in &self.mcp_oauth {
+            let Some(spec) = specs.iter_mut().find(|s| &s.name == name) else {
+                anyhow::bail!(
+                    "--mcp-oauth {name}: no --mcp-url server is named `{name}`; give it as \
+                     --mcp-url {name}=URL"
+                );
+            };
+            anyhow::ensure!(
+                matches!(spec.transport, McpTransportSpec::Http { .. }),
+                "--mcp-oauth {name}: OAuth is for streamable HTTP servers (--mcp-url), not `{name}`"
+            );
+            *spec = spec.clone().with_oauth(OAuthSettings::new());
         }
         let mut seen = HashSet::new();
         for s in &specs {
@@ -71,10 +89,23 @@ impl McpArgs {
 /// Connects to each server of `specs` (from flags or `ravi.toml`), in order; an error names
 /// the server. Close the returned clients when done: stdio servers are child processes.
 pub async fn connect_specs(specs: Vec<McpServerSpec>) -> anyhow::Result<Vec<McpClient>> {
+    connect_specs_with(specs, None).await
+}
+
+/// [`connect_specs`], keeping the OAuth credentials of servers that ask for them in `store`
+/// (so a restart, or another replica, does not ask the user again).
+pub async fn connect_specs_with(
+    specs: Vec<McpServerSpec>,
+    store: Option<std::sync::Arc<dyn ravi_kernel::Store>>,
+) -> anyhow::Result<Vec<McpClient>> {
     let mut clients: Vec<McpClient> = Vec::with_capacity(specs.len());
     for spec in specs {
         let name = spec.name.clone();
-        match McpClient::connect(spec).await {
+        let opts = ravi_integrations::mcp::ClientOptions {
+            credentials: store.clone(),
+            ..Default::default()
+        };
+        match McpClient::connect_with(spec, opts).await {
             Ok(c) => clients.push(c),
             Err(e) => {
                 for c in &clients {

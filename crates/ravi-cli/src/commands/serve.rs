@@ -13,7 +13,7 @@ use ravi_gateway::{Gateway, GatewayError, SESSION_CALLS, ScriptToolFactory, Sess
 use ravi_integrations::mcp::LiveToolbox;
 use ravi_kernel::{AnyTool, ApprovalHandler, RunKind, RunRecord, Store, ToolRegistry as _};
 
-use super::mcp_attach::connect_specs;
+use super::mcp_attach::connect_specs_with;
 pub use super::serve_args::{AuthMode, ServeArgs, SessionsMode};
 use crate::Exit;
 use crate::setup::with_approval_wait;
@@ -60,7 +60,11 @@ async fn serve(
     store: Option<(Arc<dyn Store>, bool)>,
 ) -> anyhow::Result<Exit> {
     let base = setup.builtins()?;
-    let clients = connect_specs(setup.mcp_specs(&args.mcp)?).await?;
+    let clients = connect_specs_with(
+        setup.mcp_specs(&args.mcp)?,
+        store.as_ref().map(|(s, _)| Arc::clone(s)),
+    )
+    .await?;
     let served = async {
         warn_unknown_risk(&setup, &base, &clients)?;
         let config = &setup.config;

@@ -256,6 +256,8 @@ struct ToolList {
     fetching: tokio::sync::Mutex<()>,
     /// What the raw listing says of each tool's execution, which rmcp does not keep.
     tap: super::tasks::ExecutionTap,
+    /// The OAuth challenge the last listing met (401 or 403), for the client to act on.
+    challenge: Mutex<Option<String>>,
 }
 
 impl ToolList {
@@ -267,6 +269,7 @@ impl ToolList {
             generation: tokio::sync::watch::channel(0).0,
             fetching: tokio::sync::Mutex::new(()),
             tap: super::tasks::ExecutionTap::default(),
+            challenge: Mutex::default(),
         }
     }
 
@@ -280,6 +283,11 @@ impl ToolList {
             Err(e) => {
                 // Keep the old list, but try again before the next listing.
                 self.stale.store(true, Ordering::SeqCst);
+                if let Some(c) = scope_challenge(&e)
+                    && let Ok(mut slot) = self.challenge.lock()
+                {
+                    *slot = Some(c);
+                }
                 return Err(McpError::Request {
                     server: self.server.clone(),
                     what: "tools/list".into(),
@@ -435,6 +443,14 @@ struct Inner {
     sandbox_line: Mutex<Option<Arc<str>>>,
     /// Whether the server is reachable, and when to try again if not.
     health: Mutex<HealthState>,
+    /// Who takes the user through an OAuth authorization.
+    authorizer: Arc<dyn super::oauth::Authorize>,
+    /// Where OAuth credentials are kept.
+    credentials: Option<Arc<dyn ravi_kernel::Store>>,
+    /// The authorized HTTP client of an OAuth server, once authorized (reconnects reuse it).
+    oauth: tokio::sync::Mutex<Option<rmcp::transport::auth::AuthClient<super::tasks::TappedHttp>>>,
+    /// The OAuth challenge a request last met (an authorization or step-up to make).
+    scope_challenge: Mutex<Option<String>>,
 }
 
 /// The connection's health as the client last saw it.
@@ -491,15 +507,55 @@ impl std::fmt::Debug for McpClient {
 }
 
 /// Options for [`McpClient::connect_with`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClientOptions {
     /// The protocol version offered in `initialize` (default 2025-11-25, the newest with a
     /// handshake; servers that only know older versions answer with theirs).
     pub protocol_version: String,
+    /// Who takes the user through an OAuth authorization, for a server configured with
+    /// [`OAuthSettings`](super::OAuthSettings) that asks for one (default: print the URL and
+    /// wait for the browser, [`BrowserAuthorize`](super::BrowserAuthorize)).
+    pub authorizer: Arc<dyn super::oauth::Authorize>,
+    /// Where OAuth credentials are kept (`Store::put_credentials`), so a restart — or another
+    /// replica — does not ask the user again; `None`: in this process only.
+    pub credentials: Option<Arc<dyn ravi_kernel::Store>>,
     /// How to answer elicitation requests.
     pub elicitation: ElicitationPolicy,
     /// The name this client reports as `clientInfo.name`.
     pub client_name: String,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("protocol_version", &self.protocol_version)
+            .field("authorizer", &self.authorizer)
+            .field("credentials", &self.credentials.is_some())
+            .field("elicitation", &self.elicitation)
+            .field("client_name", &self.client_name)
+            .finish()
+    }
+}
+
+/// How many OAuth step-ups one call makes before giving up.
+const MAX_SCOPE_UPGRADES: u32 = 3;
+
+/// The `WWW-Authenticate` challenge of a request an OAuth server refused — for want of
+/// authorization (401: none yet, or tokens it no longer takes) or of scope (403
+/// `insufficient_scope`) — found along the error's sources.
+fn scope_challenge(e: &ServiceError) -> Option<String> {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(current) = source {
+        if let Some(s) = current.downcast_ref::<InsufficientScopeError>() {
+            return Some(s.www_authenticate_header.clone());
+        }
+        if let Some(s) = current.downcast_ref::<AuthRequiredError>() {
+            return Some(s.www_authenticate_header.clone());
+        }
+        source = current.source();
+    }
+    None
 }
 
 /// How many input rounds one call answers before giving up.
@@ -509,6 +565,8 @@ impl Default for ClientOptions {
     fn default() -> Self {
         Self {
             protocol_version: ProtocolVersion::LATEST_WITH_INITIALIZE.to_string(),
+            authorizer: Arc::new(super::oauth::BrowserAuthorize),
+            credentials: None,
             elicitation: ElicitationPolicy::Decline,
             client_name: "ravi".to_owned(),
         }
@@ -558,6 +616,10 @@ impl McpClient {
             sandbox: Mutex::default(),
             sandbox_line: Mutex::default(),
             health: Mutex::default(),
+            authorizer: opts.authorizer,
+            credentials: opts.credentials,
+            oauth: tokio::sync::Mutex::new(None),
+            scope_challenge: Mutex::default(),
         });
         let client = Self { inner };
         client.peer().await?;
@@ -640,7 +702,32 @@ impl McpClient {
     /// Re-fetches the tool list (all pages) and returns it.
     pub async fn refresh_tools(&self) -> Result<Vec<UpstreamTool>, McpError> {
         let peer = self.peer().await?;
-        self.inner.handler.list.fetch(&peer).await
+        let mut listed = self.inner.handler.list.fetch(&peer).await;
+        // An OAuth server that lets a client connect but not list without authorization.
+        let mut upgrades = 0;
+        while listed.is_err() && upgrades < MAX_SCOPE_UPGRADES && self.inner.spec.oauth.is_some() {
+            let challenge = self
+                .inner
+                .handler
+                .list
+                .challenge
+                .lock()
+                .ok()
+                .and_then(|mut c| c.take());
+            let Some(challenge) = challenge else {
+                break;
+            };
+            upgrades += 1;
+            self.reauthorize(challenge)
+                .await
+                .map_err(|reason| McpError::Connect {
+                    server: self.name().to_owned(),
+                    reason,
+                })?;
+            let peer = self.peer().await?;
+            listed = self.inner.handler.list.fetch(&peer).await;
+        }
+        listed
     }
 
     /// The tool list, re-fetched first if the server announced a change not fetched yet.
@@ -841,6 +928,14 @@ impl McpClient {
                 headers: reveal_all(headers, &mut reveal)?,
             },
         };
+        let oauth = match &self.inner.spec.oauth {
+            Some(o) => {
+                let mut o = o.clone();
+                o.client_secret = o.client_secret.as_deref().map(&mut reveal).transpose()?;
+                Some(o)
+            }
+            None => None,
+        };
         let redactor = Arc::new(redactor);
         if let Ok(mut r) = self.inner.redactor.lock() {
             *r = Arc::clone(&redactor);
@@ -925,6 +1020,16 @@ impl McpClient {
                     pooled_http_client(),
                     self.inner.handler.list.tap.clone(),
                 );
+                if let Some(oauth) = &oauth {
+                    let service = self
+                        .connect_oauth(&name, url, oauth, handler, http, config)
+                        .await
+                        .map_err(connect_err)?;
+                    return Ok(Connection {
+                        service,
+                        _confined: None,
+                    });
+                }
                 let transport = StreamableHttpClientTransport::with_client(http, config);
                 match self.start(handler.clone(), transport).await {
                     Ok(service) => service,
@@ -978,6 +1083,67 @@ impl McpClient {
             service,
             _confined: confined,
         })
+    }
+
+    /// Connects to a streamable HTTP server that may ask for OAuth: with the tokens of an
+    /// earlier authorization when there are some, else unauthenticated first — a server that
+    /// answers 401 is then authorized with (see [`super::oauth`]) and connected to again.
+    async fn connect_oauth(
+        &self,
+        name: &str,
+        url: &str,
+        settings: &super::spec::OAuthSettings,
+        handler: Handler,
+        http: super::tasks::TappedHttp,
+        config: StreamableHttpClientTransportConfig,
+    ) -> Result<RunningService<RoleClient, Handler>, String> {
+        let mut known = self.inner.oauth.lock().await.clone();
+        if known.is_none()
+            && let Some(store) = &self.inner.credentials
+        {
+            let stored = super::oauth::StoreCredentials::new(Arc::clone(store), name, url);
+            if let Some(manager) = super::oauth::from_store(url, stored).await? {
+                let client = super::oauth::client(http.clone(), manager);
+                *self.inner.oauth.lock().await = Some(client.clone());
+                known = Some(client);
+            }
+        }
+        let authed = match known {
+            Some(client) => client,
+            None => {
+                let probe =
+                    StreamableHttpClientTransport::with_client(http.clone(), config.clone());
+                let challenge = match self.start(handler.clone(), probe).await {
+                    Ok(service) => return Ok(service),
+                    Err(e) => match e.auth_challenge() {
+                        Some(c) => c.to_owned(),
+                        None => return Err(format!("{url}: {e}")),
+                    },
+                };
+                let authorizer = Arc::clone(&self.inner.authorizer);
+                let stored = self
+                    .inner
+                    .credentials
+                    .as_ref()
+                    .map(|s| super::oauth::StoreCredentials::new(Arc::clone(s), name, url));
+                let manager = super::oauth::authorize(
+                    name,
+                    url,
+                    Some(challenge),
+                    settings,
+                    &authorizer,
+                    stored,
+                )
+                .await?;
+                let client = super::oauth::client(http, manager);
+                *self.inner.oauth.lock().await = Some(client.clone());
+                client
+            }
+        };
+        let transport = StreamableHttpClientTransport::with_client(authed, config);
+        self.start(handler, transport)
+            .await
+            .map_err(|e| format!("{url} (authorized): {e}"))
     }
 
     /// The answers to an input round: a form is answered as the client's elicitation policy
@@ -1070,11 +1236,28 @@ impl McpClient {
         timeout: Option<Duration>,
         tool_label: &str,
     ) -> Result<Value, CallError> {
-        let outcome = tracing::Instrument::instrument(
-            self.call_unredacted(tool, arguments, ctx, timeout, tool_label),
+        let mut outcome = tracing::Instrument::instrument(
+            self.call_unredacted(tool, arguments.clone(), ctx, timeout, tool_label),
             super::trace::client_span(self.name(), tool, self.sandbox_line().as_deref()),
         )
         .await;
+        // An OAuth server that refuses this call — no authorization yet, tokens it no longer
+        // takes (401), or too little scope (403 insufficient_scope): Ravi is authorized again
+        // with what the challenge names, then the call is made again — a few times at most.
+        let mut upgrades = 0;
+        while outcome.is_err() && upgrades < MAX_SCOPE_UPGRADES {
+            let Some(challenge) = self.take_scope_challenge() else {
+                break;
+            };
+            upgrades += 1;
+            if let Err(e) = self.reauthorize(challenge).await {
+                tracing::warn!(server = %self.name(), error = %e, "OAuth step-up failed");
+                break;
+            }
+            outcome = self
+                .call_unredacted(tool, arguments.clone(), ctx, timeout, tool_label)
+                .await;
+        }
         let redactor = self.redactor();
         if redactor.is_empty() {
             return outcome;
@@ -1399,6 +1582,12 @@ impl McpClient {
 
     fn service_error(&self, tool: &str, e: ServiceError) -> CallError {
         let server = self.name().to_owned();
+        if self.inner.spec.oauth.is_some()
+            && let Some(challenge) = scope_challenge(&e)
+            && let Ok(mut c) = self.inner.scope_challenge.lock()
+        {
+            *c = Some(challenge);
+        }
         match e {
             ServiceError::McpError(err) => CallError::Protocol {
                 server,
@@ -1416,6 +1605,63 @@ impl McpClient {
                 CallError::Disconnected { server, reason }
             }
         }
+    }
+
+    /// The OAuth challenge the last failed request met, if any (taken).
+    fn take_scope_challenge(&self) -> Option<String> {
+        self.inner
+            .scope_challenge
+            .lock()
+            .ok()
+            .and_then(|mut c| c.take())
+    }
+
+    /// Authorizes Ravi again with the server's `challenge` (a step-up to the scopes it names)
+    /// and drops the connection, so the next request reconnects with the new tokens.
+    async fn reauthorize(&self, challenge: String) -> Result<(), String> {
+        let (McpTransportSpec::Http { url, .. }, Some(settings)) =
+            (&self.inner.spec.transport, &self.inner.spec.oauth)
+        else {
+            return Err("not an OAuth server".into());
+        };
+        let http = super::tasks::TappedHttp::new(
+            pooled_http_client(),
+            self.inner.handler.list.tap.clone(),
+        );
+        let authorizer = Arc::clone(&self.inner.authorizer);
+        // Scopes granted before stay asked for, with those the challenge adds (SEP-2350).
+        let mut settings = settings.clone();
+        let held = self.inner.oauth.lock().await.clone();
+        if let Some(client) = held {
+            let granted = client.auth_manager.lock().await.get_current_scopes().await;
+            let wanted = super::oauth::challenge_scopes(&challenge);
+            if !granted.is_empty() || !settings.scopes.is_empty() {
+                for s in granted.into_iter().chain(wanted) {
+                    if !settings.scopes.contains(&s) {
+                        settings.scopes.push(s);
+                    }
+                }
+            }
+        }
+        let stored = self
+            .inner
+            .credentials
+            .as_ref()
+            .map(|s| super::oauth::StoreCredentials::new(Arc::clone(s), self.name(), url));
+        let manager = super::oauth::authorize(
+            self.name(),
+            url,
+            Some(challenge),
+            &settings,
+            &authorizer,
+            stored,
+        )
+        .await?;
+        *self.inner.oauth.lock().await = Some(super::oauth::client(http, manager));
+        if let Some(mut c) = self.inner.conn.lock().await.take() {
+            let _ = c.service.close_with_timeout(Duration::from_secs(2)).await;
+        }
+        Ok(())
     }
 
     /// Closes the connection (stops a spawned server). Later calls reconnect.

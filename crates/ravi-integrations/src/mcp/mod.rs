@@ -24,6 +24,7 @@ mod convert;
 pub mod defaults;
 mod error;
 mod names;
+mod oauth;
 mod registry;
 mod risk;
 mod skills;
@@ -40,9 +41,13 @@ pub use client::{
 pub use convert::{block_from_mcp, block_to_mcp, render_result, result_from_mcp, result_to_mcp};
 pub use error::McpError;
 pub use names::{MAX_TOOL_NAME, NameMap, sanitize};
+pub use oauth::{Authorize, BrowserAuthorize, HeadlessAuthorize};
 pub use registry::{FinishTools, LiveToolbox};
 pub use risk::{annotations_for, effects_for, risk_for};
 pub use skills::RemoteSkill;
-pub use spec::{DEFAULT_CALL_TIMEOUT, McpServerSpec, McpTransportSpec, SERVER_NAME_RULE};
+pub use spec::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_REDIRECT_URI, McpServerSpec, McpTransportSpec, OAuthSettings,
+    SERVER_NAME_RULE,
+};
 pub use sse::SseTransportError;
 pub use tool::McpTool;

@@ -90,6 +90,71 @@ pub struct McpServerSpec {
     /// HTTP servers.
     #[serde(default, skip_serializing_if = "is_default")]
     pub sandbox: ravi_confine::Settings,
+    /// OAuth 2.1 for a streamable HTTP server that asks for it (ravi.toml's
+    /// `[mcp.servers.NAME.oauth]`): when the server answers 401, Ravi discovers its
+    /// authorization server (RFC 9728, RFC 8414), registers itself or uses the configured
+    /// client, takes the user through the authorization (PKCE), and sends the token it gets —
+    /// refreshed when it expires. Not used for stdio servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// How Ravi authorizes itself with an MCP server's OAuth 2.1 authorization server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct OAuthSettings {
+    /// A client id registered beforehand. Without one, Ravi names its client metadata document
+    /// (`client_metadata_url`, CIMD) when the authorization server accepts those, else
+    /// registers itself (dynamic client registration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The secret of `client_id`, when it has one (may be `${secret:NAME}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// The URL of Ravi's client metadata document (CIMD), when published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for; empty: what the server's challenge or metadata names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// Where the authorization server sends the browser back (default
+    /// `http://127.0.0.1:8976/callback`, where Ravi listens while it waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_uri: Option<String>,
+}
+
+/// Where the authorization server sends the browser back, unless configured.
+pub const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1:8976/callback";
+
+impl OAuthSettings {
+    /// Settings that register Ravi with the authorization server (or use CIMD) and ask for
+    /// what the server names.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses a client registered beforehand.
+    #[must_use]
+    pub fn with_client(mut self, id: impl Into<String>, secret: Option<String>) -> Self {
+        self.client_id = Some(id.into());
+        self.client_secret = secret;
+        self
+    }
+
+    /// Names Ravi's client metadata document (CIMD).
+    #[must_use]
+    pub fn with_client_metadata_url(mut self, url: impl Into<String>) -> Self {
+        self.client_metadata_url = Some(url.into());
+        self
+    }
+
+    /// Sets where the browser is sent back.
+    #[must_use]
+    pub fn with_redirect_uri(mut self, uri: impl Into<String>) -> Self {
+        self.redirect_uri = Some(uri.into());
+        self
+    }
 }
 
 fn is_default(s: &ravi_confine::Settings) -> bool {
@@ -127,6 +192,7 @@ impl McpServerSpec {
             deny: Vec::new(),
             rename: BTreeMap::new(),
             sandbox: ravi_confine::Settings::default(),
+            oauth: None,
         }
     }
 
@@ -145,6 +211,7 @@ impl McpServerSpec {
             deny: Vec::new(),
             rename: BTreeMap::new(),
             sandbox: ravi_confine::Settings::default(),
+            oauth: None,
         }
     }
 
@@ -163,6 +230,7 @@ impl McpServerSpec {
             deny: Vec::new(),
             rename: BTreeMap::new(),
             sandbox: ravi_confine::Settings::default(),
+            oauth: None,
         }
     }
 
@@ -179,6 +247,13 @@ impl McpServerSpec {
         if let McpTransportSpec::Stdio { env, .. } = &mut self.transport {
             env.insert(key.into(), value.into());
         }
+        self
+    }
+
+    /// Authorizes with OAuth 2.1 when the (streamable HTTP) server asks for it.
+    #[must_use]
+    pub fn with_oauth(mut self, oauth: OAuthSettings) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 

@@ -1,7 +1,6 @@
 -- Version 8: MCP tasks (the io.modelcontextprotocol/tasks extension), so a task started on one
 -- gateway replica is answered by any other and outlives the process: its state as JSON, its
--- owner, a version for compare-and-set updates, and when it may be collected. And the OAuth
--- credentials Ravi holds for upstream MCP servers, so a restart does not ask the user again.
+-- owner, a version for compare-and-set updates, and when it may be collected.
 
 CREATE TABLE ravi_mcp_tasks (
     id          TEXT   PRIMARY KEY,
@@ -12,9 +11,3 @@ CREATE TABLE ravi_mcp_tasks (
 );
 
 CREATE INDEX ravi_mcp_tasks_expiry ON ravi_mcp_tasks (expires_ms);
-
-CREATE TABLE ravi_credentials (
-    id          TEXT   PRIMARY KEY,
-    state       TEXT   NOT NULL,
-    updated_ms  BIGINT NOT NULL
-);

@@ -99,9 +99,16 @@ impl MigrationSource<'static> for Embedded {
                 ),
                 Migration::new(
                     8,
-                    Cow::Borrowed("mcp tasks and credentials"),
+                    Cow::Borrowed("mcp tasks"),
                     MigrationType::Simple,
                     include_str!("0008_mcp_tasks.sql").into_sql_str(),
+                    false,
+                ),
+                Migration::new(
+                    9,
+                    Cow::Borrowed("credentials"),
+                    MigrationType::Simple,
+                    include_str!("0009_credentials.sql").into_sql_str(),
                     false,
                 ),
             ])

@@ -70,6 +70,12 @@ pub fn reader_server_py() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("py/reader_server.py")
 }
 
+/// An MCP server protected by OAuth 2.1 that is its own authorization server, approving at
+/// once (`py/oauth_server.py PORT`), run with [`python`]: the upstream of the OAuth tests.
+pub fn oauth_server_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("py/oauth_server.py")
+}
+
 /// Whether the peers must be present: `RAVI_REQUIRE_MCP_HARNESS` set to anything but `0`.
 pub fn harness_required() -> bool {
     std::env::var("RAVI_REQUIRE_MCP_HARNESS").is_ok_and(|v| v.trim() != "0" && !v.trim().is_empty())

@@ -13,6 +13,7 @@ mod durable;
 mod effects;
 mod gateway;
 mod isolation;
+mod mcp_oauth;
 mod mcp_serve;
 mod recovery;
 mod run;

@@ -245,7 +245,15 @@ impl DirectCalls {
             None => classify(&bytes),
         };
         match posted {
-            Posted::Call(call) => self.call(session, admitted, &parts, call).await,
+            // A tool that runs only as a task is rmcp's to refuse (`-32021`): the sessions
+            // the direct path serves never declared the tasks extension.
+            Posted::Call(call)
+                if self.handler.tasks.is_none()
+                    || self.handler.tools.task_support(&call.name)
+                        != ravi_kernel::TaskSupport::Required =>
+            {
+                self.call(session, admitted, &parts, call).await
+            }
             Posted::Cancelled(id) if self.calls.cancel(&session, &id) => {
                 let mut response = axum::response::Response::new(Body::empty());
                 *response.status_mut() = StatusCode::ACCEPTED;

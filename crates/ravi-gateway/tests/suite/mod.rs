@@ -5,3 +5,4 @@ mod http_abuse;
 mod mcp_direct;
 mod mcp_inprocess;
 mod mcp_server;
+mod mcp_tasks;

@@ -588,13 +588,16 @@ impl McpClient {
                     reason: format!("protocol version `{}`: {e}", opts.protocol_version),
                 }
             })?;
-        let caps: ClientCapabilities = match opts.elicitation {
-            ElicitationPolicy::AcceptDefaults => {
-                serde_json::from_value(serde_json::json!({"elicitation": {"form": {}}}))
-                    .unwrap_or_default()
-            }
-            _ => ClientCapabilities::default(),
+        let mut caps = match opts.elicitation {
+            ElicitationPolicy::AcceptDefaults => serde_json::json!({"elicitation": {"form": {}}}),
+            _ => serde_json::json!({}),
         };
+        // On 2026-07-28 the client follows tasks (SEP-2663): a server may answer a long call
+        // with one, which the client polls to its end.
+        if version.as_str() >= ProtocolVersion::V_2026_07_28.as_str() {
+            caps["extensions"] = serde_json::json!({rmcp::model::TASKS_EXTENSION_ID: {}});
+        }
+        let caps: ClientCapabilities = serde_json::from_value(caps).unwrap_or_default();
         let config = ClientConfig::new(
             caps,
             Implementation::new(opts.client_name, env!("CARGO_PKG_VERSION")),
@@ -1146,6 +1149,114 @@ impl McpClient {
             .map_err(|e| format!("{url} (authorized): {e}"))
     }
 
+    /// Follows a task the server made of a call (2026-07-28, SEP-2663) to its end: `tasks/get`
+    /// at once and then at the interval the server asks for, each new status message relayed
+    /// as progress, the questions of an `input_required` task answered with `tasks/update`;
+    /// the deadline or the caller's cancellation send `tasks/cancel`. A completed task is the
+    /// call's result; a failed one its error.
+    async fn follow_task(
+        &self,
+        peer: &Peer<RoleClient>,
+        tool: &str,
+        task: rmcp::model::Task,
+        ctx: &ToolContext,
+        deadline: tokio::time::Instant,
+        tool_label: &str,
+    ) -> Result<Value, CallError> {
+        use rmcp::model::{CancelTaskParams, GetTaskParams, TaskPayload, UpdateTaskParams};
+        let server = self.name().to_owned();
+        let id = task.task_id.clone();
+        let every = Duration::from_millis(task.poll_interval_ms.unwrap_or(1000).clamp(50, 30_000));
+        let cancel = |why: &'static str| {
+            let peer = peer.clone();
+            let id = id.clone();
+            async move {
+                let _ = peer.cancel_task(CancelTaskParams::new(id)).await;
+                why
+            }
+        };
+        let mut said: Option<String> = None;
+        let mut answered: Vec<String> = Vec::new();
+        let mut first = true;
+        loop {
+            if !first {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = tokio::time::sleep_until(deadline) => {
+                        cancel("timeout").await;
+                        return Err(CallError::Timeout {
+                            server,
+                            tool: tool.to_owned(),
+                            timeout: self.inner.spec.timeout(),
+                        });
+                    }
+                    () = ctx.cancellation.cancelled() => {
+                        cancel("cancelled").await;
+                        return Err(CallError::Cancelled { server, tool: tool.to_owned() });
+                    }
+                }
+            }
+            first = false;
+            let got = peer
+                .get_task(GetTaskParams::new(id.clone()))
+                .await
+                .map_err(|e| self.service_error(tool, e))?;
+            let detailed = got.task;
+            let message = detailed.task.status_message.clone();
+            if message.is_some() && message != said {
+                if let (Some(sink), Some(m)) = (&ctx.progress, &message) {
+                    sink.emit(ravi_kernel::ProgressEvent {
+                        call_id: ctx.call_id.clone(),
+                        tool: tool_label.to_owned(),
+                        kind: ravi_kernel::ProgressKind::Progress {
+                            progress: 0.0,
+                            total: None,
+                            message: Some(m.clone()),
+                        },
+                    });
+                }
+                said = message;
+            }
+            match detailed.payload {
+                TaskPayload::Completed { result } => return Ok(Value::Object(result)),
+                TaskPayload::Failed { error } => {
+                    return Err(CallError::Protocol {
+                        server,
+                        tool: tool.to_owned(),
+                        message: format!(
+                            "the task failed: {}",
+                            error
+                                .get("message")
+                                .and_then(Value::as_str)
+                                .unwrap_or("no reason given")
+                        ),
+                    });
+                }
+                TaskPayload::Cancelled => {
+                    return Err(CallError::Cancelled {
+                        server,
+                        tool: tool.to_owned(),
+                    });
+                }
+                TaskPayload::InputRequired { input_requests } => {
+                    let fresh: rmcp::model::InputRequests = input_requests
+                        .into_iter()
+                        .filter(|(k, _)| !answered.contains(k))
+                        .collect();
+                    if !fresh.is_empty() {
+                        answered.extend(fresh.keys().cloned());
+                        let answers = self.answer_inputs(tool, fresh)?;
+                        peer.update_task(UpdateTaskParams::new(id.clone(), answers))
+                            .await
+                            .map_err(|e| self.service_error(tool, e))?;
+                        first = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// The answers to an input round: a form is answered as the client's elicitation policy
     /// says (its defaults accepted, or declined); roots as none. Sampling — which this client
     /// never declares — fails the call, naming what the server asked.
@@ -1401,6 +1512,11 @@ impl McpClient {
                         tool: tool.to_owned(),
                         message: e.to_string(),
                     });
+                }
+                ServerResult::CreateTaskResult(created) => {
+                    return self
+                        .follow_task(&peer, tool, created.task, ctx, deadline, tool_label)
+                        .await;
                 }
                 other => {
                     return Err(CallError::Protocol {

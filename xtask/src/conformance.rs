@@ -34,6 +34,8 @@ const SERVER_PKGS: [&str; 2] = [
     "@modelcontextprotocol/server-filesystem@2026.8.31",
 ];
 const PY_MCP: &str = "mcp==2.3.0";
+/// FastMCP, the other Python MCP framework peers meet (Tasks and Skills as it serves them).
+const PY_FASTMCP: &str = "fastmcp==4.1.6";
 
 /// The revisions whose requirement sets are run (`--requirements`).
 pub const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
@@ -152,18 +154,19 @@ pub fn setup() -> anyhow::Result<Option<String>> {
     let has_mcp = Command::new(&py)
         .args([
             "-c",
-            "import importlib.metadata as m; assert m.version('mcp') == '2.3.0'",
+            "import importlib.metadata as m; assert m.version('mcp') == '2.3.0'; \
+             assert m.version('fastmcp') == '4.1.6'",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !has_mcp {
-        println!("mcp-setup: pip install {PY_MCP}");
+        println!("mcp-setup: pip install {PY_MCP} {PY_FASTMCP}");
         run_in(
             &h.home,
             &py.display().to_string(),
-            &["-m", "pip", "install", "-q", PY_MCP],
+            &["-m", "pip", "install", "-q", PY_MCP, PY_FASTMCP],
         )?;
     }
     let node = h.node22();

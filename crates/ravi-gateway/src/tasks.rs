@@ -690,3 +690,91 @@ fn status_message(event: ProgressEvent) -> Option<Option<String>> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: ProgressKind) -> ProgressEvent {
+        ProgressEvent {
+            call_id: "c".into(),
+            tool: "t".into(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_task_says_where_its_approval_is_decided_and_forgets_it_once_the_call_runs() {
+        let waiting = status_message(event(ProgressKind::AwaitingApproval {
+            approval_id: "apr_1".into(),
+            reason: "risk high".into(),
+        }));
+        let text = waiting.flatten().unwrap();
+        assert!(
+            text.contains("apr_1") && text.contains("ravi approvals approve apr_1"),
+            "{text}"
+        );
+        assert_eq!(
+            status_message(event(ProgressKind::ToolCall {
+                args_digest: "sha256:00".into()
+            })),
+            Some(None)
+        );
+        assert_eq!(
+            status_message(event(ProgressKind::Progress {
+                progress: 1.0,
+                total: None,
+                message: Some("halfway".into())
+            })),
+            Some(Some("halfway".into()))
+        );
+        assert_eq!(
+            status_message(event(ProgressKind::Progress {
+                progress: 1.0,
+                total: None,
+                message: None
+            })),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn a_running_task_whose_replica_went_silent_is_in_doubt() {
+        let store: Arc<dyn Store> = Arc::new(ravi_agents::durable::MemoryStore::new());
+        let host = TaskHost::new(Arc::clone(&store), TaskOptions::default());
+        let long_ago = ravi_kernel::now_ms() - 60_000;
+        let task = Task::new(
+            "task_x",
+            TaskStatus::Working,
+            rfc3339(long_ago),
+            rfc3339(long_ago),
+        )
+        .with_ttl_ms(3_600_000);
+        let state =
+            json!({"task": task, "tool": "shell", "replica": "gone", "heartbeatMs": long_ago});
+        store
+            .create_mcp_task(&StoredTask::new(
+                "task_x",
+                Some("alice".into()),
+                state,
+                i64::MAX,
+            ))
+            .await
+            .unwrap();
+        // Another principal sees nothing.
+        assert!(host.get("task_x", Some("bob")).await.is_err());
+        let got = serde_json::to_value(host.get("task_x", Some("alice")).await.unwrap()).unwrap();
+        assert_eq!(got["status"], "failed", "{got}");
+        assert!(
+            got["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("in doubt"),
+            "{got}"
+        );
+        // Cancelling a finished task changes nothing.
+        host.cancel("task_x", Some("alice")).await.unwrap();
+        let again = serde_json::to_value(host.get("task_x", Some("alice")).await.unwrap()).unwrap();
+        assert_eq!(again["status"], "failed");
+    }
+}

@@ -35,7 +35,8 @@ const SERVER_PKGS: [&str; 2] = [
 ];
 const PY_MCP: &str = "mcp==2.3.0";
 /// FastMCP, the other Python MCP framework peers meet (Tasks and Skills as it serves them).
-const PY_FASTMCP: &str = "fastmcp==4.1.6";
+/// 4.1.8 with its task engine: `fastmcp-tasks` was never published for 4.1.6.
+const PY_FASTMCP: &str = "fastmcp[tasks]==4.1.8";
 
 /// The revisions whose requirement sets are run (`--requirements`).
 pub const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
@@ -155,7 +156,7 @@ pub fn setup() -> anyhow::Result<Option<String>> {
         .args([
             "-c",
             "import importlib.metadata as m; assert m.version('mcp') == '2.3.0'; \
-             assert m.version('fastmcp') == '4.1.6'",
+             assert m.version('fastmcp') == '4.1.8'; m.version('fastmcp-tasks')",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

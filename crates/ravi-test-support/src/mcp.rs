@@ -70,6 +70,13 @@ pub fn reader_server_py() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("py/reader_server.py")
 }
 
+/// A stdio MCP server built with FastMCP (`py/fastmcp_server.py SKILLS_DIR`), run with
+/// [`python`]: a task-only tool (`research`), a plain one (`echo`) and the skills of a folder,
+/// served the way FastMCP serves Tasks and Skills (2026-07-28 extensions).
+pub fn fastmcp_server_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("py/fastmcp_server.py")
+}
+
 /// An MCP server protected by OAuth 2.1 that is its own authorization server, approving at
 /// once (`py/oauth_server.py PORT`), run with [`python`]: the upstream of the OAuth tests.
 pub fn oauth_server_py() -> PathBuf {

@@ -678,3 +678,56 @@ async fn a_task_required_tool_is_called_as_a_task() {
     assert!(err.to_lowercase().contains("cancel"), "{err}");
     client.close().await;
 }
+
+/// FastMCP (4.1.8, with its task engine) serves Tasks and Skills as 2026-07-28 extensions.
+/// Ravi's client on 2026-07-28 calls its task-only tool as an ordinary call — the server
+/// answers with a task, which the client follows to the result — and reads its skill,
+/// verified against the listing, into a skill of Ravi's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fastmcp_tasks_and_skills_reach_ravi() {
+    if !mcp::harness_ready("FastMCP") {
+        return;
+    }
+    let skills = tempfile::tempdir().unwrap();
+    std::fs::create_dir(skills.path().join("reader")).unwrap();
+    std::fs::write(
+        skills.path().join("reader/SKILL.md"),
+        "---\nname: reader\ndescription: Reads files aloud.\n---\nRead slowly.\n",
+    )
+    .unwrap();
+    let spec = McpServerSpec::stdio(
+        "fm",
+        mcp::python().display().to_string(),
+        vec![
+            mcp::fastmcp_server_py().display().to_string(),
+            skills.path().display().to_string(),
+        ],
+    )
+    .with_sandbox(ravi_confine::Settings::with_mode(ravi_confine::Mode::Off));
+    let opts = ravi_integrations::mcp::ClientOptions {
+        protocol_version: "2026-07-28".into(),
+        ..Default::default()
+    };
+    let client = McpClient::connect_with(spec, opts).await.unwrap();
+    assert_eq!(client.protocol_version().as_deref(), Some("2026-07-28"));
+    let r = client
+        .call(
+            "research",
+            json!({"topic": "owls"}),
+            &ToolContext::default(),
+            Some(Duration::from_secs(30)),
+            "fm__research",
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "findings on owls", "{r}");
+    let listed = client.skills().await.unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["reader"]
+    );
+    let skill = client.load_skill(&listed[0]).await.unwrap();
+    assert_eq!(skill.instructions.trim(), "Read slowly.");
+    assert_eq!(skill.description, "Reads files aloud.");
+    client.close().await;
+}

@@ -545,17 +545,35 @@ fn serve_http_defaults_to_loopback_and_refuses_public_binds() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut up = false;
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", 8765)).is_ok() {
-            up = true;
-            break;
+    // The address line comes just after the listener is bound: wait for it (not only for the
+    // port), so a loaded machine cannot stop the server between the two.
+    use std::io::BufRead as _;
+    let stderr_pipe = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr_pipe)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
         }
-        std::thread::sleep(Duration::from_millis(100));
+    });
+    let mut said = Vec::new();
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while !said
+        .iter()
+        .any(|l: &String| l.contains("http://127.0.0.1:8765/mcp"))
+    {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => said.push(line),
+            Err(_) => break,
+        }
     }
+    let up = std::net::TcpStream::connect(("127.0.0.1", 8765)).is_ok();
     let _ = child.kill();
-    let out = child.wait_with_output().unwrap();
-    let err = stderr(&out);
+    let _ = child.wait();
+    let err = said.join("\n");
     assert!(
         up,
         "ravi serve --http did not listen on 127.0.0.1:8765: {err}"

@@ -150,7 +150,10 @@ enum Change {
 }
 
 impl TaskHost {
-    pub(crate) fn new(store: Arc<dyn Store>, options: TaskOptions) -> Self {
+    pub(crate) fn new(store: Arc<dyn Store>, mut options: TaskOptions) -> Self {
+        // A zero interval would panic the timers; a beat under 100 ms is no use either.
+        options.heartbeat = options.heartbeat.max(Duration::from_millis(100));
+        options.poll_interval = options.poll_interval.max(Duration::from_millis(1));
         Self {
             store,
             options,
@@ -271,6 +274,7 @@ impl TaskHost {
             "tool": call.tool,
             "replica": self.replica,
             "heartbeatMs": now,
+            "heartbeatEveryMs": millis(self.options.heartbeat),
         });
         let stored = StoredTask::new(&id, call.owner.clone(), state, self.expiry(&json!({}), now));
         if let Err(e) = self.store.create_mcp_task(&stored).await {
@@ -303,6 +307,10 @@ impl TaskHost {
     ) {
         let mut pending: Pending = BTreeMap::new();
         let mut asked = 0u32;
+        // Keys are unique over the task's life (a client may skip keys it answered before).
+        let mut used: std::collections::HashSet<String> = std::collections::HashSet::new();
+        // When the questions now pending were asked: unanswered for PARKED_TTL, the task ends.
+        let mut waiting_since: Option<Instant> = None;
         let mut beat = tokio::time::interval(self.options.heartbeat);
         let mut check = tokio::time::interval(CHECK_EVERY);
         enum Next {
@@ -324,11 +332,13 @@ impl TaskHost {
                     for ask in asks {
                         asked += 1;
                         let mut key = ask.key.unwrap_or_else(|| format!("input_{asked}"));
-                        if pending.contains_key(&key) {
+                        if used.contains(&key) {
                             key = format!("{key}_{asked}");
                         }
+                        used.insert(key.clone());
                         pending.insert(key, (ask.request, ask.reply));
                     }
+                    waiting_since.get_or_insert_with(Instant::now);
                     Next::Asked
                 }
                 Some(event) = async {
@@ -349,7 +359,9 @@ impl TaskHost {
                 Next::Asked => self.write_inputs(&id, &pending).await,
                 Next::Status(message) => {
                     self.modify(&id, |state| {
-                        if state["task"]["statusMessage"].as_str() == message.as_deref() {
+                        if state["task"]["statusMessage"].as_str() == message.as_deref()
+                            || status_of(state).is_some_and(|s| s.is_terminal())
+                        {
                             return Change::Keep;
                         }
                         set_message(state, message.as_deref());
@@ -360,6 +372,13 @@ impl TaskHost {
                 Next::Check => {
                     let read = self.store.mcp_task(&id).await.map(|t| t.map(|t| t.state));
                     match read {
+                        // Ended elsewhere (judged in doubt by a replica that lost sight of
+                        // this one): nobody will read what the call does any more.
+                        Ok(Some(state)) if status_of(&state).is_some_and(|s| s.is_terminal()) => {
+                            call.stop();
+                            self.forget(&id);
+                            return;
+                        }
                         Ok(Some(state)) if state["cancelRequested"] == true => {
                             call.stop();
                             for (_, (_, reply)) in std::mem::take(&mut pending) {
@@ -368,9 +387,33 @@ impl TaskHost {
                             self.finish(&id, TaskEnd::Cancelled).await;
                             return;
                         }
-                        Ok(Some(state)) => self.take_answers(&id, &state, &mut pending).await,
+                        Ok(Some(state)) => {
+                            let taken = self.take_answers(&id, &state, &mut pending).await;
+                            if pending.is_empty() {
+                                waiting_since = None;
+                            }
+                            taken
+                        }
                         other => other,
                     }
+                }
+                Next::Beat
+                    if waiting_since.is_some_and(|t| t.elapsed() >= crate::rounds::PARKED_TTL) =>
+                {
+                    call.stop();
+                    for (_, (_, reply)) in std::mem::take(&mut pending) {
+                        let _ = reply.send(Err("the client never answered".to_owned()));
+                    }
+                    let end = TaskEnd::Failed(json!({
+                        "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                        "message": format!(
+                            "the client did not answer the task's questions within {} minutes; \
+                             the call was stopped",
+                            crate::rounds::PARKED_TTL.as_secs() / 60
+                        ),
+                    }));
+                    self.finish(&id, end).await;
+                    return;
                 }
                 Next::Beat => {
                     self.modify(&id, |state| {
@@ -421,6 +464,9 @@ impl TaskHost {
             .filter_map(|(k, (r, _))| Some((k.clone(), serde_json::to_value(r).ok()?)))
             .collect();
         self.modify(id, |state| {
+            if status_of(state).is_some_and(|s| s.is_terminal()) {
+                return Change::Keep;
+            }
             let task = &mut state["task"];
             if requests.is_empty() {
                 task["status"] = json!("working");
@@ -474,8 +520,19 @@ impl TaskHost {
         }
     }
 
-    /// Writes a task's end.
+    /// Writes a task's end, retried a few times: it is the write the client waits for.
     async fn finish(&self, id: &str, end: TaskEnd) {
+        for attempt in 0..5u32 {
+            if self.finish_once(id, &end).await {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+        }
+        self.forget(id);
+    }
+
+    /// One attempt at [`finish`](Self::finish): `true` once written (or nothing to write).
+    async fn finish_once(&self, id: &str, end: &TaskEnd) -> bool {
         let written = self
             .modify(id, |state| {
                 let task = &mut state["task"];
@@ -486,7 +543,7 @@ impl TaskHost {
                     t.remove("inputRequests");
                     t.remove("statusMessage");
                 }
-                match &end {
+                match end {
                     TaskEnd::Completed(result) => {
                         task["status"] = json!("completed");
                         task["result"] = result.clone();
@@ -504,10 +561,13 @@ impl TaskHost {
                 Change::Write
             })
             .await;
-        if let Err(e) = written {
-            tracing::warn!(task = %id, error = %e, "could not record the end of an MCP task");
+        match written {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(task = %id, error = %e, "could not record the end of an MCP task");
+                false
+            }
         }
-        self.forget(id);
     }
 
     fn forget(&self, id: &str) {
@@ -531,9 +591,15 @@ impl TaskHost {
     ) -> Result<GetTaskResult, ErrorData> {
         let task = self.read(id, caller).await?;
         let mut state = task.state;
-        let stale = millis(self.options.heartbeat).saturating_mul(3);
+        // Judged by the heartbeat interval of the replica that writes it, and never for a task
+        // this process runs (its call is alive, whatever the store's delays).
+        let beat = state["heartbeatEveryMs"]
+            .as_i64()
+            .unwrap_or_else(|| millis(self.options.heartbeat));
+        let stale = beat.saturating_mul(3).max(1_000);
         let silent = ravi_kernel::now_ms() - state["heartbeatMs"].as_i64().unwrap_or(0);
-        if !status_of(&state).is_some_and(|s| s.is_terminal()) && silent > stale {
+        let running_here = self.local.lock().is_ok_and(|l| l.contains_key(id));
+        if !running_here && !status_of(&state).is_some_and(|s| s.is_terminal()) && silent > stale {
             let tool = state["tool"].as_str().unwrap_or_default().to_owned();
             let end = TaskEnd::Failed(json!({
                 "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,

@@ -117,6 +117,11 @@ async fn a_long_call_is_a_task_the_client_follows_and_its_questions_are_answered
         .await
         .unwrap();
     assert_eq!(r["content"][0]["text"], "confirmed: true", "{r}");
+    // The same through the tool a model sees (listed `execution.taskSupport: "required"`).
+    let tools = ravi_integrations::mcp::McpTool::from_client(&modern);
+    let confirm = tools.iter().find(|t| t.name() == "t__confirm").unwrap();
+    let r = confirm.execute(&ctx, json!({})).await.unwrap();
+    assert_eq!(r.text_content(), "confirmed: true");
     modern.close().await;
 
     // The same long call on 2025-11-25: no extension declared, the result in the request.

@@ -35,6 +35,10 @@ use ravi_agents::secrets::{self, Redactor};
 /// How long connecting and the `initialize` handshake may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long connecting to a server configured for OAuth may take: the user approves in a
+/// browser meanwhile (the authorization itself waits at most 5 minutes).
+pub const OAUTH_CONNECT_TIMEOUT: Duration = Duration::from_secs(330);
+
 /// What the client answers when a server asks the user for input (`elicitation/create`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -228,6 +232,19 @@ pub enum CallError {
         server: String,
         /// What happened.
         reason: String,
+    },
+    /// The server refused the call at the door: no authorization it takes (HTTP 401) or too
+    /// little scope (403 `insufficient_scope`). The call did not run.
+    #[error("MCP server `{server}` refused `{tool}` without running it: {reason}")]
+    Unauthorized {
+        /// Server name.
+        server: String,
+        /// Upstream tool name.
+        tool: String,
+        /// What the server said.
+        reason: String,
+        /// Its `WWW-Authenticate` challenge.
+        challenge: String,
     },
     /// The server answered with a JSON-RPC error (unknown tool, invalid params …).
     #[error("MCP server `{server}` rejected `{tool}`: {message}")]
@@ -449,8 +466,10 @@ struct Inner {
     credentials: Option<Arc<dyn ravi_kernel::Store>>,
     /// The authorized HTTP client of an OAuth server, once authorized (reconnects reuse it).
     oauth: tokio::sync::Mutex<Option<rmcp::transport::auth::AuthClient<super::tasks::TappedHttp>>>,
-    /// The OAuth challenge a request last met (an authorization or step-up to make).
-    scope_challenge: Mutex<Option<String>>,
+    /// One re-authorization at a time (concurrent calls refused at once wait for it).
+    reauthorizing: tokio::sync::Mutex<()>,
+    /// The OAuth settings of the last connect, secrets resolved.
+    oauth_settings: Mutex<Option<super::spec::OAuthSettings>>,
 }
 
 /// The connection's health as the client last saw it.
@@ -622,7 +641,8 @@ impl McpClient {
             authorizer: opts.authorizer,
             credentials: opts.credentials,
             oauth: tokio::sync::Mutex::new(None),
-            scope_challenge: Mutex::default(),
+            reauthorizing: tokio::sync::Mutex::new(()),
+            oauth_settings: Mutex::default(),
         });
         let client = Self { inner };
         client.peer().await?;
@@ -849,11 +869,24 @@ impl McpClient {
                 ),
             });
         }
-        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, self.open())
+        // A server that may ask for OAuth needs a person's approval time too.
+        let limit = if self.inner.spec.oauth.is_some() {
+            OAUTH_CONNECT_TIMEOUT
+        } else {
+            CONNECT_TIMEOUT
+        };
+        let attempt = tokio::time::timeout(limit, self.open())
             .await
             .map_err(|_| McpError::Connect {
                 server: self.name().to_owned(),
-                reason: format!("no answer to `initialize` within {CONNECT_TIMEOUT:?}"),
+                reason: if self.inner.spec.oauth.is_some() {
+                    format!(
+                        "the connection, with its OAuth authorization, did not complete within \
+                         {limit:?}"
+                    )
+                } else {
+                    format!("no answer to `initialize` within {limit:?}")
+                },
             })
             .and_then(|r| r);
         let conn = match attempt {
@@ -935,6 +968,9 @@ impl McpClient {
             Some(o) => {
                 let mut o = o.clone();
                 o.client_secret = o.client_secret.as_deref().map(&mut reveal).transpose()?;
+                if let Ok(mut kept) = self.inner.oauth_settings.lock() {
+                    *kept = Some(o.clone());
+                }
                 Some(o)
             }
             None => None,
@@ -1138,15 +1174,48 @@ impl McpClient {
                     stored,
                 )
                 .await?;
-                let client = super::oauth::client(http, manager);
+                let client = super::oauth::client(http.clone(), manager);
                 *self.inner.oauth.lock().await = Some(client.clone());
                 client
             }
         };
-        let transport = StreamableHttpClientTransport::with_client(authed, config);
-        self.start(handler, transport)
-            .await
-            .map_err(|e| format!("{url} (authorized): {e}"))
+        let transport = StreamableHttpClientTransport::with_client(authed, config.clone());
+        match self.start(handler.clone(), transport).await {
+            Ok(service) => Ok(service),
+            // Tokens the server no longer takes (revoked, or it forgot them): forget them and
+            // authorize afresh, once.
+            Err(e) if e.auth_challenge().is_some() => {
+                let challenge = e.auth_challenge().unwrap_or_default().to_owned();
+                *self.inner.oauth.lock().await = None;
+                if let Some(store) = &self.inner.credentials {
+                    let _ = store
+                        .delete_credentials(&super::oauth::StoreCredentials::id(name, url))
+                        .await;
+                }
+                let stored = self
+                    .inner
+                    .credentials
+                    .as_ref()
+                    .map(|s| super::oauth::StoreCredentials::new(Arc::clone(s), name, url));
+                let authorizer = Arc::clone(&self.inner.authorizer);
+                let manager = super::oauth::authorize(
+                    name,
+                    url,
+                    Some(challenge),
+                    settings,
+                    &authorizer,
+                    stored,
+                )
+                .await?;
+                let client = super::oauth::client(http, manager);
+                *self.inner.oauth.lock().await = Some(client.clone());
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                self.start(handler, transport)
+                    .await
+                    .map_err(|e| format!("{url} (authorized again): {e}"))
+            }
+            Err(e) => Err(format!("{url} (authorized): {e}")),
+        }
     }
 
     /// Follows a task the server made of a call (2026-07-28, SEP-2663) to its end: `tasks/get`
@@ -1171,7 +1240,11 @@ impl McpClient {
             let peer = peer.clone();
             let id = id.clone();
             async move {
-                let _ = peer.cancel_task(CancelTaskParams::new(id)).await;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    peer.cancel_task(CancelTaskParams::new(id)),
+                )
+                .await;
                 why
             }
         };
@@ -1197,10 +1270,15 @@ impl McpClient {
                 }
             }
             first = false;
-            let got = peer
-                .get_task(GetTaskParams::new(id.clone()))
-                .await
-                .map_err(|e| self.service_error(tool, e))?;
+            let got =
+                tokio::time::timeout_at(deadline, peer.get_task(GetTaskParams::new(id.clone())))
+                    .await
+                    .map_err(|_| CallError::Timeout {
+                        server: server.clone(),
+                        tool: tool.to_owned(),
+                        timeout: self.inner.spec.timeout(),
+                    })?
+                    .map_err(|e| self.service_error(tool, e))?;
             let detailed = got.task;
             let message = detailed.task.status_message.clone();
             if message.is_some() && message != said {
@@ -1246,9 +1324,17 @@ impl McpClient {
                     if !fresh.is_empty() {
                         answered.extend(fresh.keys().cloned());
                         let answers = self.answer_inputs(tool, fresh)?;
-                        peer.update_task(UpdateTaskParams::new(id.clone(), answers))
-                            .await
-                            .map_err(|e| self.service_error(tool, e))?;
+                        tokio::time::timeout_at(
+                            deadline,
+                            peer.update_task(UpdateTaskParams::new(id.clone(), answers)),
+                        )
+                        .await
+                        .map_err(|_| CallError::Timeout {
+                            server: server.clone(),
+                            tool: tool.to_owned(),
+                            timeout: self.inner.spec.timeout(),
+                        })?
+                        .map_err(|e| self.service_error(tool, e))?;
                         first = true;
                     }
                 }
@@ -1356,10 +1442,11 @@ impl McpClient {
         // takes (401), or too little scope (403 insufficient_scope): Ravi is authorized again
         // with what the challenge names, then the call is made again — a few times at most.
         let mut upgrades = 0;
-        while outcome.is_err() && upgrades < MAX_SCOPE_UPGRADES {
-            let Some(challenge) = self.take_scope_challenge() else {
+        while upgrades < MAX_SCOPE_UPGRADES {
+            let Err(CallError::Unauthorized { challenge, .. }) = &outcome else {
                 break;
             };
+            let challenge = challenge.clone();
             upgrades += 1;
             if let Err(e) = self.reauthorize(challenge).await {
                 tracing::warn!(server = %self.name(), error = %e, "OAuth step-up failed");
@@ -1439,7 +1526,12 @@ impl McpClient {
                 .iter()
                 .any(|t| t.name == tool && t.task_support.as_deref() == Some("required"))
         });
-        if tasks_only {
+        // 2025-11-25's task-augmented call; on 2026-07-28 the server makes the task itself and
+        // the call below follows it.
+        let modern = self
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if tasks_only && !modern {
             return self
                 .call_as_task(&peer, tool, params, ctx, timeout, tool_label)
                 .await;
@@ -1453,7 +1545,7 @@ impl McpClient {
             let handle = peer
                 .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
                 .await
-                .map_err(|e| self.service_error(tool, e))?;
+                .map_err(|e| self.call_error(tool, e, rounds == 0))?;
             let token = handle.progress_token.clone();
             if let Some(sink) = &ctx.progress
                 && let Ok(mut routes) = self.inner.handler.routes.lock()
@@ -1496,11 +1588,21 @@ impl McpClient {
                 });
             };
             let result = match reply {
-                Ok(r) => r.map_err(|e| self.service_error(tool, e))?,
+                Ok(r) => r.map_err(|e| self.call_error(tool, e, rounds == 0))?,
                 Err(_) => return Err(self.service_error(tool, ServiceError::TransportClosed)),
             };
             match result {
-                ServerResult::InputRequiredResult(asked) if rounds < MAX_INPUT_ROUNDS => {
+                ServerResult::InputRequiredResult(_) if rounds >= MAX_INPUT_ROUNDS => {
+                    return Err(CallError::Protocol {
+                        server,
+                        tool: tool.to_owned(),
+                        message: format!(
+                            "the server asked for input more than {MAX_INPUT_ROUNDS} rounds in a \
+                             row; Ravi stopped answering"
+                        ),
+                    });
+                }
+                ServerResult::InputRequiredResult(asked) => {
                     rounds += 1;
                     params.input_responses =
                         Some(self.answer_inputs(tool, asked.input_requests.unwrap_or_default())?);
@@ -1698,12 +1800,6 @@ impl McpClient {
 
     fn service_error(&self, tool: &str, e: ServiceError) -> CallError {
         let server = self.name().to_owned();
-        if self.inner.spec.oauth.is_some()
-            && let Some(challenge) = scope_challenge(&e)
-            && let Ok(mut c) = self.inner.scope_challenge.lock()
-        {
-            *c = Some(challenge);
-        }
         match e {
             ServiceError::McpError(err) => CallError::Protocol {
                 server,
@@ -1723,22 +1819,38 @@ impl McpClient {
         }
     }
 
-    /// The OAuth challenge the last failed request met, if any (taken).
-    fn take_scope_challenge(&self) -> Option<String> {
-        self.inner
-            .scope_challenge
-            .lock()
-            .ok()
-            .and_then(|mut c| c.take())
+    /// The error of a call's request: refused at the door by an OAuth server when it is the
+    /// call's first request (nothing ran, so the call may be made again once authorized);
+    /// otherwise as [`service_error`](Self::service_error) says.
+    fn call_error(&self, tool: &str, e: ServiceError, first: bool) -> CallError {
+        if first
+            && self.inner.spec.oauth.is_some()
+            && let Some(challenge) = scope_challenge(&e)
+        {
+            return CallError::Unauthorized {
+                server: self.name().to_owned(),
+                tool: tool.to_owned(),
+                reason: e.to_string(),
+                challenge,
+            };
+        }
+        self.service_error(tool, e)
     }
 
     /// Authorizes Ravi again with the server's `challenge` (a step-up to the scopes it names)
     /// and drops the connection, so the next request reconnects with the new tokens.
     async fn reauthorize(&self, challenge: String) -> Result<(), String> {
+        let _one = self.inner.reauthorizing.lock().await;
+        let resolved = self
+            .inner
+            .oauth_settings
+            .lock()
+            .ok()
+            .and_then(|s| s.clone());
         let (McpTransportSpec::Http { url, .. }, Some(settings)) =
-            (&self.inner.spec.transport, &self.inner.spec.oauth)
+            (&self.inner.spec.transport, resolved.as_ref())
         else {
-            return Err("not an OAuth server".into());
+            return Err("not an OAuth server (or not connected yet)".into());
         };
         let http = super::tasks::TappedHttp::new(
             pooled_http_client(),

@@ -139,8 +139,13 @@ impl StoreCredentials {
     pub(crate) fn new(store: Arc<dyn ravi_kernel::Store>, server: &str, url: &str) -> Self {
         Self {
             store,
-            id: format!("mcp-oauth:{server}:{url}"),
+            id: Self::id(server, url),
         }
+    }
+
+    /// The store id of the credentials of server `server` at `url`.
+    pub(crate) fn id(server: &str, url: &str) -> String {
+        format!("mcp-oauth:{server}:{url}")
     }
 }
 

@@ -1159,24 +1159,8 @@ impl McpClient {
                         None => return Err(format!("{url}: {e}")),
                     },
                 };
-                let authorizer = Arc::clone(&self.inner.authorizer);
-                let stored = self
-                    .inner
-                    .credentials
-                    .as_ref()
-                    .map(|s| super::oauth::StoreCredentials::new(Arc::clone(s), name, url));
-                let manager = super::oauth::authorize(
-                    name,
-                    url,
-                    Some(challenge),
-                    settings,
-                    &authorizer,
-                    stored,
-                )
-                .await?;
-                let client = super::oauth::client(http.clone(), manager);
-                *self.inner.oauth.lock().await = Some(client.clone());
-                client
+                self.authorize_afresh(name, url, challenge, settings, &http)
+                    .await?
             }
         };
         let transport = StreamableHttpClientTransport::with_client(authed, config.clone());
@@ -1192,23 +1176,9 @@ impl McpClient {
                         .delete_credentials(&super::oauth::StoreCredentials::id(name, url))
                         .await;
                 }
-                let stored = self
-                    .inner
-                    .credentials
-                    .as_ref()
-                    .map(|s| super::oauth::StoreCredentials::new(Arc::clone(s), name, url));
-                let authorizer = Arc::clone(&self.inner.authorizer);
-                let manager = super::oauth::authorize(
-                    name,
-                    url,
-                    Some(challenge),
-                    settings,
-                    &authorizer,
-                    stored,
-                )
-                .await?;
-                let client = super::oauth::client(http, manager);
-                *self.inner.oauth.lock().await = Some(client.clone());
+                let client = self
+                    .authorize_afresh(name, url, challenge, settings, &http)
+                    .await?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 self.start(handler, transport)
                     .await
@@ -1216,6 +1186,31 @@ impl McpClient {
             }
             Err(e) => Err(format!("{url} (authorized): {e}")),
         }
+    }
+
+    /// Authorizes with the server's `challenge` (the user approving through the authorizer),
+    /// keeps the tokens (in the store too, when the client has one), and returns the client
+    /// that sends them.
+    async fn authorize_afresh(
+        &self,
+        name: &str,
+        url: &str,
+        challenge: String,
+        settings: &super::spec::OAuthSettings,
+        http: &super::tasks::TappedHttp,
+    ) -> Result<rmcp::transport::auth::AuthClient<super::tasks::TappedHttp>, String> {
+        let stored = self
+            .inner
+            .credentials
+            .as_ref()
+            .map(|s| super::oauth::StoreCredentials::new(Arc::clone(s), name, url));
+        let authorizer = Arc::clone(&self.inner.authorizer);
+        let manager =
+            super::oauth::authorize(name, url, Some(challenge), settings, &authorizer, stored)
+                .await?;
+        let client = super::oauth::client(http.clone(), manager);
+        *self.inner.oauth.lock().await = Some(client.clone());
+        Ok(client)
     }
 
     /// Follows a task the server made of a call (2026-07-28, SEP-2663) to its end: `tasks/get`

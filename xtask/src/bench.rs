@@ -210,9 +210,14 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         }
         return write_doc();
     }
-    if save && (quick || name.is_some()) {
+    // The Python package's figures (`python/...`) come from pytest's side of the house: a
+    // release wheel installed in a venv beside its peers, not a cargo bench target.
+    let python_only = name.as_deref().is_some_and(|n| n.starts_with("python"));
+    let with_python = name.is_none() || python_only;
+    if save && (quick || (name.is_some() && !python_only)) {
         bail!(
-            "--save writes the baseline from a full run of every benchmark: drop --quick and NAME"
+            "--save writes the baseline from a full run of every benchmark (or `python`, whose \
+             figures it replaces): drop --quick and NAME"
         );
     }
     let targets = bench_targets()?;
@@ -220,6 +225,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         bail!("the workspace has no bench targets");
     }
     let selected: Vec<&BenchTarget> = match &name {
+        Some(_) if python_only => Vec::new(),
         // A name selects whole targets when one matches, else figures by name (filtered below).
         Some(n) if targets.iter().any(|t| t.target.contains(n.as_str())) => targets
             .iter()
@@ -274,6 +280,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             }
         }
     }
+    if with_python {
+        figures.extend(crate::python::bench(quick)?);
+    }
     if let Some(n) = &name
         && !targets.iter().any(|t| t.target.contains(n.as_str()))
     {
@@ -297,24 +306,37 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default();
+        // `python --save` replaces the Python figures and keeps the rest of the baseline.
+        let mut saved = figures.clone();
+        if python_only {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading the baseline {}", path.display()))?;
+            let old: Value = serde_json::from_str(&text)?;
+            let kept = old["figures"].as_array().cloned().unwrap_or_default();
+            saved = kept
+                .into_iter()
+                .filter(|f| {
+                    !f["bench"]
+                        .as_str()
+                        .is_some_and(|b| b.starts_with("python/"))
+                })
+                .chain(figures.iter().cloned())
+                .collect();
+        }
         let doc = serde_json::json!({
             "commit": commit,
             "measured_unix": std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
-            "figures": figures,
+            "figures": saved,
         });
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
         std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
-        println!(
-            "bench: {} figures saved to {}",
-            figures.len(),
-            path.display()
-        );
+        println!("bench: {} figures saved to {}", saved.len(), path.display());
     }
     if compare {
         let text = std::fs::read_to_string(&path).with_context(|| {

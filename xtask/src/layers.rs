@@ -35,6 +35,8 @@ const LAYERS: &[(&str, u8)] = &[
     // Ravi as an MCP server, over the MCP adapter; the console over the gateway.
     ("ravi-gateway", 3),
     ("ravi-console", 3),
+    // The Python package: the sandbox, the built-in tools and the MCP client behind PyO3.
+    ("ravi-python", 3),
     ("ravi-cli", 4),
     // Scenario tests spanning every layer (the top-level `tests/` package): dev, like xtask.
     ("ravi-scenarios", 5),
@@ -144,6 +146,22 @@ const BANNED: &[(&str, &[&str])] = &[
             "object_store",
             "candle-core",
             "wasmtime",
+        ],
+    ),
+    // The Python package runs scripts and calls tools in the user's process: no server, no
+    // console, no store, no model client.
+    (
+        "ravi-python",
+        &[
+            "ravi-gateway",
+            "ravi-console",
+            "ravi-store-sql",
+            "ravi-blobs-s3",
+            "ravi-providers",
+            "axum",
+            "sqlx",
+            "object_store",
+            "candle-core",
         ],
     ),
     // The S3 blob store stands on the kernel alone: no runtime, no MCP, no server, no SQL.

@@ -22,6 +22,7 @@ mod fuzz;
 mod guest;
 mod layers;
 mod pool;
+mod python;
 mod services;
 mod testrun;
 mod util;
@@ -62,6 +63,7 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
             Some(reason) => bail!("cannot install the MCP harness: {reason}"),
         },
         "conformance" => conformance::run(rest),
+        "python" => python::run(rest),
         "fuzz" => fuzz::run(rest),
         "guest" => guest::run(rest),
         "crash" => crash(rest),
@@ -89,6 +91,7 @@ fn print_usage() {
                                         run benchmarks next to their peers; compare with or save bench/baseline.json\n  \
          mcp-setup                      install the MCP conformance suite and test peers\n  \
          conformance                    run the MCP conformance suite (server and client)\n  \
+         python [PYTEST ARGS]           build the Python wheel (maturin), install it in the test venv, run pytest\n  \
          guest [--check]                rebuild the committed code-mode guest (--check: verify it)\n  \
          fuzz [TARGET] [--secs N]       run the fuzz targets (nightly, cargo-fuzz), 60 s each by default\n  \
          crash [--runs N]               the crash suite's long form: N scenarios per crash point (200)\n  \

@@ -299,6 +299,8 @@ struct Installed {
     mcp_skip: Option<String>,
     /// all-MiniLM-L6-v2's model folder.
     minilm: PathBuf,
+    /// The Python of the venv the Python package is tested in.
+    python: PathBuf,
 }
 
 /// The installs that mostly wait on the network (npm, PyPI, the OS packages), run on a thread
@@ -322,7 +324,16 @@ fn background_installs(required: bool) -> anyhow::Result<Installed> {
         minilm = services::minilm()?;
         Ok(())
     })?;
-    Ok(Installed { mcp_skip, minilm })
+    let mut python = PathBuf::new();
+    util::step("install: maturin, pytest, agent frameworks (PyPI)", || {
+        python = crate::python::setup()?;
+        Ok(())
+    })?;
+    Ok(Installed {
+        mcp_skip,
+        minilm,
+        python,
+    })
 }
 
 /// What the docs build turns on besides [`TEST_FEATURES`]: the features that only the tests'
@@ -477,6 +488,12 @@ fn steps(opts: Options) -> anyhow::Result<()> {
     if let Some(why) = &installed.mcp_skip {
         println!("SKIP MCP interop tests and conformance (RAVI_REQUIRE_MCP_HARNESS=0): {why}");
     }
+    // The Python package: its wheel built by maturin (with the CPython engine, like the test
+    // build) and installed in the frameworks' venv, where pytest runs beside the other tests.
+    util::step("build: Python wheel (maturin)", || {
+        let wheel = crate::python::build_wheel(&installed.python, "dev", true)?;
+        crate::python::install_wheel(&installed.python, &wheel)
+    })?;
     let harness = installed.mcp_skip.is_none();
     let harness_flag = if harness { "1" } else { "0" };
     let minilm = installed.minilm.to_string_lossy().into_owned();
@@ -516,6 +533,10 @@ fn steps(opts: Options) -> anyhow::Result<()> {
             ));
         }
         let root = util::workspace_root()?;
+        jobs.push(crate::python::pytest_job(
+            &installed.python,
+            &[("RAVI_REQUIRE_MCP_HARNESS", harness_flag)],
+        )?);
         jobs.push(pool::Job {
             name: "doc tests".into(),
             program: "cargo".into(),

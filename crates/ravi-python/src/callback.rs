@@ -60,15 +60,13 @@ pub(crate) async fn call(f: Arc<Py<PyAny>>, arg: String) -> Result<Option<String
     let reply = Reply {
         tx: Mutex::new(Some(tx)),
     };
-    let queued = tokio::task::spawn_blocking(move || {
-        Python::try_attach(|py| -> PyResult<()> {
-            let submit = SUBMIT.import(py, "ravi._dispatch", "submit")?;
-            submit.call1((f.clone_ref(py), arg, Bound::new(py, reply)?))?;
-            Ok(())
-        })
-    })
-    .await
-    .map_err(|e| CallbackError::Submit(e.to_string()))?;
+    // Queuing holds the GIL for microseconds (a queue put, at most a thread start), so it is
+    // done on the runtime's own thread: a hop to a blocking thread costs more than it saves.
+    let queued = Python::try_attach(|py| -> PyResult<()> {
+        let submit = SUBMIT.import(py, "ravi._dispatch", "submit")?;
+        submit.call1((f.clone_ref(py), arg, Bound::new(py, reply)?))?;
+        Ok(())
+    });
     match queued {
         None => return Err(CallbackError::Finalizing),
         Some(Err(e)) => return Err(CallbackError::Submit(e.to_string())),

@@ -7,11 +7,12 @@
 //! framework adapters; `docs/python.md` is the user's guide.
 //!
 //! What crosses the boundary, and how:
-//! - A run ([`sandbox::NativeSandbox::run`]) releases the GIL for all of Ravi's work: the
+//! - A run (`Sandbox.run`) releases the GIL for all of Ravi's work: the
 //!   sandbox, the invoker, the bridge. A script stuck in a loop is stopped by its wall clock
 //!   while other Python threads go on.
-//! - A Python tool ([`tools::PyTool`]) is called back on a blocking thread of the module's
-//!   runtime with the GIL held, its arguments as JSON text, its answer as a JSON envelope.
+//! - A Python tool is called back on a worker thread of the Python half (`ravi._dispatch`)
+//!   with the GIL held, its arguments as JSON text, its answer as a JSON envelope; Ravi's own
+//!   threads hold the GIL only to queue the call.
 //! - Everything else is JSON text too (results, schemas, approval requests), read by the
 //!   Python half: no Python object outlives the call that handed it over, except the
 //!   callables a run holds while it runs.

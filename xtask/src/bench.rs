@@ -306,13 +306,22 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default();
-        // `python --save` replaces the Python figures and keeps the rest of the baseline.
+        // `python --save` replaces the Python figures and keeps the rest of the baseline, with
+        // the full run's commit and time; the Python figures' own are recorded beside them.
         let mut saved = figures.clone();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut full = (serde_json::json!(commit), serde_json::json!(now));
+        let mut python_run = Value::Null;
         if python_only {
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading the baseline {}", path.display()))?;
             let old: Value = serde_json::from_str(&text)?;
             let kept = old["figures"].as_array().cloned().unwrap_or_default();
+            full = (old["commit"].clone(), old["measured_unix"].clone());
+            python_run = serde_json::json!({"commit": commit, "measured_unix": now});
             saved = kept
                 .into_iter()
                 .filter(|f| {
@@ -323,14 +332,14 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 .chain(figures.iter().cloned())
                 .collect();
         }
-        let doc = serde_json::json!({
-            "commit": commit,
-            "measured_unix": std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+        let mut doc = serde_json::json!({
+            "commit": full.0,
+            "measured_unix": full.1,
             "figures": saved,
         });
+        if !python_run.is_null() {
+            doc["python"] = python_run;
+        }
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }

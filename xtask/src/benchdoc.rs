@@ -100,9 +100,19 @@ fn targets(doc: &str) -> Vec<(String, String)> {
 fn measured_line(baseline: &Value) -> String {
     let commit = baseline["commit"].as_str().unwrap_or("?");
     let secs = baseline["measured_unix"].as_i64().unwrap_or(0);
+    let python = match (
+        baseline["python"]["commit"].as_str(),
+        baseline["python"]["measured_unix"].as_i64(),
+    ) {
+        (Some(c), Some(t)) => format!(
+            "; the Python figures {} UTC at `{c}` (`cargo xtask bench python --save`)",
+            utc(t)
+        ),
+        _ => String::new(),
+    };
     format!(
         "Measured: {} UTC at commit `{commit}`, one full `cargo xtask bench --save` on the \
-         project's 2-core machine (`bench/baseline.json`).",
+         project's 2-core machine (`bench/baseline.json`){python}.",
         utc(secs)
     )
 }

@@ -214,10 +214,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     // release wheel installed in a venv beside its peers, not a cargo bench target.
     let python_only = name.as_deref().is_some_and(|n| n.starts_with("python"));
     let with_python = name.is_none() || python_only;
-    if save && (quick || (name.is_some() && !python_only)) {
+    if save && quick {
         bail!(
-            "--save writes the baseline from a full run of every benchmark (or `python`, whose \
-             figures it replaces): drop --quick and NAME"
+            "--save writes the baseline from a full run (of every benchmark, or of NAME's, \
+             whose figures it replaces): drop --quick"
         );
     }
     let targets = bench_targets()?;
@@ -306,46 +306,46 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default();
-        // `python --save` replaces the Python figures and keeps the rest of the baseline, with
-        // the full run's commit and time; the Python figures' own are recorded beside them.
-        let mut saved = figures.clone();
+        // `NAME --save` replaces the figures of the groups it measured (`policy/`,
+        // `python/`, …) and keeps the rest of the baseline with the full run's commit and
+        // time; each such group's own commit and time are recorded under `partial`.
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let mut full = (serde_json::json!(commit), serde_json::json!(now));
-        let mut python_run = Value::Null;
-        if python_only {
+        let group = |f: &Value| {
+            f["bench"]
+                .as_str()
+                .and_then(|b| b.split('/').next())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let doc = if name.is_some() {
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading the baseline {}", path.display()))?;
-            let old: Value = serde_json::from_str(&text)?;
-            let kept = old["figures"].as_array().cloned().unwrap_or_default();
-            full = (old["commit"].clone(), old["measured_unix"].clone());
-            python_run = serde_json::json!({"commit": commit, "measured_unix": now});
-            saved = kept
-                .into_iter()
-                .filter(|f| {
-                    !f["bench"]
-                        .as_str()
-                        .is_some_and(|b| b.starts_with("python/"))
-                })
-                .chain(figures.iter().cloned())
-                .collect();
-        }
-        let mut doc = serde_json::json!({
-            "commit": full.0,
-            "measured_unix": full.1,
-            "figures": saved,
-        });
-        if !python_run.is_null() {
-            doc["python"] = python_run;
-        }
+            let mut doc: Value = serde_json::from_str(&text)?;
+            let groups: std::collections::BTreeSet<String> = figures.iter().map(group).collect();
+            let kept = doc["figures"].as_array().cloned().unwrap_or_default();
+            doc["figures"] = Value::Array(
+                kept.into_iter()
+                    .filter(|f| !groups.contains(&group(f)))
+                    .chain(figures.iter().cloned())
+                    .collect(),
+            );
+            for g in &groups {
+                doc["partial"][g] = serde_json::json!({"commit": commit, "measured_unix": now});
+            }
+            doc
+        } else {
+            serde_json::json!({"commit": commit, "measured_unix": now, "figures": figures})
+        };
+        let saved = doc["figures"].as_array().map_or(0, Vec::len);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
         std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
-        println!("bench: {} figures saved to {}", saved.len(), path.display());
+        println!("bench: {saved} figures saved to {}", path.display());
     }
     if compare {
         let text = std::fs::read_to_string(&path).with_context(|| {

@@ -100,19 +100,21 @@ fn targets(doc: &str) -> Vec<(String, String)> {
 fn measured_line(baseline: &Value) -> String {
     let commit = baseline["commit"].as_str().unwrap_or("?");
     let secs = baseline["measured_unix"].as_i64().unwrap_or(0);
-    let python = match (
-        baseline["python"]["commit"].as_str(),
-        baseline["python"]["measured_unix"].as_i64(),
-    ) {
-        (Some(c), Some(t)) => format!(
-            "; the Python figures {} UTC at `{c}` (`cargo xtask bench python --save`)",
-            utc(t)
-        ),
-        _ => String::new(),
-    };
+    // Groups re-measured on their own since (`cargo xtask bench NAME --save`).
+    let mut later = String::new();
+    if let Some(partial) = baseline["partial"].as_object() {
+        for (group, run) in partial {
+            if let (Some(c), Some(t)) = (run["commit"].as_str(), run["measured_unix"].as_i64()) {
+                later.push_str(&format!(
+                    "; `{group}/` {} UTC at `{c}` (`cargo xtask bench {group} --save`)",
+                    utc(t)
+                ));
+            }
+        }
+    }
     format!(
         "Measured: {} UTC at commit `{commit}`, one full `cargo xtask bench --save` on the \
-         project's 2-core machine (`bench/baseline.json`){python}.",
+         project's 2-core machine (`bench/baseline.json`){later}.",
         utc(secs)
     )
 }

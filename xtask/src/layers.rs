@@ -25,6 +25,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("ravi-confine", 1),
     ("ravi-sandbox-artifact", 2),
     ("ravi-capabilities", 2),
+    // Conditions on calls (CEL): over the runtime, for the application to give its invokers.
+    ("ravi-policy", 2),
     ("ravi-integrations", 3),
     // The durable store: at the integrations layer, over the kernel alone.
     ("ravi-store-sql", 3),
@@ -76,6 +78,18 @@ const BANNED: &[(&str, &[&str])] = &[
         ],
     ),
     ("ravi-capabilities", &["rmcp"]),
+    // Conditions are judged in-process: no network, sandbox or store.
+    (
+        "ravi-policy",
+        &[
+            "wasmtime",
+            "reqwest",
+            "rmcp",
+            "hyper",
+            "sqlx",
+            "ravi-capabilities",
+        ],
+    ),
     // The model clients need HTTP, not MCP, a server, a store or a sandbox.
     (
         "ravi-providers",

@@ -213,10 +213,11 @@ pub fn pytest_job(python: &Path, env: &[(&str, &str)]) -> anyhow::Result<crate::
     Ok(crate::pool::Job {
         name: "python (pytest, ravi wheel)".into(),
         program: python.to_path_buf(),
+        // Not `-q`: its closing line is then framed (`==== 60 passed in 9.1s ====`), the form
+        // the pool counts tests from.
         args: [
             "-m",
             "pytest",
-            "-q",
             "-p",
             "no:cacheprovider",
             "crates/ravi-python/tests",

@@ -325,6 +325,10 @@ pub struct AccessPolicy {
     /// another one (the requester may still deny).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub separate_approvals: bool,
+    /// Conditions on what a call does (`[[access.conditions]]`): CEL rules over its arguments,
+    /// judged for every caller, authenticated or not (see [`crate::conditions`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<crate::conditions::ConditionRule>,
 }
 
 impl AccessPolicy {

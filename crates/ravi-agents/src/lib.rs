@@ -18,6 +18,7 @@ pub mod access;
 pub mod approval;
 pub mod blob;
 pub mod capability;
+pub mod conditions;
 pub mod discovery;
 pub mod durable;
 pub mod guardrail;

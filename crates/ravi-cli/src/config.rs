@@ -107,6 +107,9 @@ pub struct RaviConfig {
     /// `ravi serve --auth`; `None`: everyone authenticated may use every tool (a key's own
     /// rule still applies).
     pub access: Option<ravi_agents::access::AccessPolicy>,
+    /// `[[access.conditions]]`, compiled: every invoker of `run`, `agent`, `tools call` and
+    /// `serve` judges its calls by them.
+    pub conditions: Option<Arc<ravi_policy::CelConditions>>,
     /// `[store] url`: the durable store (`sqlite:PATH`, relative to the file; `postgres://…`;
     /// `none`).
     pub store_url: Option<String>,
@@ -592,6 +595,14 @@ impl RaviConfig {
                 .check()
                 .map_err(|e| anyhow::anyhow!("{}: [sandbox.mcp.{name}] {e}", path.display()))?;
         }
+        // Bad conditions fail here, naming the file, the rule and the CEL error.
+        let conditions = match file.access.as_ref().map(|a| &a.conditions) {
+            Some(rules) if !rules.is_empty() => Some(Arc::new(
+                ravi_policy::CelConditions::compile(rules, &path.display().to_string())
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+            )),
+            _ => None,
+        };
         let shell_sandbox = file.sandbox.shell;
         let mcp_sandbox = file.sandbox.mcp;
         let config = Self {
@@ -607,7 +618,19 @@ impl RaviConfig {
                 }
                 _ => u,
             }),
-            access: file.access,
+            access: file.access.map(|mut a| {
+                // `[access]` holding only conditions judges calls; it does not close every
+                // tool to every key, as an `[access]` without any rule would.
+                if !a.conditions.is_empty()
+                    && a.principals.is_empty()
+                    && a.groups.is_empty()
+                    && a.default.is_none()
+                {
+                    a.default = Some(ravi_agents::access::AccessRule::tools(["*"]));
+                }
+                a
+            }),
+            conditions,
             store_url,
             workspace,
             builtin,

@@ -26,6 +26,10 @@ impl ToolInvoker {
     /// handler, a handler nobody attends, one that knows nobody can be asked, no answer in
     /// time (unless the tool's mode continues on timeout), a failing handler — all deny, and
     /// the denial says which it was.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the call's parts the approval reads, each borrowed from the pipeline"
+    )]
     pub(super) async fn approve(
         &self,
         call: &ToolCall,
@@ -34,10 +38,16 @@ impl ToolInvoker {
         source: CallSource,
         ctx: &ToolContext,
         mut journaled: Option<&mut Journaled>,
+        required_by: Option<&str>,
     ) -> Result<(), Stop> {
         let inner = &*self.inner;
         let policy = &inner.policy;
-        let mode = tool.hitl_mode().effective(risk);
+        // A rule's approval is waited for whatever the tool's own mode: a condition never
+        // lets a call through on a notification.
+        let mode = match required_by {
+            Some(_) => HitlMode::Blocking,
+            None => tool.hitl_mode().effective(risk),
+        };
         let Some(handler) = &inner.approval else {
             return self
                 .approval_refused(call, risk, ApprovalResolution::NoHandler, Said::default())
@@ -60,7 +70,10 @@ impl ToolInvoker {
             call,
             risk,
             mode,
-            approval_reason(risk, policy.max_risk_unapproved()),
+            required_by.map_or_else(
+                || approval_reason(risk, policy.max_risk_unapproved()),
+                str::to_owned,
+            ),
             now,
             now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
         )

@@ -33,6 +33,13 @@ impl ToolInvokerBuilder {
         self.inner.approval = Some(handler);
         self
     }
+    /// Conditions on what a call does ([`crate::conditions`]): judged for every call after
+    /// its arguments are validated and before approval.
+    #[must_use]
+    pub fn conditions(mut self, conditions: Arc<dyn crate::conditions::CallConditions>) -> Self {
+        self.inner.conditions = Some(conditions);
+        self
+    }
     /// Where large results, media and inbound refs live.
     #[must_use]
     pub fn blob_store(mut self, store: Arc<dyn BlobStore>) -> Self {

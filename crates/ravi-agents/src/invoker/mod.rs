@@ -110,6 +110,8 @@ struct Inner {
     record_app_data: bool,
     /// The largest value a tool may store through its context.
     max_artifact_bytes: u64,
+    /// Conditions every call is judged by, after validation and before approval.
+    conditions: Option<Arc<dyn crate::conditions::CallConditions>>,
 }
 
 impl std::fmt::Debug for ToolInvoker {
@@ -143,6 +145,7 @@ impl ToolInvoker {
                 validator: Arc::new(ArgumentValidator::new()),
                 record_app_data: false,
                 max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
+                conditions: None,
             },
         }
     }
@@ -172,6 +175,11 @@ impl ToolInvoker {
     /// The registry tools are looked up in.
     pub fn registry(&self) -> &Arc<dyn ToolRegistry> {
         &self.inner.registry
+    }
+
+    /// The conditions calls are judged by, if any.
+    pub fn conditions(&self) -> Option<&Arc<dyn crate::conditions::CallConditions>> {
+        self.inner.conditions.as_ref()
     }
 
     /// The blob store, if one is configured.

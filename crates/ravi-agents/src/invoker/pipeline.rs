@@ -1,6 +1,6 @@
 //! Steps 0–11 of a call (step 12, the record and `ToolEnd`, is [`super::flight`]'s), one
 //! function per step: session and budget → lookup → type gate → offer gate → skill gate → argument
-//! validation → input guardrails → approval → inbound refs → readiness (cancellation, the
+//! validation → conditions → input guardrails → approval → inbound refs → readiness (cancellation, the
 //! caller's deadline) → progress → execution → output guardrails → keeping (shaping).
 //!
 //! A step that stops the call returns a [`Stop`] (its typed reason and the message the model
@@ -59,6 +59,11 @@ impl ToolInvoker {
         skill_gate(session, &call.name)?;
         validate_arguments(&inner.validator, &tool, call)?;
         let risk = tool.risk();
+        // 4c. Conditions on what the call does, over its validated arguments.
+        let required_by = match &inner.conditions {
+            Some(conditions) => condition_gate(&**conditions, session, call, risk)?,
+            None => None,
+        };
         if let Some(j) = outcome.journal.as_deref_mut() {
             j.risk = risk;
             j.idempotent = tool.idempotent();
@@ -72,24 +77,26 @@ impl ToolInvoker {
         // threshold is Safe when there is no handler to ask: fail closed); the wait is
         // counted from the call's arrival. Boxed: the approval path is rare, and keeping its
         // state out of this future keeps the hot path's future small.
-        let approval_wait = if risk.needs_approval(self.max_risk_unapproved()) {
-            let span = crate::telemetry::approval_span(&call.name);
-            Box::pin(
-                self.approve(
-                    call,
-                    &tool,
-                    risk,
-                    session.source(),
-                    ctx,
-                    outcome.journal.as_deref_mut(),
+        let approval_wait =
+            if required_by.is_some() || risk.needs_approval(self.max_risk_unapproved()) {
+                let span = crate::telemetry::approval_span(&call.name);
+                Box::pin(
+                    self.approve(
+                        call,
+                        &tool,
+                        risk,
+                        session.source(),
+                        ctx,
+                        outcome.journal.as_deref_mut(),
+                        required_by.as_deref(),
+                    )
+                    .instrument(span),
                 )
-                .instrument(span),
-            )
-            .await?;
-            Some(started.elapsed())
-        } else {
-            None
-        };
+                .await?;
+                Some(started.elapsed())
+            } else {
+                None
+            };
         let mut args = std::mem::take(&mut call.arguments);
         inbound_refs(inner, session, &tool, &mut args).await?;
         let call_timeout = tool
@@ -304,6 +311,40 @@ fn access_gate(session: &InvokerSession, name: &str, risk: ToolRisk) -> Step<()>
     grant
         .take_call(name)
         .map_err(|why| Stop::new(FailureReason::RateLimited, why))
+}
+
+/// Step 4c, the condition gate: a `deny` rule refuses the call naming itself; a
+/// `require_approval` rule sends it to approval whatever its risk (the returned reason names
+/// the rule).
+fn condition_gate(
+    conditions: &dyn crate::conditions::CallConditions,
+    session: &InvokerSession,
+    call: &ToolCall,
+    risk: ToolRisk,
+) -> Step<Option<String>> {
+    use crate::conditions::{ConditionCall, Verdict};
+    let principal = session.grant.as_ref().and_then(|g| g.principal());
+    let judged = ConditionCall::new(
+        principal,
+        &call.name,
+        risk,
+        &call.arguments,
+        session.source(),
+    );
+    match conditions.judge(&judged) {
+        Verdict::Deny { rule, message } => Err(Stop::new(
+            FailureReason::AccessDenied,
+            format!(
+                "`{}` was refused by the rule \"{rule}\": {message}; retrying the same call \
+                 will not help",
+                call.name
+            ),
+        )),
+        Verdict::RequireApproval { rule, message } => Ok(Some(format!(
+            "the rule \"{rule}\" requires approval: {message}"
+        ))),
+        _ => Ok(None),
+    }
 }
 
 /// Step 4a, the skill gate: with active skills, one of them must allow the tool.

@@ -453,6 +453,16 @@ impl ReActAgent {
         self
     }
 
+    /// Judges every call of the agent's runs by `conditions` (see [`crate::conditions`]).
+    #[must_use]
+    pub fn with_conditions(
+        mut self,
+        conditions: Arc<dyn crate::conditions::CallConditions>,
+    ) -> Self {
+        self.invoker = self.invoker.conditions(conditions);
+        self
+    }
+
     /// Configures every run's invoker from `builder` — policy, approval handler, blob store,
     /// hooks, input and output guardrails, progress sink, validator — instead of the agent's
     /// own settings (the builder's registry is replaced by the agent's tools). Settings made

@@ -309,6 +309,11 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         .with_strict_tools(args.strict)
         .with_observer(display.clone() as Arc<dyn AgentObserver>)
         .with_approval_handler(approval);
+    if let Some(conditions) = &setup.config.conditions {
+        agent = agent.with_conditions(
+            Arc::clone(conditions) as Arc<dyn ravi_agents::conditions::CallConditions>
+        );
+    }
     // After the policy: the script's budget in tool_chain's description comes from it.
     agent = match agent.with_code_mode_on(args.code_mode, args.engine.into()) {
         Ok(a) => a,

@@ -290,11 +290,15 @@ pub fn execute(
     };
     // Attached MCP servers run as child processes (or connections) for the whole run.
     let (toolbox, clients) = rt.block_on(setup.toolbox(builtins, specs))?;
-    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+    let mut invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)
         .approval_handler(approval)
-        .blob_store(blobs)
-        .build();
+        .blob_store(blobs);
+    if let Some(conditions) = &setup.config.conditions {
+        invoker = invoker
+            .conditions(Arc::clone(conditions) as Arc<dyn ravi_agents::conditions::CallConditions>);
+    }
+    let invoker = invoker.build();
     let chain = ToolChainTool::new(invoker)
         .and_then(|c| c.engine(args.engine.into()))
         .context("loading the code-mode sandbox")?

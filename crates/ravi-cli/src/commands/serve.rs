@@ -93,6 +93,11 @@ async fn serve(
                 Some(SessionsMode::Store) => Sessions::Store,
                 Some(SessionsMode::Memory) => Sessions::Memory,
             });
+        if let Some(conditions) = &config.conditions {
+            b = b.conditions(
+                Arc::clone(conditions) as Arc<dyn ravi_agents::conditions::CallConditions>
+            );
+        }
         if let Some(dir) = &args.skills {
             b = b.skills(dir.clone());
         }

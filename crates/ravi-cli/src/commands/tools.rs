@@ -125,7 +125,14 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
                 &std::env::temp_dir().join("ravi-shell-CALL"),
             );
             if specs.is_empty() {
-                list(&entries, &[], &[], json, &sandbox);
+                list(
+                    &entries,
+                    &[],
+                    &[],
+                    json,
+                    &sandbox,
+                    setup.config.conditions.as_deref(),
+                );
                 return Ok(Exit::Ok);
             }
             runtime()?.block_on(async {
@@ -134,7 +141,14 @@ pub fn run(cmd: ToolsCommand) -> anyhow::Result<Exit> {
                     .iter()
                     .filter_map(|c| Some((c.name().to_owned(), c.sandbox()?)))
                     .collect();
-                list(&entries, &toolbox.all(), &servers, json, &sandbox);
+                list(
+                    &entries,
+                    &toolbox.all(),
+                    &servers,
+                    json,
+                    &sandbox,
+                    setup.config.conditions.as_deref(),
+                );
                 // What the servers list but cannot be offered, and why (stderr for `--json`).
                 for note in super::mcp_attach::left_out_notes(&clients) {
                     if json {
@@ -176,7 +190,15 @@ fn list(
     servers: &[(String, ravi_confine::Policy)],
     as_json: bool,
     sandbox: &ravi_confine::Policy,
+    conditions: Option<&ravi_policy::CelConditions>,
 ) {
+    use ravi_agents::conditions::CallConditions as _;
+    // The `[[access.conditions]]` rules that may apply to a tool's calls.
+    let rules = |tool: &str| conditions.map(|c| c.rules_for(tool)).unwrap_or_default();
+    let with_rules = |text: String, tool: &str| match rules(tool) {
+        r if r.is_empty() => text,
+        r => format!("{text} (conditions: {})", r.join(", ")),
+    };
     let server_of = |tool: &str| {
         servers
             .iter()
@@ -203,6 +225,10 @@ fn list(
                 if e.name() == CONFINED_TOOL {
                     item["sandbox"] = serde_json::to_value(sandbox).unwrap_or_default();
                 }
+                let r = rules(e.name());
+                if !r.is_empty() {
+                    item["conditions"] = json!(r);
+                }
                 item
             })
             .collect();
@@ -219,6 +245,10 @@ fn list(
             });
             if let Some(policy) = server_of(t.name()) {
                 item["sandbox"] = serde_json::to_value(policy).unwrap_or_default();
+            }
+            let r = rules(t.name());
+            if !r.is_empty() {
+                item["conditions"] = json!(r);
             }
             item
         }));
@@ -243,6 +273,7 @@ fn list(
         } else {
             first_sentence.to_owned()
         };
+        let description = with_rules(description, e.name());
         table.row([
             e.name(),
             e.tool.risk().as_str(),
@@ -257,6 +288,7 @@ fn list(
             Some(policy) => format!("{first_line} (sandbox: {})", policy.mode),
             None => first_line.to_owned(),
         };
+        let description = with_rules(description, t.name());
         table.row([
             t.name(),
             t.risk().as_str(),
@@ -298,10 +330,14 @@ async fn call(
     };
     let handler = approval_handler(approve.into(), Asker::ToolsCall)?;
     let policy = setup.policy()?;
-    let invoker = ToolInvoker::builder(Arc::new(toolbox))
+    let mut invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)
-        .approval_handler(handler)
-        .build();
+        .approval_handler(handler);
+    if let Some(conditions) = &setup.config.conditions {
+        invoker = invoker
+            .conditions(Arc::clone(conditions) as Arc<dyn ravi_agents::conditions::CallConditions>);
+    }
+    let invoker = invoker.build();
     let session = invoker.open_session();
     let ctx = ToolContext::new("cli-1");
     let result = invoker

@@ -4,6 +4,7 @@ mod agent_cli;
 mod agent_code_mode;
 mod audit;
 mod cli;
+mod conditions;
 mod confine;
 mod console;
 mod crash;

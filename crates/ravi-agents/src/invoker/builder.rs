@@ -40,6 +40,14 @@ impl ToolInvokerBuilder {
         self.inner.conditions = Some(conditions);
         self
     }
+    /// Secrets a call's arguments may name as `${secret:NAME}` ([`crate::secrets::SecretGrants`]):
+    /// substituted after the policy checks, for the tools (and `http_get` hosts) granted, and
+    /// scrubbed, with their encodings, from what the tool returns.
+    #[must_use]
+    pub fn secret_grants(mut self, grants: Arc<crate::secrets::SecretGrants>) -> Self {
+        self.inner.secret_grants = (!grants.is_empty()).then_some(grants);
+        self
+    }
     /// Where large results, media and inbound refs live.
     #[must_use]
     pub fn blob_store(mut self, store: Arc<dyn BlobStore>) -> Self {

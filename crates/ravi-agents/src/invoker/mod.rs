@@ -112,6 +112,8 @@ struct Inner {
     max_artifact_bytes: u64,
     /// Conditions every call is judged by, after validation and before approval.
     conditions: Option<Arc<dyn crate::conditions::CallConditions>>,
+    /// Secrets a call's arguments may name, and to whom.
+    secret_grants: Option<Arc<crate::secrets::SecretGrants>>,
 }
 
 impl std::fmt::Debug for ToolInvoker {
@@ -146,6 +148,7 @@ impl ToolInvoker {
                 record_app_data: false,
                 max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
                 conditions: None,
+                secret_grants: None,
             },
         }
     }

@@ -1,6 +1,6 @@
 //! Steps 0–11 of a call (step 12, the record and `ToolEnd`, is [`super::flight`]'s), one
 //! function per step: session and budget → lookup → type gate → offer gate → skill gate → argument
-//! validation → conditions → input guardrails → approval → inbound refs → readiness (cancellation, the
+//! validation → conditions → input guardrails → approval → inbound refs → secrets → readiness (cancellation, the
 //! caller's deadline) → progress → execution → output guardrails → keeping (shaping).
 //!
 //! A step that stops the call returns a [`Stop`] (its typed reason and the message the model
@@ -99,6 +99,17 @@ impl ToolInvoker {
             };
         let mut args = std::mem::take(&mut call.arguments);
         inbound_refs(inner, session, &tool, &mut args).await?;
+        // 7b. Secrets by reference in the arguments, for the tools (and hosts) granted: after
+        // every policy check, so approvals, traces and the journal hold only the placeholder.
+        let scrub = match &inner.secret_grants {
+            Some(grants) => Some(
+                grants
+                    .substitute(&call.name, &mut args)
+                    .map_err(|why| Stop::new(FailureReason::AccessDenied, why))?,
+            )
+            .filter(|r| !r.is_empty()),
+            None => None,
+        };
         let call_timeout = tool
             .timeout()
             .unwrap_or_else(|| inner.policy.call_timeout());
@@ -134,6 +145,10 @@ impl ToolInvoker {
             outcome,
         )
         .await;
+        let finished = match &scrub {
+            Some(redactor) => scrubbed(finished, redactor),
+            None => finished,
+        };
         let (result, status) = judge(finished, &call.name, &limit, approval_wait);
         // 9'. Progress: the result came back.
         if let Some(sink) = sink {
@@ -311,6 +326,41 @@ fn access_gate(session: &InvokerSession, name: &str, risk: ToolRisk) -> Step<()>
     grant
         .take_call(name)
         .map_err(|why| Stop::new(FailureReason::RateLimited, why))
+}
+
+/// Step 10b: the result of a call that was handed secrets, with every value (and encoding)
+/// of them replaced by its name.
+fn scrubbed(
+    finished: Finished<Result<ToolExecutionResult, ToolError>>,
+    redactor: &crate::secrets::Redactor,
+) -> Finished<Result<ToolExecutionResult, ToolError>> {
+    match finished {
+        Finished::Done(Ok(mut result)) => {
+            for block in &mut result.content {
+                if let ravi_kernel::ContentBlock::Text { text } = block {
+                    *text = redactor.redact(text);
+                }
+            }
+            for value in [&mut result.structured_content, &mut result.app_data]
+                .into_iter()
+                .flatten()
+            {
+                redactor.redact_json(value);
+            }
+            if let Some(e) = &mut result.error {
+                e.message = redactor.redact(&e.message);
+                e.detail = e.detail.as_deref().map(|d| redactor.redact(d));
+            }
+            Finished::Done(Ok(result))
+        }
+        Finished::Done(Err(mut e)) => {
+            e.message = redactor.redact(&e.message);
+            e.detail = e.detail.as_deref().map(|d| redactor.redact(d));
+            Finished::Done(Err(e))
+        }
+        Finished::Panicked(message) => Finished::Panicked(redactor.redact(&message)),
+        other => other,
+    }
 }
 
 /// Step 4c, the condition gate: a `deny` rule refuses the call naming itself; a

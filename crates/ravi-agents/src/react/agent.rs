@@ -463,6 +463,13 @@ impl ReActAgent {
         self
     }
 
+    /// Lets the agent's calls name the secrets `grants` allows ([`crate::secrets::SecretGrants`]).
+    #[must_use]
+    pub fn with_secret_grants(mut self, grants: Arc<crate::secrets::SecretGrants>) -> Self {
+        self.invoker = self.invoker.secret_grants(grants);
+        self
+    }
+
     /// Configures every run's invoker from `builder` — policy, approval handler, blob store,
     /// hooks, input and output guardrails, progress sink, validator — instead of the agent's
     /// own settings (the builder's registry is replaced by the agent's tools). Settings made

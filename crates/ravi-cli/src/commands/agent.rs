@@ -309,6 +309,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         .with_strict_tools(args.strict)
         .with_observer(display.clone() as Arc<dyn AgentObserver>)
         .with_approval_handler(approval);
+    agent = agent.with_secret_grants(Arc::clone(&setup.config.secret_grants));
     if let Some(conditions) = &setup.config.conditions {
         agent = agent.with_conditions(
             Arc::clone(conditions) as Arc<dyn ravi_agents::conditions::CallConditions>

@@ -294,6 +294,7 @@ pub fn execute(
         .policy(policy)
         .approval_handler(approval)
         .blob_store(blobs);
+    invoker = invoker.secret_grants(Arc::clone(&setup.config.secret_grants));
     if let Some(conditions) = &setup.config.conditions {
         invoker = invoker
             .conditions(Arc::clone(conditions) as Arc<dyn ravi_agents::conditions::CallConditions>);

@@ -93,6 +93,7 @@ async fn serve(
                 Some(SessionsMode::Store) => Sessions::Store,
                 Some(SessionsMode::Memory) => Sessions::Memory,
             });
+        b = b.secret_grants(Arc::clone(&config.secret_grants));
         if let Some(conditions) = &config.conditions {
             b = b.conditions(
                 Arc::clone(conditions) as Arc<dyn ravi_agents::conditions::CallConditions>

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
 use ravi_agents::invoker::ToolInvoker;
-use ravi_capabilities::{Catalog, CatalogEntry, HttpPolicy};
+use ravi_capabilities::{Catalog, CatalogEntry};
 use ravi_kernel::{AnyTool, InvocationStatus, ToolCall, ToolContext, ToolRegistry as _};
 use serde_json::json;
 
@@ -314,7 +314,7 @@ async fn call(
         bail!("--args must be a JSON object such as '{{\"path\": \"a.txt\"}}', got {arguments}");
     }
     // The catalog (built-ins and registered tools, with their aliases) over the workspace.
-    let catalog = Catalog::discover_with(setup.backend()?, HttpPolicy::default())?;
+    let catalog = Catalog::discover_with(setup.backend()?, setup.config.http.policy())?;
     let base = setup.config.select_builtins(catalog.toolbox()?.all());
     let (toolbox, clients) = setup.toolbox(base, setup.mcp_specs(mcp)?).await?;
     let canonical = match catalog.entry(name) {
@@ -333,6 +333,7 @@ async fn call(
     let mut invoker = ToolInvoker::builder(Arc::new(toolbox))
         .policy(policy)
         .approval_handler(handler);
+    invoker = invoker.secret_grants(Arc::clone(&setup.config.secret_grants));
     if let Some(conditions) = &setup.config.conditions {
         invoker = invoker
             .conditions(Arc::clone(conditions) as Arc<dyn ravi_agents::conditions::CallConditions>);

@@ -19,6 +19,7 @@ mod mcp_serve;
 mod recovery;
 mod run;
 mod scale;
+mod secrets;
 mod serve_memory;
 mod tasks;
 mod tools_call;

@@ -253,6 +253,7 @@ pub struct GatewayBuilder {
     session_calls: u32,
     approval: Arc<dyn ApprovalHandler>,
     conditions: Option<Arc<dyn ravi_agents::conditions::CallConditions>>,
+    secret_grants: Option<Arc<ravi_agents::secrets::SecretGrants>>,
     store: Option<Arc<dyn Store>>,
     shared_store: bool,
     blobs: Option<Arc<dyn SharedBlobs>>,
@@ -283,6 +284,7 @@ impl Default for GatewayBuilder {
             session_calls: SESSION_CALLS,
             approval: Arc::new(DenyAllApprovalHandler),
             conditions: None,
+            secret_grants: None,
             store: None,
             shared_store: false,
             blobs: None,
@@ -380,6 +382,13 @@ impl GatewayBuilder {
         conditions: Arc<dyn ravi_agents::conditions::CallConditions>,
     ) -> Self {
         self.conditions = Some(conditions);
+        self
+    }
+
+    /// Secrets the served calls' arguments may name (`[secrets.NAME]`, see
+    /// `ravi_agents::secrets::SecretGrants`).
+    pub fn secret_grants(mut self, grants: Arc<ravi_agents::secrets::SecretGrants>) -> Self {
+        self.secret_grants = Some(grants);
         self
     }
 
@@ -553,6 +562,7 @@ impl GatewayBuilder {
             Deciders {
                 approval: self.approval,
                 conditions: self.conditions,
+                secret_grants: self.secret_grants,
             },
             blob_store,
         )?
@@ -607,10 +617,12 @@ impl GatewayBuilder {
     }
 }
 
-/// What decides a served call beyond its risk: the approval handler and the conditions.
+/// What decides a served call beyond its risk: the approval handler, the conditions and the
+/// secrets its arguments may name.
 struct Deciders {
     approval: Arc<dyn ApprovalHandler>,
     conditions: Option<Arc<dyn ravi_agents::conditions::CallConditions>>,
+    secret_grants: Option<Arc<ravi_agents::secrets::SecretGrants>>,
 }
 
 /// The invoker-backed tools: `base` plus the current tools of `clients`, with the script tool
@@ -627,6 +639,7 @@ fn served_tools(
     let Deciders {
         approval,
         conditions,
+        secret_grants,
     } = deciders;
     let only = scripts.as_ref().is_some_and(|(_, _, only)| *only);
     let script_name = scripts.as_ref().map(|(name, _, _)| name.clone());
@@ -656,6 +669,9 @@ fn served_tools(
         .approval_handler(approval);
     if let Some(conditions) = conditions {
         builder = builder.conditions(conditions);
+    }
+    if let Some(grants) = secret_grants {
+        builder = builder.secret_grants(grants);
     }
     let mut served = InvokerTools::new(builder);
     if let (true, Some(name)) = (only, script_name) {

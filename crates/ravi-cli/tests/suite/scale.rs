@@ -740,12 +740,20 @@ fn readiness_drain_and_recovery() {
                 &key,
                 1,
                 "shell",
-                json!({"command": "sleep 1.5; echo finished >> drained.log"}),
+                json!({"command": "echo started > started.log; sleep 1.5; echo finished >> drained.log"}),
             )
             .await
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    // SIGTERM once the call is running (on a loaded machine it may take a while to arrive).
+    let started = std::time::Instant::now();
+    while !bed.ws().join("started.log").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let _ = Command::new("kill")
         .args(["-TERM", &a.0.id().to_string()])
         .status();

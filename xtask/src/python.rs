@@ -106,18 +106,8 @@ pub fn bench(quick: bool) -> anyhow::Result<Vec<serde_json::Value>> {
     args.extend_from_slice(BENCH_PACKAGES);
     util::run(&py, &args)?;
     let root = util::workspace_root()?;
-    util::run(
-        &py,
-        &[
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--force-reinstall",
-            "--no-deps",
-            &root.join("crates/ravi-python").display().to_string(),
-        ],
-    )?;
+    // The user's own command: pip builds the wheel with maturin (a release build).
+    reinstall(&python, &root.join("crates/ravi-python"))?;
     let script = root.join("crates/ravi-python/bench/python_bench.py");
     let mut cmd = std::process::Command::new(&python);
     cmd.arg(&script).current_dir(std::env::temp_dir());
@@ -172,11 +162,11 @@ pub fn build_wheel(python: &Path, profile: &str, cpython: bool) -> anyhow::Resul
     Ok(wheel)
 }
 
-/// Installs `wheel` into the venv of `python` (replacing any earlier build).
-pub fn install_wheel(python: &Path, wheel: &Path) -> anyhow::Result<()> {
-    let py = python.display().to_string();
+/// `pip install --force-reinstall --no-deps WHAT` (a wheel, or the package's folder) in the
+/// venv of `python`.
+fn reinstall(python: &Path, what: &Path) -> anyhow::Result<()> {
     util::run(
-        &py,
+        &python.display().to_string(),
         &[
             "-m",
             "pip",
@@ -184,9 +174,14 @@ pub fn install_wheel(python: &Path, wheel: &Path) -> anyhow::Result<()> {
             "-q",
             "--force-reinstall",
             "--no-deps",
-            &wheel.display().to_string(),
+            &what.display().to_string(),
         ],
-    )?;
+    )
+}
+
+/// Installs `wheel` into the venv of `python` (replacing any earlier build).
+pub fn install_wheel(python: &Path, wheel: &Path) -> anyhow::Result<()> {
+    reinstall(python, wheel)?;
     // The installed package, not the source folder, is what the tests import.
     let check = std::process::Command::new(python)
         .args(["-c", "import ravi, sys; print(ravi.__file__)"])

@@ -161,8 +161,17 @@ fn a_pending_approval_is_a_task_read_on_another_replica_and_decided_with_ravi_ap
         json!({"name": "shell", "arguments": {"command": "echo approved > made.txt && echo made"}}),
     );
     let task = task_of(&answer);
-    // The other replica answers for the task, from the store: it waits for its approval.
-    let waiting = until_status(b, &task, "working", Duration::from_secs(10));
+    // The other replica answers for the task, from the store: it waits for its approval. The
+    // task is stored (working) before its approval is, so the message may come a poll later.
+    let until = Instant::now() + Duration::from_secs(10);
+    let waiting = loop {
+        let got = until_status(b, &task, "working", Duration::from_secs(10));
+        let said = got["statusMessage"].as_str().unwrap_or_default();
+        if said.contains("waiting for approval") || Instant::now() >= until {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let message = waiting["statusMessage"].as_str().unwrap_or_default();
     assert!(
         message.contains("waiting for approval apr") && message.contains("ravi approvals approve"),

@@ -20,7 +20,9 @@
 //! # });
 //! ```
 
+pub mod audit;
 mod base;
+mod chain;
 mod open;
 mod rows;
 mod store;

@@ -37,6 +37,9 @@ pub struct SqlStore {
         expect(dead_code, reason = "read only by PostgreSQL listeners")
     )]
     pub(crate) url: String,
+    /// The heads of the audit chains this process writes (`None`: the chain is off, see
+    /// [`SqlStore::without_audit_chain`]).
+    pub(crate) chain: Option<std::sync::Arc<tokio::sync::Mutex<crate::chain::Heads>>>,
 }
 
 /// The schema's migrations, embedded (applied in order on open, each once, recorded in
@@ -111,6 +114,13 @@ impl MigrationSource<'static> for Embedded {
                     include_str!("0009_credentials.sql").into_sql_str(),
                     false,
                 ),
+                Migration::new(
+                    10,
+                    Cow::Borrowed("audit chain"),
+                    MigrationType::Simple,
+                    include_str!("0010_audit.sql").into_sql_str(),
+                    false,
+                ),
             ])
         })
     }
@@ -178,9 +188,20 @@ impl SqlStore {
             sqlite_journal,
             backend,
             url: connect,
+            chain: Some(std::sync::Arc::default()),
         };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// This store, writing no audit records: journal rows and approvals are written as
+    /// before the chain existed, and `ravi audit verify` reports each one so written as
+    /// outside the chain. For measuring what the chain costs, and for stores whose tamper
+    /// evidence lives elsewhere (a write-once replica). Clones made before keep chaining.
+    #[must_use]
+    pub fn without_audit_chain(mut self) -> Self {
+        self.chain = None;
+        self
     }
 
     /// Which database this is.

@@ -2,6 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::chain::{
+    APPROVAL, CALL, CallView, Db, Heads, Item, Plan, WriteErr, approval_record_of_row,
+    call_record_of_row, insert_plan,
+};
 use crate::open::*;
 use crate::rows::*;
 use crate::writes::*;
@@ -12,6 +16,168 @@ use ravi_kernel::{
     abandoned_result, now_ms,
 };
 use sqlx::Row as _;
+
+/// How many times a chained write is planned again when another writer moved a head it used.
+const RETRIES: u32 = 8;
+
+/// A store error from a write that appends no audit record.
+fn store_err(e: sqlx::Error) -> WriteErr {
+    WriteErr::Store(backend_err(&e))
+}
+
+/// Runs `$body` (an async block giving `Result<T, WriteErr>`) with the audit chain's heads
+/// locked and given as `$heads` (`None`: the chain is off), again when another writer moved
+/// a head it used. A failed write forgets the heads (the database holds the true ones).
+macro_rules! chained {
+    ($store:expr, |$heads:ident| $body:expr) => {{
+        let mut guard = match &$store.chain {
+            Some(c) => Some(c.lock().await),
+            None => None,
+        };
+        let mut attempt = 0u32;
+        loop {
+            let $heads: Option<&mut Heads> = guard.as_deref_mut();
+            match $body.await {
+                Ok(v) => break Ok(v),
+                Err(WriteErr::Conflict) if attempt < RETRIES => {
+                    if let Some(g) = guard.as_deref_mut() {
+                        g.clear();
+                    }
+                    attempt += 1;
+                }
+                Err(WriteErr::Conflict) => {
+                    break Err(StoreError::Backend(format!(
+                        "the audit chain kept moving under this write ({RETRIES} attempts): \
+                         other writers are appending to the same runs; try again"
+                    )));
+                }
+                Err(WriteErr::Store(e)) => {
+                    if let Some(g) = guard.as_deref_mut() {
+                        g.clear();
+                    }
+                    break Err(e);
+                }
+            }
+        }
+    }};
+}
+
+/// The record of a batch's `i`th row.
+fn call_item(batch: &Batch<'_>, i: usize) -> Item {
+    let entry = batch.rows[i];
+    let view = CallView::of(entry, batch.now, batch.results[i].as_deref());
+    Item {
+        run_id: entry.key.run_id.clone(),
+        kind: CALL,
+        subject: entry.key.seq.to_string(),
+        record: view.record(),
+    }
+}
+
+/// The records of journal rows read back (`RETURNING *`).
+fn call_items(rows: &[sqlx::any::AnyRow]) -> Result<Vec<Item>, StoreError> {
+    rows.iter()
+        .map(|r| {
+            let (run_id, seq, record) = call_record_of_row(r)?;
+            Ok(Item {
+                run_id,
+                kind: CALL,
+                subject: seq.to_string(),
+                record,
+            })
+        })
+        .collect()
+}
+
+/// The records of approvals `ids`, read back in the transaction that changed them.
+async fn approval_items(
+    conn: &mut sqlx::AnyConnection,
+    ids: &[String],
+) -> Result<Vec<Item>, WriteErr> {
+    let mut items = Vec::with_capacity(ids.len());
+    for id in ids {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {APPROVAL_COLUMNS} FROM ravi_approvals WHERE id = $1"
+        )))
+        .bind(id.clone())
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(store_err)?;
+        let (id, run_id, record) = approval_record_of_row(&row)?;
+        items.push(Item {
+            run_id,
+            kind: APPROVAL,
+            subject: id,
+            record,
+        });
+    }
+    Ok(items)
+}
+
+/// Appends `items`' records on a transaction's connection (nothing when the chain is off).
+async fn chain_in_tx(
+    heads: Option<&Heads>,
+    conn: &mut sqlx::AnyConnection,
+    items: &[Item],
+    at_ms: i64,
+) -> Result<Option<Plan>, WriteErr> {
+    let Some(heads) = heads else {
+        return Ok(None);
+    };
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let plan = heads.plan(Db::Conn(&mut *conn), items, at_ms).await?;
+    insert_plan(conn, &plan).await?;
+    Ok(Some(plan))
+}
+
+/// The transaction committed: its plan's heads are the chains'.
+fn commit(heads: Option<&mut Heads>, plan: Option<Plan>) {
+    if let (Some(h), Some(p)) = (heads, plan) {
+        h.commit(p);
+    }
+}
+
+impl SqlStore {
+    /// Writes journal rows with their audit records, atomically, in one round trip.
+    async fn write_journal(&self, rows: &[&JournalEntry]) -> Result<(), StoreError> {
+        let batch = Batch {
+            rows,
+            now: now_ms(),
+            results: rows
+                .iter()
+                .map(|e| e.result.as_ref().map(to_json).transpose())
+                .collect::<Result<_, _>>()?,
+        };
+        let items: Vec<Item> = match &self.chain {
+            Some(_) => (0..rows.len()).map(|i| call_item(&batch, i)).collect(),
+            None => Vec::new(),
+        };
+        chained!(self, |heads| async {
+            let plan = match heads.as_deref() {
+                Some(h) => Some(h.plan(Db::Pool(&self.pool), &items, batch.now).await?),
+                None => None,
+            };
+            self.write_batch(&batch, plan.as_ref()).await?;
+            commit(heads, plan);
+            Ok(())
+        })
+    }
+
+    async fn write_batch(&self, batch: &Batch<'_>, plan: Option<&Plan>) -> Result<(), WriteErr> {
+        #[cfg(feature = "sqlite")]
+        if let Some(journal) = &self.sqlite_journal {
+            return journal.write(batch, plan).await;
+        }
+        let sql = journal_sql(plan, batch.rows.len(), Form::Cte);
+        bind_batch(sqlx::query(sqlx::AssertSqlSafe(sql)), batch, plan)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| crate::chain::chain_err(&e))?;
+        Ok(())
+    }
+}
 
 #[async_trait]
 impl Store for SqlStore {
@@ -84,15 +250,7 @@ impl Store for SqlStore {
     }
 
     async fn record_call(&self, entry: &JournalEntry) -> Result<(), StoreError> {
-        #[cfg(feature = "sqlite")]
-        if let Some(journal) = &self.sqlite_journal {
-            return journal.write(&[entry]).await;
-        }
-        upsert(entry)?
-            .execute(&self.pool)
-            .await
-            .map_err(|e| backend_err(&e))?;
-        Ok(())
+        self.write_journal(&[entry]).await
     }
 
     async fn record_calls(&self, entries: &[JournalEntry]) -> Result<(), StoreError> {
@@ -116,21 +274,10 @@ impl Store for SqlStore {
             }
             last.push(e);
         }
-        // Chunks keep a statement well under both databases' parameter limits.
-        for chunk in last.chunks(1000) {
-            #[cfg(feature = "sqlite")]
-            if let Some(journal) = &self.sqlite_journal {
-                journal.write(chunk).await?;
-                continue;
-            }
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(upsert_sql(chunk.len())));
-            for entry in chunk {
-                query = bind_entry(query, entry)?;
-            }
-            query
-                .execute(&self.pool)
-                .await
-                .map_err(|e| backend_err(&e))?;
+        // Chunks keep a statement (with its audit records) well under both databases'
+        // parameter limits.
+        for chunk in last.chunks(500) {
+            self.write_journal(chunk).await?;
         }
         Ok(())
     }
@@ -145,8 +292,14 @@ impl Store for SqlStore {
             self.record_call(entry).await?;
             return Ok(true);
         };
-        let mut tx = self.pool.begin().await.map_err(|e| backend_err(&e))?;
-        {
+        let rows = [entry];
+        chained!(self, |heads| async {
+            let batch = Batch {
+                rows: &rows,
+                now: now_ms(),
+                results: vec![entry.result.as_ref().map(to_json).transpose()?],
+            };
+            let mut tx = self.pool.begin().await.map_err(store_err)?;
             let used = sqlx::query(
                 "UPDATE ravi_approvals SET state = 'consumed' WHERE id = $1 AND state = \
                  'approved' AND run_id = $2 AND seq = $3 AND args_digest = $4",
@@ -157,18 +310,19 @@ impl Store for SqlStore {
             .bind(entry.key.args_digest.clone())
             .execute(&mut *tx)
             .await
-            .map_err(|e| backend_err(&e))?;
+            .map_err(store_err)?;
             if used.rows_affected() != 1 {
-                tx.rollback().await.map_err(|e| backend_err(&e))?;
+                tx.rollback().await.map_err(store_err)?;
                 return Ok(false);
             }
-        }
-        upsert(entry)?
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| backend_err(&e))?;
-        tx.commit().await.map_err(|e| backend_err(&e))?;
-        Ok(true)
+            upsert(&batch).execute(&mut *tx).await.map_err(store_err)?;
+            let mut items = approval_items(&mut tx, &[id.to_owned()]).await?;
+            items.push(call_item(&batch, 0));
+            let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, batch.now).await?;
+            tx.commit().await.map_err(store_err)?;
+            commit(heads, plan);
+            Ok(true)
+        })
     }
 
     async fn calls(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
@@ -211,29 +365,37 @@ impl Store for SqlStore {
     }
 
     async fn create_approval(&self, approval: &StoredApproval) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO ravi_approvals (id, run_id, seq, tool, args_digest, state, request, \
-             requester, created_ms, deadline_ms, separate, decided_ms, decided_by, reason) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-        )
-        .bind(approval.id().to_owned())
-        .bind(approval.key.run_id.clone())
-        .bind(i64::from(approval.key.seq))
-        .bind(approval.key.tool.clone())
-        .bind(approval.key.args_digest.clone())
-        .bind(approval.state.as_str())
-        .bind(to_json(&approval.request)?)
-        .bind(approval.requester.clone())
-        .bind(approval.request.created_at.timestamp_millis())
-        .bind(approval.deadline_ms())
-        .bind(i64::from(approval.separate))
-        .bind(approval.decided_ms)
-        .bind(approval.decided_by.clone())
-        .bind(approval.reason.clone())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| backend_err(&e))?;
-        Ok(())
+        let request = to_json(&approval.request)?;
+        chained!(self, |heads| async {
+            let mut tx = self.pool.begin().await.map_err(store_err)?;
+            sqlx::query(
+                "INSERT INTO ravi_approvals (id, run_id, seq, tool, args_digest, state, request, \
+                 requester, created_ms, deadline_ms, separate, decided_ms, decided_by, reason) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            )
+            .bind(approval.id().to_owned())
+            .bind(approval.key.run_id.clone())
+            .bind(i64::from(approval.key.seq))
+            .bind(approval.key.tool.clone())
+            .bind(approval.key.args_digest.clone())
+            .bind(approval.state.as_str())
+            .bind(request.clone())
+            .bind(approval.requester.clone())
+            .bind(approval.request.created_at.timestamp_millis())
+            .bind(approval.deadline_ms())
+            .bind(i64::from(approval.separate))
+            .bind(approval.decided_ms)
+            .bind(approval.decided_by.clone())
+            .bind(approval.reason.clone())
+            .execute(&mut *tx)
+            .await
+            .map_err(store_err)?;
+            let items = approval_items(&mut tx, &[approval.id().to_owned()]).await?;
+            let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, now_ms()).await?;
+            tx.commit().await.map_err(store_err)?;
+            commit(heads, plan);
+            Ok(())
+        })
     }
 
     async fn approval(&self, id: &str) -> Result<Option<StoredApproval>, StoreError> {
@@ -293,20 +455,32 @@ impl Store for SqlStore {
         };
         // One statement: of two deciders, the database lets exactly one change the row. A
         // separate approval is not approved by its requester.
-        let done = sqlx::query(
-            "UPDATE ravi_approvals SET state = $1, decided_by = $2, reason = $3, decided_ms = $4 \
-             WHERE id = $5 AND state = 'pending' AND deadline_ms >= $4 AND NOT (separate = 1 \
-             AND $1 = 'approved' AND requester IS NOT NULL AND requester = $2)",
-        )
-        .bind(state.as_str())
-        .bind(decision.by.clone())
-        .bind(decision.reason.clone())
-        .bind(now)
-        .bind(id.to_owned())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| backend_err(&e))?;
-        if done.rows_affected() == 1 {
+        let decided: bool = chained!(self, |heads| async {
+            let mut tx = self.pool.begin().await.map_err(store_err)?;
+            let done = sqlx::query(
+                "UPDATE ravi_approvals SET state = $1, decided_by = $2, reason = $3, decided_ms = \
+                 $4 WHERE id = $5 AND state = 'pending' AND deadline_ms >= $4 AND NOT (separate \
+                 = 1 AND $1 = 'approved' AND requester IS NOT NULL AND requester = $2)",
+            )
+            .bind(state.as_str())
+            .bind(decision.by.clone())
+            .bind(decision.reason.clone())
+            .bind(now)
+            .bind(id.to_owned())
+            .execute(&mut *tx)
+            .await
+            .map_err(store_err)?;
+            if done.rows_affected() != 1 {
+                tx.rollback().await.map_err(store_err)?;
+                return Ok(false);
+            }
+            let items = approval_items(&mut tx, &[id.to_owned()]).await?;
+            let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, now).await?;
+            tx.commit().await.map_err(store_err)?;
+            commit(heads, plan);
+            Ok(true)
+        })?;
+        if decided {
             self.announce(id).await;
             return self
                 .approval(id)
@@ -341,16 +515,29 @@ impl Store for SqlStore {
     }
 
     async fn expire_approval(&self, id: &str) -> Result<ApprovalState, StoreError> {
-        let done = sqlx::query(
-            "UPDATE ravi_approvals SET state = 'expired', decided_ms = $1 WHERE id = $2 AND \
-             state = 'pending'",
-        )
-        .bind(now_ms())
-        .bind(id.to_owned())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| backend_err(&e))?;
-        if done.rows_affected() == 1 {
+        let expired: bool = chained!(self, |heads| async {
+            let now = now_ms();
+            let mut tx = self.pool.begin().await.map_err(store_err)?;
+            let done = sqlx::query(
+                "UPDATE ravi_approvals SET state = 'expired', decided_ms = $1 WHERE id = $2 AND \
+                 state = 'pending'",
+            )
+            .bind(now)
+            .bind(id.to_owned())
+            .execute(&mut *tx)
+            .await
+            .map_err(store_err)?;
+            if done.rows_affected() != 1 {
+                tx.rollback().await.map_err(store_err)?;
+                return Ok(false);
+            }
+            let items = approval_items(&mut tx, &[id.to_owned()]).await?;
+            let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, now).await?;
+            tx.commit().await.map_err(store_err)?;
+            commit(heads, plan);
+            Ok(true)
+        })?;
+        if expired {
             self.announce(id).await;
         }
         self.approval_state(id).await
@@ -440,73 +627,90 @@ impl Store for SqlStore {
     }
 
     async fn mark_in_doubt(&self, run_id: &str) -> Result<u32, StoreError> {
-        let done = sqlx::query(
-            "UPDATE ravi_calls SET state = 'in_doubt', updated_ms = $1 WHERE run_id = $2 AND \
-             state = 'started'",
-        )
-        .bind(now_ms())
-        .bind(run_id.to_owned())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| backend_err(&e))?;
-        Ok(u32::try_from(done.rows_affected()).unwrap_or(u32::MAX))
+        chained!(self, |heads| async {
+            let now = now_ms();
+            let mut tx = self.pool.begin().await.map_err(store_err)?;
+            let rows = sqlx::query(
+                "UPDATE ravi_calls SET state = 'in_doubt', updated_ms = $1 WHERE run_id = $2 AND \
+                 state = 'started' RETURNING *",
+            )
+            .bind(now)
+            .bind(run_id.to_owned())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(store_err)?;
+            let items = call_items(&rows)?;
+            let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, now).await?;
+            tx.commit().await.map_err(store_err)?;
+            commit(heads, plan);
+            Ok(u32::try_from(rows.len()).unwrap_or(u32::MAX))
+        })
     }
 
     async fn abandon_run(&self, run_id: &str, reason: &str) -> Result<Abandoned, StoreError> {
-        let now = now_ms();
-        let mut done = Abandoned::default();
-        let mut tx = self.pool.begin().await.map_err(|e| backend_err(&e))?;
-        let expired: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE ravi_approvals SET state = 'expired', reason = $2, decided_ms = $3 WHERE \
-             state = 'pending' AND {IN_RUN_TREE} RETURNING id"
-        )))
-        .bind(run_id.to_owned())
-        .bind(reason.to_owned())
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| backend_err(&e))?
-        .iter()
-        .map(|r| text(r, "id"))
-        .collect::<Result<_, _>>()?;
-        done.expired_approvals = u32::try_from(expired.len()).unwrap_or(u32::MAX);
-        let doubted = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE ravi_calls SET state = 'in_doubt', updated_ms = $2 WHERE state = 'started' \
-             AND {IN_RUN_TREE}"
-        )))
-        .bind(run_id.to_owned())
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| backend_err(&e))?;
-        done.in_doubt = u32::try_from(doubted.rows_affected()).unwrap_or(u32::MAX);
-        let waiting = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT * FROM ravi_calls WHERE state = 'awaiting_approval' AND {IN_RUN_TREE}"
-        )))
-        .bind(run_id.to_owned())
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| backend_err(&e))?
-        .iter()
-        .map(entry_from)
-        .collect::<Result<Vec<_>, _>>()?;
-        for call in waiting {
-            let result = to_json(&abandoned_result(&call.key.tool, reason))?;
-            // Conditional: of two replicas recovering the same run at once, one counts it.
-            let ended = sqlx::query(
-                "UPDATE ravi_calls SET state = 'expired', updated_ms = $1, finished_ms = $1, \
-                 result = $2 WHERE run_id = $3 AND seq = $4 AND state = 'awaiting_approval'",
-            )
+        let (done, expired) = chained!(self, |heads| async {
+            let now = now_ms();
+            let mut done = Abandoned::default();
+            let mut tx = self.pool.begin().await.map_err(store_err)?;
+            let expired: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE ravi_approvals SET state = 'expired', reason = $2, decided_ms = $3 WHERE \
+                 state = 'pending' AND {IN_RUN_TREE} RETURNING id"
+            )))
+            .bind(run_id.to_owned())
+            .bind(reason.to_owned())
             .bind(now)
-            .bind(result)
-            .bind(call.key.run_id.clone())
-            .bind(i64::from(call.key.seq))
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await
-            .map_err(|e| backend_err(&e))?;
-            done.expired_calls += u32::try_from(ended.rows_affected()).unwrap_or(u32::MAX);
-        }
-        tx.commit().await.map_err(|e| backend_err(&e))?;
+            .map_err(store_err)?
+            .iter()
+            .map(|r| text(r, "id"))
+            .collect::<Result<_, _>>()?;
+            done.expired_approvals = u32::try_from(expired.len()).unwrap_or(u32::MAX);
+            let mut items = approval_items(&mut tx, &expired).await?;
+            let doubted = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE ravi_calls SET state = 'in_doubt', updated_ms = $2 WHERE state = \
+                 'started' AND {IN_RUN_TREE} RETURNING *"
+            )))
+            .bind(run_id.to_owned())
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(store_err)?;
+            done.in_doubt = u32::try_from(doubted.len()).unwrap_or(u32::MAX);
+            items.extend(call_items(&doubted)?);
+            let waiting = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT * FROM ravi_calls WHERE state = 'awaiting_approval' AND {IN_RUN_TREE}"
+            )))
+            .bind(run_id.to_owned())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(store_err)?
+            .iter()
+            .map(entry_from)
+            .collect::<Result<Vec<_>, _>>()?;
+            for call in waiting {
+                let result = to_json(&abandoned_result(&call.key.tool, reason))?;
+                // Conditional: of two replicas recovering the same run at once, one counts it.
+                let ended = sqlx::query(
+                    "UPDATE ravi_calls SET state = 'expired', updated_ms = $1, finished_ms = $1, \
+                     result = $2 WHERE run_id = $3 AND seq = $4 AND state = 'awaiting_approval' \
+                     RETURNING *",
+                )
+                .bind(now)
+                .bind(result)
+                .bind(call.key.run_id.clone())
+                .bind(i64::from(call.key.seq))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_err)?;
+                done.expired_calls += u32::try_from(ended.len()).unwrap_or(u32::MAX);
+                items.extend(call_items(&ended)?);
+            }
+            let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, now).await?;
+            tx.commit().await.map_err(store_err)?;
+            commit(heads, plan);
+            Ok((done, expired))
+        })?;
         for id in &expired {
             self.announce(id).await;
         }

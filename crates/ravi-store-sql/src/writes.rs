@@ -1,14 +1,16 @@
-//! The SQL that writes: the journal upsert (one row or a batch), SQLite's journal writer and
-//! the approval columns.
+//! The SQL that writes: the journal upsert (one row or a batch) with its audit records,
+//! SQLite's journal writer and the approval columns.
 
 #[cfg(feature = "sqlite")]
 use std::time::Duration;
 
-use ravi_kernel::{JournalEntry, StoreError, now_ms};
+use ravi_kernel::{JournalEntry, StoreError};
 
-#[cfg(feature = "sqlite")]
 use crate::base::backend_err;
-use crate::rows::to_json;
+use crate::chain::{
+    LINK_COLUMNS, LINK_INSERT, Plan, RECORD_COLUMNS, RECORD_INSERT, WriteErr, bind_plan, chain_err,
+    values,
+};
 
 /// The rows of run `$1` and of its sub-runs (`$1:SEQ`…): `substr` rather than `LIKE`, whose
 /// `_` is a wildcard and which SQLite matches without regard to case.
@@ -25,6 +27,7 @@ pub(crate) const UPSERT_TAIL: &str = " ON CONFLICT (run_id, seq) DO UPDATE SET c
     result = excluded.result, principal = excluded.principal";
 
 /// The upsert of `rows` entries: one round trip whatever their number.
+#[cfg(test)]
 pub(crate) fn upsert_sql(rows: usize) -> String {
     upsert_sql_with(rows, true)
 }
@@ -33,27 +36,72 @@ pub(crate) fn upsert_sql(rows: usize) -> String {
 /// take them) or, with `numbered` false, anonymous ones (`?`, SQLite's own): SQLite looks a
 /// numbered parameter's name up in a list for each bind, which for a batch's hundreds of
 /// parameters was a cost of its own on the journal's path.
+#[cfg(test)]
 pub(crate) fn upsert_sql_with(rows: usize, numbered: bool) -> String {
-    use std::fmt::Write as _;
-    let mut sql = String::with_capacity(
-        UPSERT_HEAD.len() + UPSERT_TAIL.len() + rows * (ENTRY_COLUMNS * 6 + 4),
-    );
+    let mut sql = String::new();
+    push_upsert(&mut sql, rows, numbered, 1);
+    sql
+}
+
+/// Appends the upsert of `rows` entries, its parameters numbered from `first`.
+pub(crate) fn push_upsert(sql: &mut String, rows: usize, numbered: bool, first: usize) {
+    sql.reserve(UPSERT_HEAD.len() + UPSERT_TAIL.len() + rows * (ENTRY_COLUMNS * 6 + 4));
     sql.push_str(UPSERT_HEAD);
-    for i in 0..rows {
-        sql.push_str(if i > 0 { ", (" } else { "(" });
-        for k in 1..=ENTRY_COLUMNS {
-            if k > 1 {
-                sql.push_str(", ");
-            }
-            if numbered {
-                let _ = write!(sql, "${}", i * ENTRY_COLUMNS + k);
-            } else {
-                sql.push('?');
-            }
-        }
-        sql.push(')');
-    }
+    values(sql, rows, ENTRY_COLUMNS, numbered, first);
     sql.push_str(UPSERT_TAIL);
+}
+
+/// The statement that writes a batch of journal rows and, given a plan, their audit
+/// records, atomically and in one round trip.
+///
+/// - `Statements`: SQLite's form, anonymous parameters: `BEGIN IMMEDIATE; INSERT …links;
+///   INSERT …records; upsert; COMMIT` (the driver runs a text of several statements in one
+///   call, binding their parameters in order). A failure leaves the transaction open for the
+///   caller to roll back.
+/// - `Cte`: PostgreSQL's, numbered: the audit inserts as data-modifying `WITH` clauses of
+///   the upsert, one statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    #[cfg_attr(not(feature = "sqlite"), expect(dead_code, reason = "SQLite's form"))]
+    Statements,
+    Cte,
+}
+
+pub(crate) fn journal_sql(plan: Option<&Plan>, rows: usize, form: Form) -> String {
+    let Some(plan) = plan else {
+        let mut sql = String::new();
+        push_upsert(&mut sql, rows, form == Form::Cte, 1);
+        return sql;
+    };
+    let numbered = form == Form::Cte;
+    let mut sql = String::with_capacity(
+        256 + rows * (ENTRY_COLUMNS + RECORD_COLUMNS) * 6 + plan.links.len() * LINK_COLUMNS * 6,
+    );
+    let mut next = 1;
+    match form {
+        Form::Statements => sql.push_str("BEGIN IMMEDIATE; "),
+        Form::Cte => sql.push_str("WITH "),
+    }
+    if !plan.links.is_empty() {
+        if form == Form::Cte {
+            sql.push_str("l AS (");
+        }
+        sql.push_str(LINK_INSERT);
+        values(&mut sql, plan.links.len(), LINK_COLUMNS, numbered, next);
+        next += plan.links.len() * LINK_COLUMNS;
+        sql.push_str(if form == Form::Cte { "), " } else { "; " });
+    }
+    if form == Form::Cte {
+        sql.push_str("a AS (");
+    }
+    sql.push_str(RECORD_INSERT);
+    values(&mut sql, plan.records.len(), RECORD_COLUMNS, numbered, next);
+    next += plan.records.len() * RECORD_COLUMNS;
+    sql.push_str(if form == Form::Cte { ") " } else { "; " });
+    push_upsert(&mut sql, rows, numbered, next);
+    if form == Form::Statements {
+        sql.push_str("; COMMIT");
+    }
     sql
 }
 
@@ -62,11 +110,12 @@ pub(crate) type AnyQuery = sqlx::query::Query<'static, sqlx::Any, sqlx::any::Any
 /// The columns of a journal entry.
 pub(crate) const ENTRY_COLUMNS: usize = 13;
 
-/// Binds a journal entry's columns to a query of either driver, in `UPSERT_HEAD`'s order.
+/// Binds a journal entry's columns to a query of either driver, in `UPSERT_HEAD`'s order:
+/// stamped `now`, its result already encoded.
 macro_rules! bind_columns {
-    ($query:expr, $entry:expr) => {{
+    ($query:expr, $entry:expr, $now:expr, $result:expr) => {{
         let entry: &JournalEntry = $entry;
-        let result = entry.result.as_ref().map(to_json).transpose()?;
+        let result: Option<String> = $result;
         $query
             .bind(entry.key.run_id.clone())
             .bind(i64::from(entry.key.seq))
@@ -76,7 +125,7 @@ macro_rules! bind_columns {
             .bind(entry.state.as_str())
             .bind(entry.risk.as_str())
             .bind(i64::from(entry.idempotent))
-            .bind(now_ms())
+            .bind($now)
             .bind(entry.started_ms)
             .bind(entry.finished_ms)
             .bind(result)
@@ -84,9 +133,24 @@ macro_rules! bind_columns {
     }};
 }
 
-/// Binds `entry`'s columns, in `UPSERT_HEAD`'s order.
-pub(crate) fn bind_entry(query: AnyQuery, entry: &JournalEntry) -> Result<AnyQuery, StoreError> {
-    Ok(bind_columns!(query, entry))
+/// A batch of journal rows as written: each stamped `now`, with its result's text.
+#[derive(Debug)]
+pub(crate) struct Batch<'a> {
+    pub rows: &'a [&'a JournalEntry],
+    pub now: i64,
+    pub results: Vec<Option<String>>,
+}
+
+/// The batch's statement (with `plan`'s records) on a query of the `Any` driver.
+pub(crate) fn bind_batch(query: AnyQuery, batch: &Batch<'_>, plan: Option<&Plan>) -> AnyQuery {
+    let mut query = match plan {
+        Some(p) => bind_plan!(query, p),
+        None => query,
+    };
+    for (entry, result) in batch.rows.iter().zip(&batch.results) {
+        query = bind_columns!(query, entry, batch.now, result.clone());
+    }
+    query
 }
 
 /// The journal's own connection to a SQLite store, used by nothing else.
@@ -130,8 +194,13 @@ impl SqliteJournal {
         })
     }
 
-    /// Upserts `rows` (at most one per position) in one statement.
-    pub(crate) async fn write(&self, rows: &[&JournalEntry]) -> Result<(), StoreError> {
+    /// Upserts a batch's rows (at most one per position) and appends `plan`'s audit records,
+    /// in one transaction and one call to the connection.
+    pub(crate) async fn write(
+        &self,
+        batch: &Batch<'_>,
+        plan: Option<&Plan>,
+    ) -> Result<(), WriteErr> {
         use sqlx::Connection as _;
         let mut conn = self.conn.lock().await;
         let open = match conn.as_mut() {
@@ -139,22 +208,35 @@ impl SqliteJournal {
             None => {
                 let opened = sqlx::sqlite::SqliteConnection::connect_with(&self.options)
                     .await
-                    .map_err(|e| backend_err(&e))?;
+                    .map_err(|e| WriteErr::Store(backend_err(&e)))?;
                 conn.insert(opened)
             }
         };
-        let mut query =
-            sqlx::query::<sqlx::Sqlite>(sqlx::AssertSqlSafe(upsert_sql_with(rows.len(), false)));
-        for entry in rows {
-            query = bind_columns!(query, entry);
+        let mut query = sqlx::query::<sqlx::Sqlite>(sqlx::AssertSqlSafe(journal_sql(
+            plan,
+            batch.rows.len(),
+            Form::Statements,
+        )));
+        if let Some(p) = plan {
+            query = bind_plan!(query, p);
+        }
+        for (entry, result) in batch.rows.iter().zip(&batch.results) {
+            query = bind_columns!(query, entry, batch.now, result.clone());
         }
         match query.execute(&mut *open).await {
             Ok(_) => Ok(()),
             Err(e) => {
+                if plan.is_some() {
+                    // The text's transaction may still be open: end it (an error here means
+                    // there was none).
+                    let _ = sqlx::query::<sqlx::Sqlite>("ROLLBACK")
+                        .execute(&mut *open)
+                        .await;
+                }
                 if !matches!(e, sqlx::Error::Database(_)) {
                     *conn = None;
                 }
-                Err(backend_err(&e))
+                Err(chain_err(&e))
             }
         }
     }
@@ -163,9 +245,15 @@ impl SqliteJournal {
 pub(crate) const APPROVAL_COLUMNS: &str = "id, run_id, seq, tool, args_digest, state, request, requester, separate, \
     created_ms, deadline_ms, decided_ms, decided_by, reason";
 
-/// The upsert of `entry`, ready to run on a pool or a transaction.
-pub(crate) fn upsert(entry: &JournalEntry) -> Result<AnyQuery, StoreError> {
-    static ONE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let sql = ONE.get_or_init(|| upsert_sql(1)).clone();
-    bind_entry(sqlx::query(sqlx::AssertSqlSafe(sql)), entry)
+/// The upsert of a batch's rows, ready to run on a transaction.
+pub(crate) fn upsert(batch: &Batch<'_>) -> AnyQuery {
+    bind_batch(
+        sqlx::query(sqlx::AssertSqlSafe(journal_sql(
+            None,
+            batch.rows.len(),
+            Form::Cte,
+        ))),
+        batch,
+        None,
+    )
 }

@@ -19,7 +19,15 @@ async fn sqlite_passes_the_conformance_suite() {
     let a = SqlStore::open(&url).await.unwrap();
     let b = SqlStore::open(&url).await.unwrap();
     assert_eq!(a.backend(), Backend::Sqlite);
+    let check = a.clone();
     ravi_test_support::store::conformance(Arc::new(a), Arc::new(b)).await;
+    // Everything the suite wrote, from two handles at once, is chained whole.
+    let report = check
+        .audit_verify(&ravi_store_sql::audit::VerifyOptions::default())
+        .await
+        .unwrap();
+    assert!(report.is_intact(), "{report:#?}");
+    assert!(report.records > 100, "{report:?}");
 }
 
 #[cfg(feature = "postgres")]
@@ -29,7 +37,15 @@ async fn postgres_passes_the_conformance_suite() {
     let a = SqlStore::open(&url).await.unwrap();
     let b = SqlStore::open(&url).await.unwrap();
     assert_eq!(a.backend(), Backend::Postgres);
+    let check = a.clone();
     ravi_test_support::store::conformance(Arc::new(a), Arc::new(b)).await;
+    // Everything the suite wrote, from two handles at once, is chained whole.
+    let report = check
+        .audit_verify(&ravi_store_sql::audit::VerifyOptions::default())
+        .await
+        .unwrap();
+    assert!(report.is_intact(), "{report:#?}");
+    assert!(report.records > 100, "{report:?}");
 }
 
 #[cfg(feature = "sqlite")]

@@ -1,0 +1,40 @@
+-- Version 10: the audit chain. Every write of a journal row (`ravi_calls`) and of an approval
+-- (`ravi_approvals`) appends a record here, in the same transaction, carrying the hash of the
+-- record before it in its run; each run's first record links to the run's entry in
+-- `ravi_audit_runs`, which chains the runs of the store in the order they began. Checkpoints
+-- sign the heads of the chains with an Ed25519 key. Nothing here is ever updated or deleted
+-- by Ravi: `ravi audit verify` recomputes every hash and names the first record that does not
+-- fit.
+
+CREATE TABLE ravi_audit_runs (
+    n       BIGINT PRIMARY KEY,
+    run_id  TEXT   NOT NULL UNIQUE,
+    at_ms   BIGINT NOT NULL,
+    prev    TEXT   NOT NULL,
+    hash    TEXT   NOT NULL
+);
+
+CREATE TABLE ravi_audit (
+    run_id  TEXT   NOT NULL,
+    n       BIGINT NOT NULL,
+    kind    TEXT   NOT NULL,
+    subject TEXT   NOT NULL,
+    at_ms   BIGINT NOT NULL,
+    record  TEXT   NOT NULL,
+    prev    TEXT   NOT NULL,
+    hash    TEXT   NOT NULL,
+    PRIMARY KEY (run_id, n)
+);
+
+CREATE INDEX ravi_audit_at ON ravi_audit (at_ms);
+CREATE INDEX ravi_audit_subject ON ravi_audit (run_id, kind, subject);
+
+CREATE TABLE ravi_audit_checkpoints (
+    n          BIGINT PRIMARY KEY,
+    at_ms      BIGINT NOT NULL,
+    body       TEXT   NOT NULL,
+    prev       TEXT   NOT NULL,
+    hash       TEXT   NOT NULL,
+    public_key TEXT   NOT NULL,
+    signature  TEXT   NOT NULL
+);

@@ -1,0 +1,1205 @@
+//! The audit chain's reading half: signed checkpoints, verification and export.
+//!
+//! Every journal row and approval the store writes appends a hash-chained record (see the
+//! schema's version 10). This module signs the chains' heads with an Ed25519 key
+//! ([`AuditKey`], [`SqlStore::audit_checkpoint`], [`SqlStore::spawn_checkpoints`]), checks
+//! the whole store against them ([`SqlStore::audit_verify`]) and writes the records out as
+//! JSON lines ([`SqlStore::audit_export`]).
+//!
+//! ```
+//! # #[cfg(feature = "sqlite")]
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use ravi_kernel::{CallKey, CallState, JournalEntry, Store, ToolRisk};
+//! use ravi_store_sql::SqlStore;
+//! use ravi_store_sql::audit::{AuditKey, VerifyOptions};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = SqlStore::open(&format!("sqlite:{}", dir.path().join("ravi.db").display()))
+//!     .await
+//!     .unwrap();
+//! let key = CallKey::new("run_1", 1, "read", "sha256:00");
+//! let entry = JournalEntry::new(key, "c1", CallState::Succeeded, ToolRisk::Safe, true);
+//! store.record_call(&entry).await.unwrap();
+//!
+//! let signer = AuditKey::generate().unwrap();
+//! store.audit_checkpoint(&signer).await.unwrap();
+//! let options = VerifyOptions::trusting([signer.public_key()]);
+//! let report = store.audit_verify(&options).await.unwrap();
+//! assert!(report.is_intact(), "{report:?}");
+//! assert_eq!(report.records, 1);
+//! # });
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::TryStreamExt as _;
+use ravi_kernel::{StoreError, now_ms};
+use ring::signature::{ED25519, Ed25519KeyPair, KeyPair as _, UnparsedPublicKey};
+use serde_json::{Value, json};
+use sqlx::any::AnyRow;
+
+use crate::base::{Backend, backend_err, corrupt};
+use crate::chain::{GENESIS, approval_record_of_row, call_record_of_row, checkpoint_hash};
+use crate::chain::{link_hash, record_hash};
+use crate::open::SqlStore;
+use crate::rows::{int, text};
+
+/// A problem with an audit key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The key file could not be read.
+    #[error("reading the audit key {path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The text is not an Ed25519 private key in PKCS#8 PEM.
+    #[error(
+        "the audit key {what} is not an Ed25519 private key in PKCS#8 PEM (`-----BEGIN PRIVATE \
+         KEY-----`, as `openssl genpkey -algorithm ed25519` or `ravi audit key --new` writes): \
+         {message}"
+    )]
+    Format {
+        /// Where the key came from.
+        what: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A public key that is not `ed25519:BASE64` (32 bytes) nor a PEM public key.
+    #[error(
+        "the public key `{0}` is not `ed25519:BASE64` (32 bytes, as `ravi audit key` prints) \
+         nor an Ed25519 `PUBLIC KEY` PEM"
+    )]
+    Public(String),
+    /// No randomness to make a key with.
+    #[error("could not make a new key: {0}")]
+    Generate(String),
+}
+
+/// The Ed25519 key that signs checkpoints. Its public half, `ed25519:BASE64`, is what a
+/// verifier trusts.
+pub struct AuditKey {
+    pair: Ed25519KeyPair,
+    pem: String,
+}
+
+impl std::fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditKey")
+            .field("public_key", &self.public_key())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuditKey {
+    /// A key from PKCS#8 PEM text (`what` names where it came from, for errors).
+    pub fn from_pem(pem_text: &str, what: &str) -> Result<Self, KeyError> {
+        let fmt = |message: String| KeyError::Format {
+            what: what.to_owned(),
+            message,
+        };
+        let block = pem::parse(pem_text.trim()).map_err(|e| fmt(e.to_string()))?;
+        if block.tag() != "PRIVATE KEY" {
+            return Err(fmt(format!(
+                "it is a `{}` block, not `PRIVATE KEY`",
+                block.tag()
+            )));
+        }
+        let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(block.contents())
+            .map_err(|e| fmt(e.to_string()))?;
+        Ok(Self {
+            pair,
+            pem: pem_text.trim().to_owned(),
+        })
+    }
+
+    /// The key in the PEM file at `path`.
+    pub fn from_file(path: &Path) -> Result<Self, KeyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| KeyError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Self::from_pem(&text, &path.display().to_string())
+    }
+
+    /// A new random key.
+    pub fn generate() -> Result<Self, KeyError> {
+        let rng = ring::rand::SystemRandom::new();
+        let doc =
+            Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| KeyError::Generate(e.to_string()))?;
+        let pem_text = pem::encode(&pem::Pem::new("PRIVATE KEY", doc.as_ref().to_vec()));
+        Self::from_pem(&pem_text, "just made")
+    }
+
+    /// The private key as PKCS#8 PEM (to store it; keep it secret).
+    pub fn to_pem(&self) -> &str {
+        &self.pem
+    }
+
+    /// The public half: `ed25519:` and its 32 bytes in base64.
+    pub fn public_key(&self) -> String {
+        format!(
+            "ed25519:{}",
+            base64::engine::general_purpose::STANDARD.encode(self.pair.public_key().as_ref())
+        )
+    }
+
+    /// The public half as a `PUBLIC KEY` PEM (SubjectPublicKeyInfo), as OpenSSL reads it.
+    pub fn public_pem(&self) -> String {
+        let mut der = SPKI_PREFIX.to_vec();
+        der.extend_from_slice(self.pair.public_key().as_ref());
+        pem::encode(&pem::Pem::new("PUBLIC KEY", der))
+    }
+
+    /// The signature of `message`, base64.
+    fn sign(&self, message: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(self.pair.sign(message).as_ref())
+    }
+}
+
+/// The DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410), before the key's 32 bytes.
+const SPKI_PREFIX: [u8; 12] = [
+    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+];
+
+/// A public key given as `ed25519:BASE64`, bare base64, or a `PUBLIC KEY` PEM, in the
+/// `ed25519:BASE64` form checkpoints record.
+pub fn parse_public_key(text: &str) -> Result<String, KeyError> {
+    let t = text.trim();
+    let bad = || KeyError::Public(t.chars().take(60).collect());
+    let raw = if t.starts_with("-----BEGIN") {
+        let block = pem::parse(t).map_err(|_| bad())?;
+        let der = block.contents();
+        if block.tag() != "PUBLIC KEY" || der.len() != 44 || der[..12] != SPKI_PREFIX {
+            return Err(bad());
+        }
+        der[12..].to_vec()
+    } else {
+        base64::engine::general_purpose::STANDARD
+            .decode(t.strip_prefix("ed25519:").unwrap_or(t))
+            .map_err(|_| bad())?
+    };
+    if raw.len() != 32 {
+        return Err(bad());
+    }
+    Ok(format!(
+        "ed25519:{}",
+        base64::engine::general_purpose::STANDARD.encode(raw)
+    ))
+}
+
+/// Whether `signature` (base64) is `public_key`'s (`ed25519:BASE64`) over `message`.
+fn signature_holds(public_key: &str, message: &[u8], signature: &str) -> bool {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let (Some(key), Ok(sig)) = (
+        public_key
+            .strip_prefix("ed25519:")
+            .and_then(|k| engine.decode(k).ok()),
+        engine.decode(signature),
+    ) else {
+        return false;
+    };
+    UnparsedPublicKey::new(&ED25519, key)
+        .verify(message, &sig)
+        .is_ok()
+}
+
+/// A signed checkpoint: the heads of the chains at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Checkpoint {
+    /// Its place in the chain of checkpoints (from 1).
+    pub n: i64,
+    /// When it was made (ms since the epoch).
+    pub at_ms: i64,
+    /// Its hash, which the key signed.
+    pub hash: String,
+    /// The signing key's public half.
+    pub public_key: String,
+    /// How many runs' heads it names (those that moved since the checkpoint before it).
+    pub heads: usize,
+    /// How many runs the store's chain of runs held.
+    pub runs: i64,
+}
+
+/// Heads that moved within this long before the last checkpoint are signed again (clocks of
+/// replicas writing the same store may disagree by this much).
+const CLOCK_SLACK_MS: i64 = 10 * 60 * 1000;
+
+impl SqlStore {
+    /// Signs the heads of the chains that moved since the last checkpoint (and the head of
+    /// the chain of runs) with `key`, and stores the checkpoint. `None` when nothing was
+    /// written since the last one.
+    pub async fn audit_checkpoint(&self, key: &AuditKey) -> Result<Option<Checkpoint>, StoreError> {
+        for _ in 0..3 {
+            let last = sqlx::query(
+                "SELECT n, at_ms, body, hash FROM ravi_audit_checkpoints ORDER BY n DESC LIMIT 1",
+            )
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+            let (n, prev, since) = match &last {
+                Some(r) => (
+                    int(r, "n")? + 1,
+                    text(r, "hash")?,
+                    int(r, "at_ms")? - CLOCK_SLACK_MS,
+                ),
+                None => (1, GENESIS.to_owned(), i64::MIN),
+            };
+            let at_ms = now_ms();
+            let heads: Vec<(String, i64, String)> = sqlx::query(
+                "SELECT a.run_id, a.n, a.hash FROM ravi_audit a JOIN (SELECT run_id, MAX(n) AS \
+                 n FROM ravi_audit WHERE run_id IN (SELECT DISTINCT run_id FROM ravi_audit \
+                 WHERE at_ms >= $1) GROUP BY run_id) m ON a.run_id = m.run_id AND a.n = m.n \
+                 ORDER BY a.run_id",
+            )
+            .bind(since)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .iter()
+            .map(|r| Ok((text(r, "run_id")?, int(r, "n")?, text(r, "hash")?)))
+            .collect::<Result<_, StoreError>>()?;
+            let store_head =
+                sqlx::query("SELECT n, hash FROM ravi_audit_runs ORDER BY n DESC LIMIT 1")
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| backend_err(&e))?;
+            let (runs, runs_head) = match &store_head {
+                Some(r) => (int(r, "n")?, text(r, "hash")?),
+                None => (0, GENESIS.to_owned()),
+            };
+            // Nothing new: the last checkpoint already says all this.
+            if let Some(last) = &last {
+                let body: Value = serde_json::from_str(&text(last, "body")?)
+                    .map_err(|e| corrupt("audit checkpoint", e))?;
+                let signed: Vec<(String, i64, String)> =
+                    serde_json::from_value(body["heads"].clone()).unwrap_or_default();
+                let unchanged = body["runs"]["count"] == json!(runs)
+                    && heads.iter().all(|h| signed.contains(h));
+                if unchanged {
+                    return Ok(None);
+                }
+            }
+            let body = json!({
+                "runs": {"count": runs, "head": runs_head},
+                "heads": heads,
+            })
+            .to_string();
+            let hash = checkpoint_hash(&prev, n, at_ms, &body);
+            let signature = key.sign(hash.as_bytes());
+            let done = sqlx::query(
+                "INSERT INTO ravi_audit_checkpoints (n, at_ms, body, prev, hash, public_key, \
+                 signature) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(n)
+            .bind(at_ms)
+            .bind(body)
+            .bind(prev)
+            .bind(hash.clone())
+            .bind(key.public_key())
+            .bind(signature)
+            .execute(&self.pool)
+            .await;
+            match done {
+                Ok(_) => {
+                    return Ok(Some(Checkpoint {
+                        n,
+                        at_ms,
+                        hash,
+                        public_key: key.public_key(),
+                        heads: heads.len(),
+                        runs,
+                    }));
+                }
+                // Another process checkpointed at the same moment: start from its.
+                Err(sqlx::Error::Database(d)) if d.is_unique_violation() => continue,
+                Err(e) => return Err(backend_err(&e)),
+            }
+        }
+        Err(StoreError::Backend(
+            "other processes kept checkpointing the audit chain at the same time; try again".into(),
+        ))
+    }
+
+    /// Signs a checkpoint with `key` every `every` (when something was written) until the
+    /// returned task is finished or dropped. A failed checkpoint is logged and tried again at
+    /// the next tick.
+    pub fn spawn_checkpoints(
+        &self,
+        key: std::sync::Arc<AuditKey>,
+        every: Duration,
+    ) -> CheckpointTask {
+        let store = self.clone();
+        let signer = std::sync::Arc::clone(&key);
+        let handle = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Err(e) = store.audit_checkpoint(&signer).await {
+                    tracing::warn!(error = %e, "could not sign an audit checkpoint");
+                }
+            }
+        });
+        CheckpointTask {
+            store: self.clone(),
+            key,
+            handle,
+        }
+    }
+
+    /// Checks the audit chain: every record's hash and link, the chain of runs, every
+    /// checkpoint's link and signature and the heads it signed, and that every journal row
+    /// and approval is the one its last record holds. Reads run by run.
+    pub async fn audit_verify(&self, options: &VerifyOptions) -> Result<AuditReport, StoreError> {
+        Verifier::new(self, options).run().await
+    }
+
+    /// Writes the chain as JSON lines to `out`: the chain of runs (`"type": "run"`), then
+    /// every record (`"type": "record"`, the row it holds as `record`, with `prev` and
+    /// `hash`), then the checkpoints (`"type": "checkpoint"`), each in order; with
+    /// `since_ms`, only those made since then. Returns how many lines were written.
+    pub async fn audit_export(
+        &self,
+        since_ms: Option<i64>,
+        out: &mut (dyn std::io::Write + Send),
+    ) -> Result<u64, StoreError> {
+        let since = since_ms.unwrap_or(i64::MIN);
+        let io = |e: std::io::Error| StoreError::Backend(format!("writing the export: {e}"));
+        let mut lines = 0u64;
+        let mut links = sqlx::query("SELECT * FROM ravi_audit_runs WHERE at_ms >= $1 ORDER BY n")
+            .bind(since)
+            .fetch(&self.pool);
+        while let Some(r) = links.try_next().await.map_err(|e| backend_err(&e))? {
+            let line = json!({
+                "type": "run", "n": int(&r, "n")?, "run_id": text(&r, "run_id")?,
+                "at_ms": int(&r, "at_ms")?, "prev": text(&r, "prev")?, "hash": text(&r, "hash")?,
+            });
+            writeln!(out, "{line}").map_err(io)?;
+            lines += 1;
+        }
+        drop(links);
+        let mut records =
+            sqlx::query("SELECT * FROM ravi_audit WHERE at_ms >= $1 ORDER BY at_ms, run_id, n")
+                .bind(since)
+                .fetch(&self.pool);
+        while let Some(r) = records.try_next().await.map_err(|e| backend_err(&e))? {
+            let record: Value = serde_json::from_str(&text(&r, "record")?)
+                .unwrap_or_else(|_| Value::String("(not JSON: changed outside Ravi)".into()));
+            let line = json!({
+                "type": "record", "run_id": text(&r, "run_id")?, "n": int(&r, "n")?,
+                "kind": text(&r, "kind")?, "subject": text(&r, "subject")?,
+                "at_ms": int(&r, "at_ms")?, "record": record,
+                "prev": text(&r, "prev")?, "hash": text(&r, "hash")?,
+            });
+            writeln!(out, "{line}").map_err(io)?;
+            lines += 1;
+        }
+        drop(records);
+        let mut checkpoints =
+            sqlx::query("SELECT * FROM ravi_audit_checkpoints WHERE at_ms >= $1 ORDER BY n")
+                .bind(since)
+                .fetch(&self.pool);
+        while let Some(r) = checkpoints.try_next().await.map_err(|e| backend_err(&e))? {
+            let body: Value = serde_json::from_str(&text(&r, "body")?).unwrap_or(Value::Null);
+            let line = json!({
+                "type": "checkpoint", "n": int(&r, "n")?, "at_ms": int(&r, "at_ms")?,
+                "body": body, "prev": text(&r, "prev")?, "hash": text(&r, "hash")?,
+                "public_key": text(&r, "public_key")?, "signature": text(&r, "signature")?,
+            });
+            writeln!(out, "{line}").map_err(io)?;
+            lines += 1;
+        }
+        out.flush().map_err(io)?;
+        Ok(lines)
+    }
+}
+
+/// Checkpoints signed in the background ([`SqlStore::spawn_checkpoints`]).
+#[derive(Debug)]
+pub struct CheckpointTask {
+    store: SqlStore,
+    key: std::sync::Arc<AuditKey>,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+impl CheckpointTask {
+    /// Stops the ticks and signs a last checkpoint (what was written since the last tick).
+    pub async fn finish(self) -> Result<Option<Checkpoint>, StoreError> {
+        self.handle.abort();
+        self.store.audit_checkpoint(&self.key).await
+    }
+}
+
+impl Drop for CheckpointTask {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+/// What [`SqlStore::audit_verify`] checks against.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct VerifyOptions {
+    /// The public keys (`ed25519:BASE64`) whose checkpoints are trusted. Empty: signatures
+    /// are checked against the key each checkpoint names, and the report says they were not
+    /// checked against a trusted one.
+    pub trusted_keys: Vec<String>,
+    /// Only what was written since then (ms since the epoch): each run's chain is checked
+    /// from its last record before then.
+    pub since_ms: Option<i64>,
+}
+
+impl VerifyOptions {
+    /// Options trusting `keys`.
+    pub fn trusting(keys: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            trusted_keys: keys.into_iter().collect(),
+            since_ms: None,
+        }
+    }
+}
+
+/// What kind of tampering a finding shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FindingKind {
+    /// A record's (or row's) content is not what was written.
+    Changed,
+    /// A record (or row) is gone.
+    Removed,
+    /// A record (or row) was added outside Ravi.
+    Inserted,
+    /// Records (or rows) changed places.
+    Reordered,
+    /// A checkpoint's signature does not hold, or its key is not trusted.
+    Signature,
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Changed => "changed",
+            Self::Removed => "removed",
+            Self::Inserted => "inserted",
+            Self::Reordered => "reordered",
+            Self::Signature => "signature",
+        })
+    }
+}
+
+/// One sign of tampering.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct Finding {
+    /// What kind.
+    pub kind: FindingKind,
+    /// Where: `run RUN record N`, `run RUN call SEQ`, `approval ID`, `checkpoint N`, `run
+    /// link N`.
+    pub place: String,
+    /// What was found, in a sentence.
+    pub detail: String,
+    /// When the record concerned was written, when known (ms since the epoch): findings are
+    /// reported earliest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<i64>,
+}
+
+/// What [`SqlStore::audit_verify`] found.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[non_exhaustive]
+pub struct AuditReport {
+    /// Runs in the chain of runs.
+    pub runs: u64,
+    /// Records checked.
+    pub records: u64,
+    /// Checkpoints checked.
+    pub checkpoints: u64,
+    /// Records written after the last checkpoint (chained, not yet signed).
+    pub unsigned_records: u64,
+    /// Journal rows and approvals written before the chain began (version 10 of the
+    /// schema), which no record covers.
+    pub before_chain: u64,
+    /// Whether the signatures were checked against trusted keys.
+    pub keys_trusted: bool,
+    /// The signs of tampering, earliest first (at most one per run's chain: the first).
+    pub findings: Vec<Finding>,
+}
+
+impl AuditReport {
+    /// Whether nothing was found.
+    pub fn is_intact(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+/// A record as read for checking.
+#[derive(Debug, Clone)]
+struct Rec {
+    n: i64,
+    kind: String,
+    subject: String,
+    at_ms: i64,
+    record: String,
+    prev: String,
+    hash: String,
+}
+
+fn rec_of(r: &AnyRow) -> Result<Rec, StoreError> {
+    Ok(Rec {
+        n: int(r, "n")?,
+        kind: text(r, "kind")?,
+        subject: text(r, "subject")?,
+        at_ms: int(r, "at_ms")?,
+        record: text(r, "record")?,
+        prev: text(r, "prev")?,
+        hash: text(r, "hash")?,
+    })
+}
+
+struct Verifier<'a> {
+    store: &'a SqlStore,
+    options: &'a VerifyOptions,
+    report: AuditReport,
+    since: i64,
+    chain_began_ms: Option<i64>,
+}
+
+impl<'a> Verifier<'a> {
+    fn new(store: &'a SqlStore, options: &'a VerifyOptions) -> Self {
+        Self {
+            store,
+            options,
+            report: AuditReport::default(),
+            since: options.since_ms.unwrap_or(i64::MIN),
+            chain_began_ms: None,
+        }
+    }
+
+    fn find(&mut self, kind: FindingKind, place: String, detail: String, at_ms: Option<i64>) {
+        self.report.findings.push(Finding {
+            kind,
+            place,
+            detail,
+            at_ms,
+        });
+    }
+
+    async fn run(mut self) -> Result<AuditReport, StoreError> {
+        let pool = &self.store.pool;
+        self.chain_began_ms = self.chain_began().await?;
+        // The chain of runs.
+        let links: Vec<(i64, String, i64, String, String)> =
+            sqlx::query("SELECT n, run_id, at_ms, prev, hash FROM ravi_audit_runs ORDER BY n")
+                .fetch_all(pool)
+                .await
+                .map_err(|e| backend_err(&e))?
+                .iter()
+                .map(|r| {
+                    Ok((
+                        int(r, "n")?,
+                        text(r, "run_id")?,
+                        int(r, "at_ms")?,
+                        text(r, "prev")?,
+                        text(r, "hash")?,
+                    ))
+                })
+                .collect::<Result<_, StoreError>>()?;
+        self.report.runs = links.len() as u64;
+        let mut expected_prev = GENESIS.to_owned();
+        // Each run's chain starts at its link as stored: a link that does not fit is a
+        // finding of the chain of runs, not of the run's records.
+        let link_of: HashMap<String, String> =
+            links.iter().map(|l| (l.1.clone(), l.4.clone())).collect();
+        for (i, (n, run_id, at_ms, prev, hash)) in links.iter().enumerate() {
+            let expected_n = i as i64 + 1;
+            let place = format!("run link {n} (run {run_id})");
+            if *n != expected_n {
+                self.find(
+                    FindingKind::Removed,
+                    format!("run link {expected_n}"),
+                    format!(
+                        "the chain of runs jumps from link {} to link {n}",
+                        expected_n - 1
+                    ),
+                    Some(*at_ms),
+                );
+                break;
+            }
+            if link_hash(prev, *n, run_id, *at_ms) != *hash {
+                let moved = (1..=links.len() as i64 + 1)
+                    .find(|m| link_hash(prev, *m, run_id, *at_ms) == *hash);
+                let (kind, detail) = match moved {
+                    Some(m) => (
+                        FindingKind::Reordered,
+                        format!("this link was written as link {m} of the chain of runs"),
+                    ),
+                    None => (
+                        FindingKind::Changed,
+                        "its content does not match its hash".to_owned(),
+                    ),
+                };
+                self.find(kind, place, detail, Some(*at_ms));
+                break;
+            }
+            if *prev != expected_prev {
+                self.find(
+                    FindingKind::Changed,
+                    place,
+                    format!(
+                        "it does not link to link {} of the chain of runs: the chain was \
+                         rewritten from here",
+                        n - 1
+                    ),
+                    Some(*at_ms),
+                );
+                break;
+            }
+            expected_prev.clone_from(hash);
+        }
+        // Every run: its chain, then its rows against it.
+        let mut run_ids: Vec<String> = links.iter().map(|l| l.1.clone()).collect();
+        let mut seen: std::collections::HashSet<String> = run_ids.iter().cloned().collect();
+        for table in ["ravi_audit", "ravi_calls", "ravi_approvals"] {
+            let others = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT DISTINCT run_id FROM {table} ORDER BY run_id"
+            )))
+            .fetch_all(pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+            for r in &others {
+                let id = text(r, "run_id")?;
+                if seen.insert(id.clone()) {
+                    run_ids.push(id);
+                }
+            }
+        }
+        let link_at: HashMap<&str, i64> = links.iter().map(|l| (l.1.as_str(), l.2)).collect();
+        let mut heads: HashMap<String, Vec<Rec>> = HashMap::new();
+        for run_id in &run_ids {
+            let records = self
+                .check_run(
+                    run_id,
+                    link_of.get(run_id),
+                    link_at.get(run_id.as_str()).copied(),
+                )
+                .await?;
+            heads.insert(run_id.clone(), records);
+        }
+        self.check_checkpoints(&links, &heads).await?;
+        self.report
+            .findings
+            .sort_by_key(|f| f.at_ms.unwrap_or(i64::MAX));
+        Ok(self.report)
+    }
+
+    /// When version 10 of the schema was applied: rows written before have no records.
+    async fn chain_began(&self) -> Result<Option<i64>, StoreError> {
+        let sql = match self.store.backend {
+            Backend::Sqlite => {
+                "SELECT CAST(strftime('%s', installed_on) AS BIGINT) * 1000 AS ms FROM \
+                 _sqlx_migrations WHERE version = 10"
+            }
+            Backend::Postgres => {
+                "SELECT CAST(EXTRACT(EPOCH FROM installed_on) * 1000 AS BIGINT) AS ms FROM \
+                 _sqlx_migrations WHERE version = 10"
+            }
+        };
+        let row = sqlx::query(sql)
+            .fetch_optional(&self.store.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        // SQLite keeps whole seconds: a row of the same second may be before or after.
+        row.map(|r| int(&r, "ms").map(|ms| ms - 1000)).transpose()
+    }
+
+    /// Checks run `run_id`'s chain and its journal rows and approvals against it. Returns
+    /// its records up to the first that does not fit.
+    async fn check_run(
+        &mut self,
+        run_id: &str,
+        link: Option<&String>,
+        link_at: Option<i64>,
+    ) -> Result<Vec<Rec>, StoreError> {
+        let pool = &self.store.pool;
+        // With --since, start at the last record before then (its link is trusted).
+        let from = if self.since > i64::MIN {
+            sqlx::query("SELECT MAX(n) AS n FROM ravi_audit WHERE run_id = $1 AND at_ms < $2")
+                .bind(run_id.to_owned())
+                .bind(self.since)
+                .fetch_one(pool)
+                .await
+                .map_err(|e| backend_err(&e))
+                .and_then(|r| {
+                    sqlx::Row::try_get::<Option<i64>, _>(&r, "n").map_err(|e| backend_err(&e))
+                })?
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let records: Vec<Rec> =
+            sqlx::query("SELECT * FROM ravi_audit WHERE run_id = $1 AND n >= $2 ORDER BY n")
+                .bind(run_id.to_owned())
+                .bind(from)
+                .fetch_all(pool)
+                .await
+                .map_err(|e| backend_err(&e))?
+                .iter()
+                .map(rec_of)
+                .collect::<Result<_, _>>()?;
+        let mut good: Vec<Rec> = Vec::with_capacity(records.len());
+        let (mut expected_n, mut expected_prev) = match (from, link) {
+            (0, Some(l)) => (1, Some(l.clone())),
+            (0, None) => (1, None),
+            // Anchored at a record before --since: its own link is taken as written.
+            _ => (from, records.first().map(|r| r.prev.clone())),
+        };
+        if link.is_none() && !records.is_empty() && from == 0 {
+            self.find(
+                FindingKind::Inserted,
+                format!("run {run_id}"),
+                "it has audit records but no link in the chain of runs (its link was removed, \
+                 or the run was added outside Ravi)"
+                    .to_owned(),
+                records.first().map(|r| r.at_ms).or(link_at),
+            );
+        }
+        let max_n = records.last().map_or(0, |r| r.n);
+        for (i, r) in records.iter().enumerate() {
+            if r.at_ms >= self.since {
+                self.report.records += 1;
+            }
+            let place = format!("run {run_id} record {}", r.n);
+            if r.n != expected_n {
+                self.find(
+                    FindingKind::Removed,
+                    format!("run {run_id} record {expected_n}"),
+                    format!(
+                        "the run's chain jumps from record {} to record {}",
+                        expected_n - 1,
+                        r.n
+                    ),
+                    Some(r.at_ms),
+                );
+                break;
+            }
+            let at =
+                |n: i64| record_hash(&r.prev, run_id, n, &r.kind, &r.subject, r.at_ms, &r.record);
+            if at(r.n) != r.hash {
+                let moved = (1..=max_n + 1).find(|m| *m != r.n && at(*m) == r.hash);
+                // The record after it was written at this place, after the one before: this
+                // one was slipped in between.
+                let slipped_in = records.get(i + 1).is_some_and(|next| {
+                    expected_prev.as_ref().is_none_or(|p| next.prev == *p)
+                        && record_hash(
+                            &next.prev,
+                            run_id,
+                            r.n,
+                            &next.kind,
+                            &next.subject,
+                            next.at_ms,
+                            &next.record,
+                        ) == next.hash
+                });
+                let (kind, detail) = match moved {
+                    _ if slipped_in && moved != Some(r.n + 1) => (
+                        FindingKind::Inserted,
+                        format!(
+                            "the record after it was written as record {} and links to record \
+                             {}: this one was inserted",
+                            r.n,
+                            r.n - 1
+                        ),
+                    ),
+                    Some(m)
+                        if m == r.n + 1
+                            && records.get(i + 1).is_some_and(|next| {
+                                record_hash(
+                                    &next.prev,
+                                    run_id,
+                                    r.n,
+                                    &next.kind,
+                                    &next.subject,
+                                    next.at_ms,
+                                    &next.record,
+                                ) == next.hash
+                            }) =>
+                    {
+                        (
+                            FindingKind::Reordered,
+                            format!("records {} and {} of the run changed places", r.n, r.n + 1),
+                        )
+                    }
+                    Some(m) if m < r.n => (
+                        FindingKind::Inserted,
+                        format!(
+                            "this is record {m} as written, moved to {}: a record was inserted \
+                             before it",
+                            r.n
+                        ),
+                    ),
+                    Some(m) if m > r.n => (
+                        FindingKind::Removed,
+                        format!(
+                            "this is record {m} as written, moved back to {}: a record before \
+                             it was removed",
+                            r.n
+                        ),
+                    ),
+                    _ => (
+                        FindingKind::Changed,
+                        format!(
+                            "its content does not match its hash ({} {})",
+                            r.kind, r.subject
+                        ),
+                    ),
+                };
+                self.find(kind, place, detail, Some(r.at_ms));
+                break;
+            }
+            if let Some(p) = &expected_prev
+                && r.prev != *p
+            {
+                let (kind, detail) = if i >= 2 && r.prev == records[i - 2].hash {
+                    (
+                        FindingKind::Inserted,
+                        format!(
+                            "it links to record {}: record {} was inserted",
+                            r.n - 2,
+                            r.n - 1
+                        ),
+                    )
+                } else if records[i + 1..].iter().any(|later| later.hash == r.prev) {
+                    (
+                        FindingKind::Reordered,
+                        "it links to a record that now comes after it".to_owned(),
+                    )
+                } else {
+                    (
+                        FindingKind::Changed,
+                        format!(
+                            "it does not link to the record before it: the chain was rewritten \
+                             from here ({} {})",
+                            r.kind, r.subject
+                        ),
+                    )
+                };
+                self.find(kind, place.clone(), detail, Some(r.at_ms));
+                break;
+            }
+            expected_prev = Some(r.hash.clone());
+            expected_n += 1;
+            good.push(r.clone());
+        }
+        // A chain that stops short cannot say what the rows should hold: its first finding
+        // is the run's.
+        if good.len() == records.len() {
+            self.check_rows(run_id, &good).await?;
+        }
+        Ok(good)
+    }
+
+    /// Checks run `run_id`'s journal rows and approvals against the last record of each.
+    async fn check_rows(&mut self, run_id: &str, records: &[Rec]) -> Result<(), StoreError> {
+        let pool = &self.store.pool;
+        let mut last: BTreeMap<(&str, &str), &Rec> = BTreeMap::new();
+        for r in records {
+            last.insert((r.kind.as_str(), r.subject.as_str()), r);
+        }
+        let began = self.chain_began_ms.unwrap_or(i64::MAX);
+        // Journal rows.
+        let calls = sqlx::query("SELECT * FROM ravi_calls WHERE run_id = $1 ORDER BY seq")
+            .bind(run_id.to_owned())
+            .fetch_all(pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        let mut rows: BTreeMap<String, (String, i64)> = BTreeMap::new();
+        for row in &calls {
+            let (_, seq, record) = call_record_of_row(row)?;
+            rows.insert(seq.to_string(), (record, int(row, "updated_ms")?));
+        }
+        self.compare(run_id, "call", &rows, &last, began);
+        let approvals = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM ravi_approvals WHERE run_id = $1",
+            crate::writes::APPROVAL_COLUMNS
+        )))
+        .bind(run_id.to_owned())
+        .fetch_all(pool)
+        .await
+        .map_err(|e| backend_err(&e))?;
+        let mut rows: BTreeMap<String, (String, i64)> = BTreeMap::new();
+        for row in &approvals {
+            let (id, _, record) = approval_record_of_row(row)?;
+            let at = sqlx::Row::try_get::<Option<i64>, _>(row, "decided_ms")
+                .ok()
+                .flatten()
+                .unwrap_or(int(row, "created_ms")?);
+            rows.insert(id, (record, at));
+        }
+        self.compare(run_id, "approval", &rows, &last, began);
+        Ok(())
+    }
+
+    /// Compares rows of one kind (`subject` → record text, when written) with the last
+    /// record of each subject.
+    fn compare(
+        &mut self,
+        run_id: &str,
+        kind: &str,
+        rows: &BTreeMap<String, (String, i64)>,
+        last: &BTreeMap<(&str, &str), &Rec>,
+        began: i64,
+    ) {
+        let place = |subject: &str| match kind {
+            "call" => format!("run {run_id} call {subject}"),
+            _ => format!("approval {subject} (run {run_id})"),
+        };
+        let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
+        let strip = |mut v: Value| {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("seq");
+                o.remove("id");
+            }
+            v
+        };
+        let mut reported = false;
+        for (subject, (row, at)) in rows {
+            if reported {
+                break;
+            }
+            // With --since, rows last written before then are not checked.
+            if *at < self.since {
+                continue;
+            }
+            let written = last.get(&(kind, subject.as_str()));
+            match written {
+                Some(rec) if rec.record == *row => {}
+                Some(rec) => {
+                    let (now, was) = (parse(row), parse(&rec.record));
+                    // The row holds another subject's record: rows changed places.
+                    let other = last.iter().find(|((k, s), r)| {
+                        *k == kind && *s != subject && strip(parse(&r.record)) == strip(now.clone())
+                    });
+                    let (fkind, detail) = match other {
+                        Some(((_, s), _)) => (
+                            FindingKind::Reordered,
+                            format!(
+                                "the row holds what the chain records for {kind} {s}: rows changed places"
+                            ),
+                        ),
+                        None => {
+                            let fields: Vec<String> = match (now.as_object(), was.as_object()) {
+                                (Some(a), Some(b)) => b
+                                    .iter()
+                                    .filter(|(k, v)| a.get(*k) != Some(*v))
+                                    .map(|(k, _)| k.clone())
+                                    .collect(),
+                                _ => vec!["(all)".into()],
+                            };
+                            (
+                                FindingKind::Changed,
+                                format!(
+                                    "the row differs from its audit record {} in {}",
+                                    rec.n,
+                                    fields.join(", ")
+                                ),
+                            )
+                        }
+                    };
+                    self.find(fkind, place(subject), detail, Some(rec.at_ms));
+                    reported = true;
+                }
+                None if *at < began => self.report.before_chain += 1,
+                None => {
+                    self.find(
+                        FindingKind::Inserted,
+                        place(subject),
+                        "the row has no audit record: it was written outside Ravi".to_owned(),
+                        Some(*at),
+                    );
+                    reported = true;
+                }
+            }
+        }
+        if reported {
+            return;
+        }
+        for ((k, subject), rec) in last {
+            if *k == kind && !rows.contains_key(*subject) && rec.at_ms >= self.since {
+                self.find(
+                    FindingKind::Removed,
+                    place(subject),
+                    format!(
+                        "the chain records it (record {}) but the row is gone",
+                        rec.n
+                    ),
+                    Some(rec.at_ms),
+                );
+                break;
+            }
+        }
+    }
+
+    /// Checks the chain of checkpoints, their signatures and the heads they signed.
+    async fn check_checkpoints(
+        &mut self,
+        links: &[(i64, String, i64, String, String)],
+        runs: &HashMap<String, Vec<Rec>>,
+    ) -> Result<(), StoreError> {
+        let rows = sqlx::query("SELECT * FROM ravi_audit_checkpoints ORDER BY n")
+            .fetch_all(&self.store.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        let trusted: Vec<String> = self
+            .options
+            .trusted_keys
+            .iter()
+            .filter_map(|k| parse_public_key(k).ok())
+            .collect();
+        self.report.keys_trusted = !trusted.is_empty();
+        let mut expected_prev = GENESIS.to_owned();
+        let mut last_at = i64::MIN;
+        for (i, row) in rows.iter().enumerate() {
+            let (n, at_ms, body, prev, hash, key, sig) = (
+                int(row, "n")?,
+                int(row, "at_ms")?,
+                text(row, "body")?,
+                text(row, "prev")?,
+                text(row, "hash")?,
+                text(row, "public_key")?,
+                text(row, "signature")?,
+            );
+            let place = format!("checkpoint {n}");
+            let in_range = at_ms >= self.since;
+            if in_range {
+                self.report.checkpoints += 1;
+            }
+            if n != i as i64 + 1 {
+                self.find(
+                    FindingKind::Removed,
+                    format!("checkpoint {}", i + 1),
+                    format!("the chain of checkpoints jumps from {i} to {n}"),
+                    Some(at_ms),
+                );
+                break;
+            }
+            if checkpoint_hash(&prev, n, at_ms, &body) != hash || prev != expected_prev {
+                self.find(
+                    FindingKind::Changed,
+                    place,
+                    "its content or its link to the checkpoint before it was changed".to_owned(),
+                    Some(at_ms),
+                );
+                break;
+            }
+            expected_prev.clone_from(&hash);
+            last_at = at_ms;
+            if !signature_holds(&key, hash.as_bytes(), &sig) {
+                self.find(
+                    FindingKind::Signature,
+                    place,
+                    format!("its signature does not hold for {key}"),
+                    Some(at_ms),
+                );
+                break;
+            }
+            if !trusted.is_empty() && !trusted.contains(&key) {
+                self.find(
+                    FindingKind::Signature,
+                    place,
+                    format!("it is signed by {key}, which is not a trusted key"),
+                    Some(at_ms),
+                );
+                break;
+            }
+            if !in_range {
+                continue;
+            }
+            let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let count = body["runs"]["count"].as_i64().unwrap_or(0);
+            let runs_head = body["runs"]["head"].as_str().unwrap_or_default();
+            if count > 0 {
+                match links.get(usize::try_from(count - 1).unwrap_or(usize::MAX)) {
+                    Some(l) if l.0 == count && l.4 == runs_head => {}
+                    Some(l) => self.find(
+                        FindingKind::Changed,
+                        format!("run link {count}"),
+                        format!(
+                            "checkpoint {n} signed another link {count} of the chain of runs: \
+                             the chain of runs was rewritten at or before it"
+                        ),
+                        Some(l.2),
+                    ),
+                    None => self.find(
+                        FindingKind::Removed,
+                        format!("run link {count}"),
+                        format!(
+                            "checkpoint {n} signed {count} runs; the chain of runs holds fewer"
+                        ),
+                        Some(at_ms),
+                    ),
+                }
+            }
+            let heads: Vec<(String, i64, String)> =
+                serde_json::from_value(body["heads"].clone()).unwrap_or_default();
+            for (run_id, head_n, head_hash) in heads {
+                let Some(records) = runs.get(&run_id) else {
+                    self.find(
+                        FindingKind::Removed,
+                        format!("run {run_id}"),
+                        format!(
+                            "checkpoint {n} signed its record {head_n}; the run's records are gone"
+                        ),
+                        Some(at_ms),
+                    );
+                    continue;
+                };
+                // Records before --since were not read: nothing to compare against.
+                if records.first().is_some_and(|r| r.n > head_n) {
+                    continue;
+                }
+                match records.iter().find(|r| r.n == head_n) {
+                    Some(r) if r.hash == head_hash => {}
+                    Some(r) => self.find(
+                        FindingKind::Changed,
+                        format!("run {run_id} record {head_n}"),
+                        format!(
+                            "checkpoint {n} signed another record here: the run's chain was \
+                             rewritten at or before record {head_n}"
+                        ),
+                        Some(r.at_ms),
+                    ),
+                    // Already reported when the run's chain stopped short of it.
+                    None if self
+                        .report
+                        .findings
+                        .iter()
+                        .any(|f| f.place.starts_with(&format!("run {run_id} "))) => {}
+                    None => self.find(
+                        FindingKind::Removed,
+                        format!("run {run_id} record {head_n}"),
+                        format!("checkpoint {n} signed it; the run's chain ends before it"),
+                        Some(at_ms),
+                    ),
+                }
+            }
+        }
+        // What no checkpoint signs yet.
+        let unsigned = sqlx::query("SELECT COUNT(*) AS n FROM ravi_audit WHERE at_ms > $1")
+            .bind(last_at.max(self.since.saturating_sub(1)))
+            .fetch_one(&self.store.pool)
+            .await
+            .map_err(|e| backend_err(&e))?;
+        self.report.unsigned_records = u64::try_from(int(&unsigned, "n")?).unwrap_or(0);
+        Ok(())
+    }
+}

@@ -40,6 +40,12 @@
 //! tools = ["http_get", "gh__*"]       # ... for these tools only,
 //! hosts = ["api.github.com"]          # and http_get to these hosts only
 //!
+//! [audit]                             # the audit chain's signed checkpoints
+//! key = "audit.pem"                   # Ed25519, PKCS#8 PEM (`ravi audit key --new audit.pem`),
+//!                                     # or "${secret:AUDIT_KEY}"
+//! checkpoint_secs = 60                # sign the chains' heads this often (and at exit)
+//! trusted_keys = ["ed25519:…"]        # also trusted by `ravi audit verify` (older keys)
+//!
 //! [[access.conditions]]               # CEL rules over a call's arguments (docs/gateway.md)
 //! when = 'tool.name == "http_get" && !args.url.startsWith("https://api.internal/")'
 //! effect = "deny"                     # or "require_approval", "allow"
@@ -140,8 +146,61 @@ pub struct RaviConfig {
     pub shell_sandbox: Option<ravi_confine::Settings>,
     /// `[sandbox.mcp.NAME]`: how each stdio MCP server is confined (absent: the defaults).
     pub mcp_sandbox: BTreeMap<String, ravi_confine::Settings>,
+    /// `[audit]`: the key that signs the audit chain's checkpoints, and how often.
+    pub audit: AuditConfig,
     /// Where things are in the file, so later checks can name the line.
     lines: Lines,
+}
+
+/// `[audit]`: who signs the audit chain's checkpoints, how often, and which other keys a
+/// verifier trusts.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    /// The Ed25519 private key (PKCS#8 PEM): a file (relative paths from the config file's
+    /// directory), or `${secret:NAME}` (the PEM text as a secret by reference).
+    pub key: Option<String>,
+    /// How often `ravi serve`, `run` and `agent` sign a checkpoint (and once as they end).
+    pub checkpoint_every: Duration,
+    /// Public keys (`ed25519:BASE64`) `ravi audit verify` trusts besides the key's own: keys
+    /// used before a rotation, or a replica's.
+    pub trusted_keys: Vec<String>,
+    /// The config file, for errors.
+    pub file: Option<PathBuf>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            key: None,
+            checkpoint_every: Duration::from_secs(60),
+            trusted_keys: Vec::new(),
+            file: None,
+        }
+    }
+}
+
+impl AuditConfig {
+    /// The private key's PEM text and where it came from, when one is configured. An unset
+    /// secret or an unreadable file is an error naming the config file and the key.
+    pub fn key_pem(&self) -> anyhow::Result<Option<(String, String)>> {
+        let Some(key) = &self.key else {
+            return Ok(None);
+        };
+        let file = self
+            .file
+            .as_ref()
+            .map_or_else(|| "ravi.toml".to_owned(), |f| f.display().to_string());
+        if key.contains("${secret:") {
+            let mut redactor = ravi_agents::secrets::Redactor::default();
+            let pem = ravi_agents::secrets::expand(key, &mut redactor)
+                .map_err(|e| anyhow::anyhow!("{file}: [audit] key: {e}"))?;
+            return Ok(Some((pem, format!("{key} ([audit] key of {file})"))));
+        }
+        let pem = std::fs::read_to_string(key).map_err(|e| {
+            anyhow::anyhow!("{file}: [audit] key: cannot read the key file {key}: {e}")
+        })?;
+        Ok(Some((pem, key.clone())))
+    }
 }
 
 /// Line numbers (1-based) of the keys later checks report on.
@@ -206,6 +265,18 @@ struct FileConfig {
     sandbox: FileSandbox,
     #[serde(default)]
     secrets: BTreeMap<String, ravi_agents::secrets::SecretGrant>,
+    #[serde(default)]
+    audit: FileAudit,
+}
+
+/// `[audit]`: the audit chain's signing key.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileAudit {
+    key: Option<String>,
+    checkpoint_secs: Option<Spanned<f64>>,
+    #[serde(default)]
+    trusted_keys: Vec<String>,
 }
 
 /// `[sandbox]`: kernel confinement per kind of process.
@@ -619,7 +690,33 @@ impl RaviConfig {
         };
         let shell_sandbox = file.sandbox.shell;
         let mcp_sandbox = file.sandbox.mcp;
+        let mut audit = AuditConfig {
+            file: Some(path.to_path_buf()),
+            trusted_keys: file.audit.trusted_keys,
+            ..AuditConfig::default()
+        };
+        if let Some(secs) = file.audit.checkpoint_secs {
+            let v = *secs.get_ref();
+            if !(v.is_finite() && (0.1..=86_400.0).contains(&v)) {
+                bail!(
+                    "{}, line {}: [audit] checkpoint_secs must be a number of seconds between \
+                     0.1 and 86400, got {v}",
+                    path.display(),
+                    line_of(text, &secs.span())
+                );
+            }
+            audit.checkpoint_every = Duration::from_secs_f64(v);
+        }
+        audit.key = file.audit.key.map(|k| {
+            if k.contains("${secret:") || Path::new(&k).is_absolute() {
+                k
+            } else {
+                let base = path.parent().unwrap_or_else(|| Path::new("."));
+                base.join(k).display().to_string()
+            }
+        });
         let config = Self {
+            audit,
             jwt,
             http: file.http,
             console_operators: file.console.operators,

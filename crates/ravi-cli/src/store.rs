@@ -72,6 +72,94 @@ pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
+/// Opens the SQL store at `url` itself (the audit chain's commands need more than the
+/// [`Store`] interface).
+#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+pub async fn open_sql(url: &str) -> anyhow::Result<ravi_store_sql::SqlStore> {
+    ravi_store_sql::SqlStore::open(url)
+        .await
+        .with_context(|| format!("opening the store {url}"))
+}
+
+/// The audit key ravi.toml's `[audit] key` names, if any.
+#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+pub fn audit_key(config: &RaviConfig) -> anyhow::Result<Option<ravi_store_sql::audit::AuditKey>> {
+    let Some((pem, what)) = config.audit.key_pem()? else {
+        return Ok(None);
+    };
+    let key = ravi_store_sql::audit::AuditKey::from_pem(&pem, &what)?;
+    Ok(Some(key))
+}
+
+/// Signs the audit chain's checkpoints while a command runs (`[audit] key`), and once more
+/// as it ends: dropping it signs what was written since the last tick.
+#[derive(Debug)]
+pub struct AuditSigner {
+    #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+    url: String,
+    #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+    key: Arc<ravi_store_sql::audit::AuditKey>,
+    #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+    task: Option<ravi_store_sql::audit::CheckpointTask>,
+}
+
+/// Starts signing checkpoints of the store at `url` when the config names a key. A key that
+/// cannot be read stops the command here, naming the file and the key.
+pub async fn start_checkpoints(
+    url: &str,
+    config: &RaviConfig,
+) -> anyhow::Result<Option<AuditSigner>> {
+    #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+    {
+        let Some(key) = audit_key(config)? else {
+            return Ok(None);
+        };
+        let key = Arc::new(key);
+        let store = open_sql(url).await?;
+        let task = store.spawn_checkpoints(Arc::clone(&key), config.audit.checkpoint_every);
+        Ok(Some(AuditSigner {
+            url: url.to_owned(),
+            key,
+            task: Some(task),
+        }))
+    }
+    #[cfg(not(any(feature = "store-sqlite", feature = "store-postgres")))]
+    {
+        let _ = (url, config);
+        Ok(None)
+    }
+}
+
+impl Drop for AuditSigner {
+    fn drop(&mut self) {
+        #[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+        {
+            drop(self.task.take());
+            // The last checkpoint, on a thread of its own with a runtime of its own: this
+            // may run inside the command's runtime, or after it stopped.
+            let (url, key) = (self.url.clone(), Arc::clone(&self.key));
+            let last = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                rt.block_on(async {
+                    let store = ravi_store_sql::SqlStore::open(&url)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    store
+                        .audit_checkpoint(&key)
+                        .await
+                        .map_err(|e| e.to_string())
+                })
+            });
+            if let Ok(Err(e)) = last.join() {
+                tracing::warn!(error = %e, "could not sign the last audit checkpoint");
+            }
+        }
+    }
+}
+
 /// The blob store of the durable run whose artifacts live in `scope`: files under the state
 /// directory, one directory per run (a file blob store is owned by one process at a time, and
 /// a run is, until it ends or dies), so the refs its journal names resolve after a restart.

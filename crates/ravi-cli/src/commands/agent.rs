@@ -171,13 +171,19 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
     let policy = with_approval_wait(setup.policy()?, args.approval_timeout, false)?;
     let runtime = runtime()?;
     // The durable store: the run's record, journal and checkpoints.
-    let store = match store::url(args.store.as_deref(), &setup.config)? {
-        Some(url) => Some(runtime.block_on(store::open(&url)).context(
+    let store_url = store::url(args.store.as_deref(), &setup.config)?;
+    let store = match &store_url {
+        Some(url) => Some(runtime.block_on(store::open(url)).context(
             "the durable store could not be opened; pass --store none to run without one",
         )?),
         None if args.resume.is_some() => {
             bail!("--resume needs the store the run is in (not --store none)")
         }
+        None => None,
+    };
+    // The audit chain's checkpoints, signed while the agent runs and as it ends.
+    let _audit = match &store_url {
+        Some(url) => runtime.block_on(store::start_checkpoints(url, &setup.config))?,
         None => None,
     };
     let run = match (&store, &args.resume) {

@@ -1,19 +1,26 @@
 //! `ravi audit`: who called what, read from the journal of the durable store — each call's
-//! principal, tool, argument digest, outcome, and who decided its approval.
+//! principal, tool, argument digest, outcome, and who decided its approval — and the audit
+//! chain that shows whether anyone edited it: `ravi audit verify`, `export`, `key` and
+//! `checkpoint`.
 
 use anyhow::{Context as _, bail};
-use clap::Args;
+use clap::{Args, Subcommand};
 use ravi_kernel::{AuditQuery, JournalEntry, Store, StoredApproval};
 use serde_json::{Value, json};
 
 use super::approvals::{StoreArgs, relative};
 use crate::Exit;
+use crate::config::RaviConfig;
 use crate::setup::runtime;
 use crate::table::Table;
 
 /// Arguments of `ravi audit`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
+    /// The audit chain (without one: list the journal's calls).
+    #[command(subcommand)]
+    pub command: Option<AuditCommand>,
     /// Only calls made by this principal (`key:NAME`, a token's subject). A bare NAME with
     /// no calls of its own means the API key `key:NAME`.
     #[arg(long, value_name = "PRINCIPAL")]
@@ -35,8 +42,67 @@ pub struct AuditArgs {
     pub store: StoreArgs,
 }
 
+/// `ravi audit …`: the audit chain.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the audit chain: every record's hash and link, the signed checkpoints, and that
+    /// every journal row and approval is the one its last record holds. Names the first
+    /// record changed, removed, inserted or reordered; exits 1 when it finds one.
+    Verify {
+        /// Only what was written since then: a duration back from now (`12h`, `7d`) or an
+        /// RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// A public key whose checkpoints are trusted (`ed25519:BASE64`, or a PEM file);
+        /// repeatable. `[audit] key`'s own and `[audit] trusted_keys` are trusted too.
+        #[arg(long = "public-key", value_name = "KEY")]
+        public_keys: Vec<String>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Write the audit chain as JSON lines (runs, records with their hashes, checkpoints),
+    /// for a SIEM.
+    Export {
+        /// JSON lines: one object per line (the only format).
+        #[arg(long, required = true)]
+        jsonl: bool,
+        /// Only what was written since then.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Write to this file (default: stdout).
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print the public half of `[audit] key` (what a verifier trusts), or make a new key.
+    Key {
+        /// Write a new Ed25519 private key (PKCS#8 PEM, mode 0600) to FILE and print its
+        /// public half; an existing FILE is never overwritten.
+        #[arg(long, value_name = "FILE")]
+        new: Option<std::path::PathBuf>,
+        /// Print the public key as a PEM block (for OpenSSL) instead of `ed25519:BASE64`.
+        #[arg(long)]
+        pem: bool,
+        /// The configuration file whose `[audit] key` applies (default: `./ravi.toml`).
+        #[arg(long, value_name = "FILE")]
+        config: Option<std::path::PathBuf>,
+    },
+    /// Sign a checkpoint of the chains' heads now, with `[audit] key`.
+    Checkpoint {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
 /// Runs `ravi audit`.
 pub fn run(args: AuditArgs) -> anyhow::Result<Exit> {
+    if let Some(command) = args.command {
+        return chain(command);
+    }
     let mut query = AuditQuery::default();
     query.principal = args.principal.clone();
     query.tool = args.tool.clone();
@@ -112,6 +178,213 @@ pub fn run(args: AuditArgs) -> anyhow::Result<Exit> {
         }
         Ok(Exit::Ok)
     })
+}
+
+/// `ravi audit verify|export|key|checkpoint`.
+#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+fn chain(command: AuditCommand) -> anyhow::Result<Exit> {
+    use ravi_store_sql::audit::{AuditKey, VerifyOptions, parse_public_key};
+    match command {
+        AuditCommand::Key { new, pem, config } => {
+            let key = match new {
+                Some(path) => {
+                    let key = AuditKey::generate()?;
+                    write_new_key(&path, key.to_pem())?;
+                    eprintln!(
+                        "ravi: wrote a new audit key to {}; name it in ravi.toml:\n\n  [audit]\n  \
+                         key = \"{}\"\n",
+                        path.display(),
+                        path.display()
+                    );
+                    key
+                }
+                None => {
+                    let (config, file) = RaviConfig::discover(config.as_deref())?;
+                    let Some(key) = crate::store::audit_key(&config)? else {
+                        bail!(
+                            "{} names no audit key: add `[audit] key = \"FILE\"` (make one with \
+                             `ravi audit key --new FILE`)",
+                            file.map_or_else(
+                                || "no ravi.toml here; it".to_owned(),
+                                |f| f.display().to_string()
+                            )
+                        );
+                    };
+                    key
+                }
+            };
+            if pem {
+                print!("{}", key.public_pem());
+            } else {
+                println!("{}", key.public_key());
+            }
+            Ok(Exit::Ok)
+        }
+        AuditCommand::Checkpoint { store } => {
+            let (config, _) = RaviConfig::discover(store.config.as_deref())?;
+            let Some(key) = crate::store::audit_key(&config)? else {
+                bail!("no `[audit] key` in the configuration: there is nothing to sign with");
+            };
+            runtime()?.block_on(async {
+                let sql = open_sql(&store).await?;
+                match sql.audit_checkpoint(&key).await? {
+                    Some(c) => println!(
+                        "checkpoint {} signed by {}: {} runs, {} heads",
+                        c.n, c.public_key, c.runs, c.heads
+                    ),
+                    None => println!("nothing was written since the last checkpoint"),
+                }
+                Ok(Exit::Ok)
+            })
+        }
+        AuditCommand::Verify {
+            since,
+            public_keys,
+            json,
+            store,
+        } => {
+            let (config, _) = RaviConfig::discover(store.config.as_deref())?;
+            let mut trusted = Vec::new();
+            if let Some(key) = crate::store::audit_key(&config)? {
+                trusted.push(key.public_key());
+            }
+            for k in config.audit.trusted_keys.iter().chain(&public_keys) {
+                let text = match std::path::Path::new(k).is_file() {
+                    true => std::fs::read_to_string(k)
+                        .with_context(|| format!("reading the public key file {k}"))?,
+                    false => k.clone(),
+                };
+                trusted.push(parse_public_key(&text)?);
+            }
+            let mut options = VerifyOptions::trusting(trusted);
+            options.since_ms = since.as_deref().map(since_ms).transpose()?;
+            let report = runtime()?.block_on(async {
+                let sql = open_sql(&store).await?;
+                sql.audit_verify(&options)
+                    .await
+                    .context("reading the audit chain")
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print_report(&report);
+            }
+            Ok(if report.is_intact() {
+                Exit::Ok
+            } else {
+                Exit::ToolError
+            })
+        }
+        AuditCommand::Export {
+            jsonl: _,
+            since,
+            out,
+            store,
+        } => {
+            let since = since.as_deref().map(since_ms).transpose()?;
+            runtime()?.block_on(async {
+                let sql = open_sql(&store).await?;
+                match &out {
+                    Some(path) => {
+                        let file = std::fs::File::create(path)
+                            .with_context(|| format!("creating {}", path.display()))?;
+                        let mut w = std::io::BufWriter::new(file);
+                        let n = sql.audit_export(since, &mut w).await?;
+                        eprintln!("ravi: wrote {n} lines to {}", path.display());
+                    }
+                    None => {
+                        let mut w = std::io::BufWriter::new(std::io::stdout());
+                        sql.audit_export(since, &mut w).await?;
+                    }
+                }
+                Ok(Exit::Ok)
+            })
+        }
+    }
+}
+
+#[cfg(not(any(feature = "store-sqlite", feature = "store-postgres")))]
+fn chain(_command: AuditCommand) -> anyhow::Result<Exit> {
+    bail!("this ravi was built without a store backend: there is no audit chain to read")
+}
+
+/// Opens the SQL store `store` names (not `none`).
+#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+async fn open_sql(store: &StoreArgs) -> anyhow::Result<ravi_store_sql::SqlStore> {
+    let (config, _) = RaviConfig::discover(store.config.as_deref())?;
+    let Some(url) = crate::store::url(store.store.as_deref(), &config)? else {
+        bail!("--store none: there is no store to read; name one with --store URL");
+    };
+    crate::store::open_sql(&url).await
+}
+
+/// Writes a new private key to `path`, readable by its owner only; never over a file.
+#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+fn write_new_key(path: &std::path::Path, pem: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            anyhow::anyhow!(
+                "{} exists: a key is never overwritten (choose another file)",
+                path.display()
+            )
+        } else {
+            anyhow::anyhow!("creating {}: {e}", path.display())
+        }
+    })?;
+    file.write_all(pem.as_bytes())
+        .and_then(|()| file.write_all(b"\n"))
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The human form of a verification.
+#[cfg(any(feature = "store-sqlite", feature = "store-postgres"))]
+fn print_report(report: &ravi_store_sql::audit::AuditReport) {
+    let counts = format!(
+        "{} runs, {} records, {} checkpoints",
+        report.runs, report.records, report.checkpoints
+    );
+    match report.findings.first() {
+        None => println!("audit chain intact: {counts}"),
+        Some(first) => {
+            println!(
+                "audit chain TAMPERED: the first record that does not fit is {} ({}): {}",
+                first.place, first.kind, first.detail
+            );
+            for f in report.findings.iter().skip(1).take(20) {
+                println!("  also {} ({}): {}", f.place, f.kind, f.detail);
+            }
+            if report.findings.len() > 21 {
+                println!("  … and {} more", report.findings.len() - 21);
+            }
+            println!("checked {counts}");
+        }
+    }
+    if report.checkpoints > 0 && !report.keys_trusted {
+        println!(
+            "signatures: checked against the keys the checkpoints name, none of them trusted \
+             (set [audit] key or pass --public-key)"
+        );
+    }
+    if report.checkpoints == 0 {
+        println!("no signed checkpoint: the hashes hold, but nothing signs them (set [audit] key)");
+    } else if report.unsigned_records > 0 {
+        println!(
+            "{} records since the last checkpoint are chained, not yet signed",
+            report.unsigned_records
+        );
+    }
+    if report.before_chain > 0 {
+        println!(
+            "{} rows were written before this store had an audit chain (not covered)",
+            report.before_chain
+        );
+    }
 }
 
 /// The calls `query` asks for. A principal given as a bare name (`bob`) with no calls of its

@@ -31,6 +31,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
         )?),
         None => None,
     };
+    // The audit chain's checkpoints, signed while serving and once more at shutdown.
+    let _audit = match &store_url {
+        Some(url) => rt.block_on(store::start_checkpoints(url, &setup.config))?,
+        None => None,
+    };
     let approve = args.approve.unwrap_or(if args.console {
         ApproveMode::Queue
     } else {

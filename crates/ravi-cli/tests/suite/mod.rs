@@ -3,6 +3,7 @@
 mod agent_cli;
 mod agent_code_mode;
 mod audit;
+mod audit_chain;
 mod cli;
 mod conditions;
 mod confine;

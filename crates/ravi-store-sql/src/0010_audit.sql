@@ -5,6 +5,12 @@
 -- sign the heads of the chains with an Ed25519 key. Nothing here is ever updated or deleted
 -- by Ravi: `ravi audit verify` recomputes every hash and names the first record that does not
 -- fit.
+--
+-- A record is the one B-tree its key orders (SQLite: `WITHOUT ROWID`, the marker below being
+-- replaced for SQLite only; PostgreSQL keeps a heap and the key's index), and it has no other
+-- index: each page a commit touches is a page SQLite writes to its WAL, and the journal's
+-- durable write is the hot path. A checkpoint finds the runs that moved through
+-- `ravi_calls (updated_ms)` instead.
 
 CREATE TABLE ravi_audit_runs (
     n       BIGINT PRIMARY KEY,
@@ -24,10 +30,7 @@ CREATE TABLE ravi_audit (
     prev    TEXT   NOT NULL,
     hash    TEXT   NOT NULL,
     PRIMARY KEY (run_id, n)
-);
-
-CREATE INDEX ravi_audit_at ON ravi_audit (at_ms);
-CREATE INDEX ravi_audit_subject ON ravi_audit (run_id, kind, subject);
+)/*WITHOUT ROWID*/;
 
 CREATE TABLE ravi_audit_checkpoints (
     n          BIGINT PRIMARY KEY,

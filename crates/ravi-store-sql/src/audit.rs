@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 
 use crate::base::{Backend, backend_err, corrupt};
-use crate::chain::{GENESIS, approval_record_of_row, call_record_of_row, checkpoint_hash};
+use crate::chain::{GENESIS, approval_row_text, call_row_text, checkpoint_hash, row_digest};
 use crate::chain::{link_hash, record_hash};
 use crate::open::SqlStore;
 use crate::rows::{int, text};
@@ -254,10 +254,14 @@ impl SqlStore {
             };
             let at_ms = now_ms();
             let heads: Vec<(String, i64, String)> = sqlx::query(
+                // The runs that moved: each record stamps its row (a journal row's
+                // `updated_ms`, an approval's `created_ms` or `decided_ms`; a used approval's
+                // call row moves with it), and `ravi_calls (updated_ms)` is indexed.
                 "SELECT a.run_id, a.n, a.hash FROM ravi_audit a JOIN (SELECT run_id, MAX(n) AS \
-                 n FROM ravi_audit WHERE run_id IN (SELECT DISTINCT run_id FROM ravi_audit \
-                 WHERE at_ms >= $1) GROUP BY run_id) m ON a.run_id = m.run_id AND a.n = m.n \
-                 ORDER BY a.run_id",
+                 n FROM ravi_audit WHERE run_id IN (SELECT run_id FROM ravi_calls WHERE \
+                 updated_ms >= $1 UNION SELECT run_id FROM ravi_approvals WHERE created_ms >= \
+                 $1 OR decided_ms >= $1) GROUP BY run_id) m ON a.run_id = m.run_id AND a.n = \
+                 m.n ORDER BY a.run_id",
             )
             .bind(since)
             .fetch_all(&self.pool)
@@ -363,10 +367,12 @@ impl SqlStore {
         Verifier::new(self, options).run().await
     }
 
-    /// Writes the chain as JSON lines to `out`: the chain of runs (`"type": "run"`), then
-    /// every record (`"type": "record"`, the row it holds as `record`, with `prev` and
-    /// `hash`), then the checkpoints (`"type": "checkpoint"`), each in order; with
-    /// `since_ms`, only those made since then. Returns how many lines were written.
+    /// Writes the chain as JSON lines to `out`: the chain of runs (`"type": "run"`), every
+    /// record (`"type": "record"`: the row's state and SHA-256 as `record`, with `prev` and
+    /// `hash`), the journal rows and approvals as they stand (`"type": "row"`, with the
+    /// `row_sha256` their last record holds), then the checkpoints (`"type":
+    /// "checkpoint"`), each in order; with `since_ms`, only those written since then. Returns
+    /// how many lines were written.
     pub async fn audit_export(
         &self,
         since_ms: Option<i64>,
@@ -404,6 +410,46 @@ impl SqlStore {
             lines += 1;
         }
         drop(records);
+        // The rows as they stand, each with its digest: the last record of each holds it.
+        let approvals = format!(
+            "SELECT {} FROM ravi_approvals WHERE COALESCE(decided_ms, created_ms) >= $1 ORDER BY \
+             run_id, id",
+            crate::writes::APPROVAL_COLUMNS
+        );
+        for (kind, sql) in [
+            (
+                "call",
+                "SELECT * FROM ravi_calls WHERE updated_ms >= $1 ORDER BY run_id, seq".to_owned(),
+            ),
+            ("approval", approvals),
+        ] {
+            let mut rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(since)
+                .fetch(&self.pool);
+            while let Some(r) = rows.try_next().await.map_err(|e| backend_err(&e))? {
+                let (run_id, subject, row) = match kind {
+                    "call" => {
+                        let (run_id, seq, row, _) = call_row_text(&r)?;
+                        (run_id, seq.to_string(), row)
+                    }
+                    _ => {
+                        let (id, run_id, row, _) = approval_row_text(&r)?;
+                        (run_id, id, row)
+                    }
+                };
+                // The row verbatim: the bytes after `"row":` are the ones its digest is of.
+                writeln!(
+                    out,
+                    "{{\"type\":\"row\",\"kind\":{},\"run_id\":{},\"subject\":{},\"row\":{row},\"row_sha256\":\"{}\"}}",
+                    Value::from(kind),
+                    Value::from(run_id),
+                    Value::from(subject),
+                    row_digest(&row)
+                )
+                .map_err(io)?;
+                lines += 1;
+            }
+        }
         let mut checkpoints =
             sqlx::query("SELECT * FROM ravi_audit_checkpoints WHERE at_ms >= $1 ORDER BY n")
                 .bind(since)
@@ -924,8 +970,8 @@ impl<'a> Verifier<'a> {
             .map_err(|e| backend_err(&e))?;
         let mut rows: BTreeMap<String, (String, i64)> = BTreeMap::new();
         for row in &calls {
-            let (_, seq, record) = call_record_of_row(row)?;
-            rows.insert(seq.to_string(), (record, int(row, "updated_ms")?));
+            let (_, seq, text, _) = call_row_text(row)?;
+            rows.insert(seq.to_string(), (text, int(row, "updated_ms")?));
         }
         self.compare(run_id, "call", &rows, &last, began);
         let approvals = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -938,7 +984,7 @@ impl<'a> Verifier<'a> {
         .map_err(|e| backend_err(&e))?;
         let mut rows: BTreeMap<String, (String, i64)> = BTreeMap::new();
         for row in &approvals {
-            let (id, _, record) = approval_record_of_row(row)?;
+            let (id, _, record, _) = approval_row_text(row)?;
             let at = sqlx::Row::try_get::<Option<i64>, _>(row, "decided_ms")
                 .ok()
                 .flatten()
@@ -949,8 +995,8 @@ impl<'a> Verifier<'a> {
         Ok(())
     }
 
-    /// Compares rows of one kind (`subject` → record text, when written) with the last
-    /// record of each subject.
+    /// Compares rows of one kind (`subject` → the row's text, when written) with the last
+    /// record of each subject: the digest it holds must be the row's.
     fn compare(
         &mut self,
         run_id: &str,
@@ -963,13 +1009,25 @@ impl<'a> Verifier<'a> {
             "call" => format!("run {run_id} call {subject}"),
             _ => format!("approval {subject} (run {run_id})"),
         };
-        let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
-        let strip = |mut v: Value| {
-            if let Some(o) = v.as_object_mut() {
-                o.remove("seq");
-                o.remove("id");
+        let recorded = |rec: &Rec| -> (String, String) {
+            let v = serde_json::from_str::<Value>(&rec.record).unwrap_or(Value::Null);
+            (
+                v["state"].as_str().unwrap_or_default().to_owned(),
+                v["row_sha256"].as_str().unwrap_or_default().to_owned(),
+            )
+        };
+        // The row's text as it would read at another subject (its position or id).
+        let moved_to = |text: &str, from: &str, to: &str| -> String {
+            match kind {
+                "call" => {
+                    text.replacen(&format!(",\"seq\":{from},"), &format!(",\"seq\":{to},"), 1)
+                }
+                _ => text.replacen(
+                    &format!("{{\"id\":{},", Value::from(from)),
+                    &format!("{{\"id\":{},", Value::from(to)),
+                    1,
+                ),
             }
-            v
         };
         let mut reported = false;
         for (subject, (row, at)) in rows {
@@ -980,40 +1038,43 @@ impl<'a> Verifier<'a> {
             if *at < self.since {
                 continue;
             }
-            let written = last.get(&(kind, subject.as_str()));
-            match written {
-                Some(rec) if rec.record == *row => {}
+            match last.get(&(kind, subject.as_str())) {
+                Some(rec) if recorded(rec).1 == row_digest(row) => {}
                 Some(rec) => {
-                    let (now, was) = (parse(row), parse(&rec.record));
-                    // The row holds another subject's record: rows changed places.
+                    let (state, _) = recorded(rec);
+                    let row_state = serde_json::from_str::<Value>(row)
+                        .ok()
+                        .and_then(|v| v["state"].as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    // The row holds another subject's content: rows changed places.
                     let other = last.iter().find(|((k, s), r)| {
-                        *k == kind && *s != subject && strip(parse(&r.record)) == strip(now.clone())
+                        *k == kind
+                            && *s != subject
+                            && row_digest(&moved_to(row, subject, s)) == recorded(r).1
                     });
                     let (fkind, detail) = match other {
                         Some(((_, s), _)) => (
                             FindingKind::Reordered,
                             format!(
-                                "the row holds what the chain records for {kind} {s}: rows changed places"
+                                "the row holds what the chain records for {kind} {s}: rows \
+                                 changed places"
                             ),
                         ),
-                        None => {
-                            let fields: Vec<String> = match (now.as_object(), was.as_object()) {
-                                (Some(a), Some(b)) => b
-                                    .iter()
-                                    .filter(|(k, v)| a.get(*k) != Some(*v))
-                                    .map(|(k, _)| k.clone())
-                                    .collect(),
-                                _ => vec!["(all)".into()],
-                            };
-                            (
-                                FindingKind::Changed,
-                                format!(
-                                    "the row differs from its audit record {} in {}",
-                                    rec.n,
-                                    fields.join(", ")
-                                ),
-                            )
-                        }
+                        None if state != row_state => (
+                            FindingKind::Changed,
+                            format!(
+                                "the row's state is {row_state}; its audit record {} says {state}",
+                                rec.n
+                            ),
+                        ),
+                        None => (
+                            FindingKind::Changed,
+                            format!(
+                                "the row's content is not what its audit record {} holds the \
+                                 SHA-256 of (state {state})",
+                                rec.n
+                            ),
+                        ),
                     };
                     self.find(fkind, place(subject), detail, Some(rec.at_ms));
                     reported = true;
@@ -1201,5 +1262,61 @@ impl<'a> Verifier<'a> {
             .map_err(|e| backend_err(&e))?;
         self.report.unsigned_records = u64::try_from(int(&unsigned, "n")?).unwrap_or(0);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_signs_and_its_public_half_checks_in_each_form() {
+        let key = AuditKey::generate().unwrap();
+        let again = AuditKey::from_pem(key.to_pem(), "test").unwrap();
+        assert_eq!(key.public_key(), again.public_key());
+        let sig = key.sign(b"head");
+        assert!(signature_holds(&key.public_key(), b"head", &sig));
+        assert!(!signature_holds(&key.public_key(), b"heads", &sig));
+        let other = AuditKey::generate().unwrap();
+        assert!(!signature_holds(&other.public_key(), b"head", &sig));
+        // ed25519:BASE64, bare base64 and the PEM name the same key.
+        let public = key.public_key();
+        assert_eq!(parse_public_key(&public).unwrap(), public);
+        assert_eq!(
+            parse_public_key(&public["ed25519:".len()..]).unwrap(),
+            public
+        );
+        assert_eq!(parse_public_key(&key.public_pem()).unwrap(), public);
+    }
+
+    #[test]
+    fn bad_keys_say_what_was_expected() {
+        let err = AuditKey::from_pem("not a key", "ravi.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("PKCS#8 PEM") && err.contains("ravi.toml"),
+            "{err}"
+        );
+        let public = AuditKey::generate().unwrap().public_pem();
+        let err = AuditKey::from_pem(&public, "k.pem")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`PUBLIC KEY` block"), "{err}");
+        let err = parse_public_key("ed25519:AAAA").unwrap_err().to_string();
+        assert!(err.contains("ed25519:BASE64"), "{err}");
+    }
+
+    proptest::proptest! {
+        /// Any text given as a key is refused or taken, never a panic.
+        #[test]
+        fn key_parsers_never_panic(text in ".*", bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
+            let _ = parse_public_key(&text);
+            let _ = AuditKey::from_pem(&text, "x");
+            let wrapped = pem::encode(&pem::Pem::new("PRIVATE KEY", bytes.clone()));
+            let _ = AuditKey::from_pem(&wrapped, "x");
+            let wrapped = pem::encode(&pem::Pem::new("PUBLIC KEY", bytes));
+            let _ = parse_public_key(&wrapped);
+        }
     }
 }

@@ -44,12 +44,20 @@ pub struct SqlStore {
 
 /// The schema's migrations, embedded (applied in order on open, each once, recorded in
 /// sqlx's `_sqlx_migrations` table).
+/// Version 10 is the one text that differs by backend (see its comment).
 #[derive(Debug)]
-pub(crate) struct Embedded;
+pub(crate) struct Embedded(pub(crate) Backend);
 
 impl MigrationSource<'static> for Embedded {
     fn resolve(self) -> BoxFuture<'static, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
-        Box::pin(async {
+        let audit = match self.0 {
+            Backend::Sqlite => {
+                include_str!("0010_audit.sql").replace("/*WITHOUT ROWID*/", " WITHOUT ROWID")
+                    + include_str!("0010_audit_sqlite.sql")
+            }
+            Backend::Postgres => include_str!("0010_audit.sql").to_owned(),
+        };
+        Box::pin(async move {
             Ok(vec![
                 Migration::new(
                     1,
@@ -118,7 +126,7 @@ impl MigrationSource<'static> for Embedded {
                     10,
                     Cow::Borrowed("audit chain"),
                     MigrationType::Simple,
-                    include_str!("0010_audit.sql").into_sql_str(),
+                    sqlx::AssertSqlSafe(audit).into_sql_str(),
                     false,
                 ),
             ])
@@ -212,7 +220,7 @@ impl SqlStore {
     /// Applies the migrations not applied yet. Two processes opening a new SQLite file at once
     /// may collide (SQLite has no migration lock); the loser retries and finds them applied.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
-        let migrator = Migrator::new(Embedded)
+        let migrator = Migrator::new(Embedded(self.backend))
             .await
             .map_err(|e| StoreError::Backend(format!("loading the store's migrations: {e}")))?;
         let mut last = None;

@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use crate::chain::{
-    APPROVAL, CALL, CallView, Db, Heads, Item, Plan, WriteErr, approval_record_of_row,
-    call_record_of_row, insert_plan,
+    APPROVAL, CALL, CallView, Db, Heads, Item, Plan, WriteErr, approval_row_text, call_row_text,
+    digest_record, insert_plan,
 };
 use crate::open::*;
 use crate::rows::*;
@@ -70,7 +70,7 @@ fn call_item(batch: &Batch<'_>, i: usize) -> Item {
         run_id: entry.key.run_id.clone(),
         kind: CALL,
         subject: entry.key.seq.to_string(),
-        record: view.record(),
+        record: digest_record(view.state, &view.row_text()),
     }
 }
 
@@ -78,12 +78,12 @@ fn call_item(batch: &Batch<'_>, i: usize) -> Item {
 fn call_items(rows: &[sqlx::any::AnyRow]) -> Result<Vec<Item>, StoreError> {
     rows.iter()
         .map(|r| {
-            let (run_id, seq, record) = call_record_of_row(r)?;
+            let (run_id, seq, text, state) = call_row_text(r)?;
             Ok(Item {
                 run_id,
                 kind: CALL,
                 subject: seq.to_string(),
-                record,
+                record: digest_record(&state, &text),
             })
         })
         .collect()
@@ -103,12 +103,12 @@ async fn approval_items(
         .fetch_one(&mut *conn)
         .await
         .map_err(store_err)?;
-        let (id, run_id, record) = approval_record_of_row(&row)?;
+        let (id, run_id, text, state) = approval_row_text(&row)?;
         items.push(Item {
             run_id,
             kind: APPROVAL,
             subject: id,
-            record,
+            record: digest_record(&state, &text),
         });
     }
     Ok(items)
@@ -163,6 +163,28 @@ impl SqlStore {
             commit(heads, plan);
             Ok(())
         })
+    }
+
+    /// Runs `update` (of approval `id`) and appends the approval's record, in one
+    /// transaction: whether the update changed the row (nothing is written when not).
+    async fn update_approval(
+        &self,
+        heads: Option<&mut Heads>,
+        update: AnyQuery,
+        id: &str,
+        at_ms: i64,
+    ) -> Result<bool, WriteErr> {
+        let mut tx = self.pool.begin().await.map_err(store_err)?;
+        let done = update.execute(&mut *tx).await.map_err(store_err)?;
+        if done.rows_affected() != 1 {
+            tx.rollback().await.map_err(store_err)?;
+            return Ok(false);
+        }
+        let items = approval_items(&mut tx, &[id.to_owned()]).await?;
+        let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, at_ms).await?;
+        tx.commit().await.map_err(store_err)?;
+        commit(heads, plan);
+        Ok(true)
     }
 
     async fn write_batch(&self, batch: &Batch<'_>, plan: Option<&Plan>) -> Result<(), WriteErr> {
@@ -456,8 +478,7 @@ impl Store for SqlStore {
         // One statement: of two deciders, the database lets exactly one change the row. A
         // separate approval is not approved by its requester.
         let decided: bool = chained!(self, |heads| async {
-            let mut tx = self.pool.begin().await.map_err(store_err)?;
-            let done = sqlx::query(
+            let update = sqlx::query(
                 "UPDATE ravi_approvals SET state = $1, decided_by = $2, reason = $3, decided_ms = \
                  $4 WHERE id = $5 AND state = 'pending' AND deadline_ms >= $4 AND NOT (separate \
                  = 1 AND $1 = 'approved' AND requester IS NOT NULL AND requester = $2)",
@@ -466,19 +487,8 @@ impl Store for SqlStore {
             .bind(decision.by.clone())
             .bind(decision.reason.clone())
             .bind(now)
-            .bind(id.to_owned())
-            .execute(&mut *tx)
-            .await
-            .map_err(store_err)?;
-            if done.rows_affected() != 1 {
-                tx.rollback().await.map_err(store_err)?;
-                return Ok(false);
-            }
-            let items = approval_items(&mut tx, &[id.to_owned()]).await?;
-            let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, now).await?;
-            tx.commit().await.map_err(store_err)?;
-            commit(heads, plan);
-            Ok(true)
+            .bind(id.to_owned());
+            self.update_approval(heads, update, id, now).await
         })?;
         if decided {
             self.announce(id).await;
@@ -517,25 +527,13 @@ impl Store for SqlStore {
     async fn expire_approval(&self, id: &str) -> Result<ApprovalState, StoreError> {
         let expired: bool = chained!(self, |heads| async {
             let now = now_ms();
-            let mut tx = self.pool.begin().await.map_err(store_err)?;
-            let done = sqlx::query(
+            let update = sqlx::query(
                 "UPDATE ravi_approvals SET state = 'expired', decided_ms = $1 WHERE id = $2 AND \
                  state = 'pending'",
             )
             .bind(now)
-            .bind(id.to_owned())
-            .execute(&mut *tx)
-            .await
-            .map_err(store_err)?;
-            if done.rows_affected() != 1 {
-                tx.rollback().await.map_err(store_err)?;
-                return Ok(false);
-            }
-            let items = approval_items(&mut tx, &[id.to_owned()]).await?;
-            let plan = chain_in_tx(heads.as_deref(), &mut tx, &items, now).await?;
-            tx.commit().await.map_err(store_err)?;
-            commit(heads, plan);
-            Ok(true)
+            .bind(id.to_owned());
+            self.update_approval(heads, update, id, now).await
         })?;
         if expired {
             self.announce(id).await;

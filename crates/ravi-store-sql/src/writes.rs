@@ -8,8 +8,8 @@ use ravi_kernel::{JournalEntry, StoreError};
 
 use crate::base::backend_err;
 use crate::chain::{
-    LINK_COLUMNS, LINK_INSERT, Plan, RECORD_COLUMNS, RECORD_INSERT, WriteErr, bind_plan, chain_err,
-    values,
+    LINK_COLUMNS, LINK_INSERT, Plan, RECORD_COLUMNS, RECORD_INSERT, WriteErr, bind_links,
+    bind_plan, chain_err, values,
 };
 
 /// The rows of run `$1` and of its sub-runs (`$1:SEQ`…): `substr` rather than `LIKE`, whose
@@ -51,57 +51,82 @@ pub(crate) fn push_upsert(sql: &mut String, rows: usize, numbered: bool, first: 
     sql.push_str(UPSERT_TAIL);
 }
 
-/// The statement that writes a batch of journal rows and, given a plan, their audit
-/// records, atomically and in one round trip.
-///
-/// - `Statements`: SQLite's form, anonymous parameters: `BEGIN IMMEDIATE; INSERT …links;
-///   INSERT …records; upsert; COMMIT` (the driver runs a text of several statements in one
-///   call, binding their parameters in order). A failure leaves the transaction open for the
-///   caller to roll back.
-/// - `Cte`: PostgreSQL's, numbered: the audit inserts as data-modifying `WITH` clauses of
-///   the upsert, one statement.
+/// SQLite's upsert that also sets each row's newest audit record (`AUDIT_COLUMNS` more per
+/// row, anonymous parameters), which the store's trigger appends to `ravi_audit`.
+#[cfg(feature = "sqlite")]
+fn push_audited_upsert(sql: &mut String, rows: usize) {
+    sql.push_str(&UPSERT_HEAD.replace(
+        "principal) VALUES ",
+        "principal, audit_n, audit_record, audit_prev, audit_hash) VALUES ",
+    ));
+    values(sql, rows, ENTRY_COLUMNS + AUDIT_COLUMNS, false, 1);
+    sql.push_str(UPSERT_TAIL);
+    sql.push_str(
+        ", audit_n = excluded.audit_n, audit_record = excluded.audit_record, audit_prev = \
+         excluded.audit_prev, audit_hash = excluded.audit_hash",
+    );
+}
+
+/// The audit columns of SQLite's journal rows.
+#[cfg(feature = "sqlite")]
+const AUDIT_COLUMNS: usize = 4;
+
+/// SQLite's journal statement: the audited upsert, after the plan's new run links in one
+/// transaction when there are any (a run's first write).
+#[cfg(feature = "sqlite")]
+pub(crate) fn sqlite_journal_sql(plan: Option<&Plan>, rows: usize) -> String {
+    let mut sql = String::new();
+    let Some(plan) = plan else {
+        push_upsert(&mut sql, rows, false, 1);
+        return sql;
+    };
+    if !plan.links.is_empty() {
+        sql.push_str("BEGIN IMMEDIATE; ");
+        sql.push_str(LINK_INSERT);
+        values(&mut sql, plan.links.len(), LINK_COLUMNS, false, 1);
+        sql.push_str("; ");
+    }
+    push_audited_upsert(&mut sql, rows);
+    if !plan.links.is_empty() {
+        sql.push_str("; COMMIT");
+    }
+    sql
+}
+
+/// PostgreSQL's statement that writes a batch of journal rows and, given a plan, their
+/// audit records (and new run links), atomically and in one round trip: the inserts as
+/// data-modifying `WITH` clauses of the upsert, parameters numbered. `Cte` is also the plain
+/// upsert's form on any `Any` connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Form {
-    #[cfg_attr(not(feature = "sqlite"), expect(dead_code, reason = "SQLite's form"))]
-    Statements,
     Cte,
 }
 
 pub(crate) fn journal_sql(plan: Option<&Plan>, rows: usize, form: Form) -> String {
+    let Form::Cte = form;
+    let mut sql = String::new();
     let Some(plan) = plan else {
-        let mut sql = String::new();
-        push_upsert(&mut sql, rows, form == Form::Cte, 1);
+        push_upsert(&mut sql, rows, true, 1);
         return sql;
     };
-    let numbered = form == Form::Cte;
-    let mut sql = String::with_capacity(
+    sql.reserve(
         256 + rows * (ENTRY_COLUMNS + RECORD_COLUMNS) * 6 + plan.links.len() * LINK_COLUMNS * 6,
     );
     let mut next = 1;
-    match form {
-        Form::Statements => sql.push_str("BEGIN IMMEDIATE; "),
-        Form::Cte => sql.push_str("WITH "),
-    }
+    sql.push_str("WITH ");
     if !plan.links.is_empty() {
-        if form == Form::Cte {
-            sql.push_str("l AS (");
-        }
+        sql.push_str("l AS (");
         sql.push_str(LINK_INSERT);
-        values(&mut sql, plan.links.len(), LINK_COLUMNS, numbered, next);
+        values(&mut sql, plan.links.len(), LINK_COLUMNS, true, next);
         next += plan.links.len() * LINK_COLUMNS;
-        sql.push_str(if form == Form::Cte { "), " } else { "; " });
+        sql.push_str("), ");
     }
-    if form == Form::Cte {
-        sql.push_str("a AS (");
-    }
+    sql.push_str("a AS (");
     sql.push_str(RECORD_INSERT);
-    values(&mut sql, plan.records.len(), RECORD_COLUMNS, numbered, next);
+    values(&mut sql, plan.records.len(), RECORD_COLUMNS, true, next);
     next += plan.records.len() * RECORD_COLUMNS;
-    sql.push_str(if form == Form::Cte { ") " } else { "; " });
-    push_upsert(&mut sql, rows, numbered, next);
-    if form == Form::Statements {
-        sql.push_str("; COMMIT");
-    }
+    sql.push_str(") ");
+    push_upsert(&mut sql, rows, true, next);
     sql
 }
 
@@ -212,21 +237,32 @@ impl SqliteJournal {
                 conn.insert(opened)
             }
         };
-        let mut query = sqlx::query::<sqlx::Sqlite>(sqlx::AssertSqlSafe(journal_sql(
+        let mut query = sqlx::query::<sqlx::Sqlite>(sqlx::AssertSqlSafe(sqlite_journal_sql(
             plan,
             batch.rows.len(),
-            Form::Statements,
         )));
-        if let Some(p) = plan {
-            query = bind_plan!(query, p);
-        }
-        for (entry, result) in batch.rows.iter().zip(&batch.results) {
-            query = bind_columns!(query, entry, batch.now, result.clone());
+        match plan {
+            Some(p) => {
+                query = bind_links!(query, p);
+                // The plan holds one record per row, in the rows' order.
+                for ((entry, result), r) in batch.rows.iter().zip(&batch.results).zip(&p.records) {
+                    query = bind_columns!(query, entry, batch.now, result.clone())
+                        .bind(r.n)
+                        .bind(r.record.clone())
+                        .bind(r.prev.clone())
+                        .bind(r.hash.clone());
+                }
+            }
+            None => {
+                for (entry, result) in batch.rows.iter().zip(&batch.results) {
+                    query = bind_columns!(query, entry, batch.now, result.clone());
+                }
+            }
         }
         match query.execute(&mut *open).await {
             Ok(_) => Ok(()),
             Err(e) => {
-                if plan.is_some() {
+                if plan.is_some_and(|p| !p.links.is_empty()) {
                     // The text's transaction may still be open: end it (an error here means
                     // there was none).
                     let _ = sqlx::query::<sqlx::Sqlite>("ROLLBACK")

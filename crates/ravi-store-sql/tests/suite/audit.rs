@@ -158,7 +158,7 @@ async fn each_kind_of_tampering_is_named(url: impl Fn() -> String) {
         (
             "a chained record edited",
             vec![format!(
-                "UPDATE ravi_audit SET record = replace(record, 'key:alice', 'key:bob') WHERE \
+                "UPDATE ravi_audit SET record = replace(record, 'started', 'succeeded') WHERE \
                  run_id = '{RUN}' AND n = 3"
             )],
             FindingKind::Changed,
@@ -232,7 +232,7 @@ async fn each_kind_of_tampering_is_named(url: impl Fn() -> String) {
                 first.place.starts_with("approval apr_"),
                 "{what}: {report:#?}"
             );
-            assert!(first.detail.contains("decided_by"), "{what}: {report:#?}");
+            assert!(first.detail.contains("SHA-256"), "{what}: {report:#?}");
         } else {
             let first = report
                 .findings
@@ -246,22 +246,17 @@ async fn each_kind_of_tampering_is_named(url: impl Fn() -> String) {
         }
     }
 
-    // A chain rewritten from record 3 with every hash recomputed (the formula is public):
-    // the hashes hold, the signed checkpoint does not.
+    // A record's history rewritten (call 2 failed, not started) and every hash after it
+    // recomputed (the formulas are public): the hashes hold, the signed checkpoint does not.
     let u = url();
     let store = SqlStore::open(&u).await.unwrap();
     populate(&store, &key).await;
     tamper(
         &u,
-        &[
-            &format!(
-                "UPDATE ravi_audit SET record = replace(record, 'key:alice', 'key:eve') WHERE \
-                 run_id = '{RUN}' AND n >= 3"
-            ),
-            &format!(
-                "UPDATE ravi_calls SET principal = 'key:eve' WHERE run_id = '{RUN}' AND seq >= 2"
-            ),
-        ],
+        &[&format!(
+            "UPDATE ravi_audit SET record = replace(record, 'started', 'failed') WHERE \
+                 run_id = '{RUN}' AND n = 3"
+        )],
     )
     .await;
     rehash(&u).await;
@@ -462,14 +457,26 @@ async fn since_export_and_unchained_rows() {
     let mut out = Vec::new();
     let lines = store.audit_export(None, &mut out).await.unwrap();
     let text = String::from_utf8(out).unwrap();
-    assert_eq!(lines, 1 + 13 + 1, "{text}");
+    // The run, 13 records, 6 journal rows and an approval as they stand, a checkpoint.
+    assert_eq!(lines, 1 + 13 + 7 + 1, "{text}");
     let records: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .filter(|v: &serde_json::Value| v["type"] == "record")
         .collect();
-    assert_eq!(records[0]["record"]["result"], serde_json::Value::Null);
+    assert_eq!(records[0]["record"]["state"], "started");
     assert_eq!(records[1]["record"]["state"], "succeeded");
+    // The last record of a call holds the digest of its row as it stands.
+    let row = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["type"] == "row" && v["subject"] == "1" && v["kind"] == "call")
+        .unwrap();
+    assert_eq!(
+        row["row"]["result"]["content"][0]["text"], "result 1",
+        "{row}"
+    );
+    assert_eq!(row["row_sha256"], records[1]["record"]["row_sha256"]);
     assert_eq!(records[1]["prev"], records[0]["hash"]);
     assert_eq!(records[0]["hash"].as_str().unwrap().len(), 64);
 

@@ -1,5 +1,6 @@
 //! Invoker overhead: a no-op Safe tool through the whole pipeline vs. calling `execute`
-//! directly, in the same run.
+//! directly, in the same run; and what a secret passed by reference in a call's arguments
+//! adds (granted, substituted, and scrubbed from a result that echoes it).
 //!
 //! `cargo bench -p ravi-agents --bench invoker` runs criterion; with `-- --ravi-figures
 //! [--quick]` the binary measures the headline figures itself and prints JSON lines for
@@ -108,6 +109,84 @@ fn figures(quick: bool) {
         .print();
     Figure::new("invoker/added_per_call", round(added), "ns/call").print();
     Figure::new("invoker/throughput_one_core", round(1e9 / p), "calls/s").print();
+    secret_figures(&rt, quick);
+}
+
+/// An invoker whose `echo` tool returns its `token` argument, with `HOME` granted to it as
+/// a secret when `granted`.
+fn echo_invoker(granted: bool) -> ToolInvoker {
+    let tool: Arc<dyn Tool> = Arc::new(
+        TestTool::new("echo", |_, args| {
+            Outcome::text(format!(
+                "token={} base64 of the call: none",
+                args["token"].as_str().unwrap_or_default()
+            ))
+        })
+        .with_schema(json!({"type": "object", "properties": {"token": {"type": "string"}}})),
+    );
+    let registry = Toolbox::try_from_tools([AnyTool::Function(tool)]).unwrap();
+    let policy = ChainPolicy::builder()
+        .max_tool_calls(CALLS_PER_SESSION)
+        .build()
+        .unwrap();
+    let mut builder = ToolInvoker::builder(Arc::new(registry)).policy(policy);
+    if granted {
+        let grants = ravi_agents::secrets::SecretGrants::new(
+            [(
+                "HOME".to_owned(),
+                ravi_agents::secrets::SecretGrant::new(["echo"], Vec::new()),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        builder = builder.secret_grants(Arc::new(grants));
+    }
+    builder.build()
+}
+
+/// ns per call of `n` `echo` calls passing `token`.
+fn echoed(rt: &tokio::runtime::Runtime, invoker: &ToolInvoker, token: &str, n: u32) -> f64 {
+    let ctx = ToolContext::default();
+    rt.block_on(async {
+        let mut session = invoker.open_session();
+        let start = Instant::now();
+        for i in 0..n {
+            if i % CALLS_PER_SESSION == 0 && i > 0 {
+                session = invoker.open_session();
+            }
+            let r = invoker
+                .invoke(
+                    &session,
+                    ToolCall::new("c", "echo", json!({"token": token})),
+                    &ctx,
+                )
+                .await;
+            assert!(r.is_ok(), "{:?}", r.reason);
+            std::hint::black_box(r);
+        }
+        start.elapsed().as_nanos() as f64 / f64::from(n)
+    })
+}
+
+/// `invoker/secret_call_added`: a call naming `${secret:HOME}` (granted, substituted, the
+/// echoed value scrubbed in its plain, base64, URL-encoded and hex forms) against the same
+/// call passing a literal.
+fn secret_figures(rt: &tokio::runtime::Runtime, quick: bool) {
+    let (plain, granted) = (echo_invoker(false), echo_invoker(true));
+    let value = std::env::var("HOME").unwrap_or_default();
+    let n = if quick { 20_000 } else { 200_000 };
+    echoed(rt, &plain, &value, n / 10);
+    echoed(rt, &granted, "${secret:HOME}", n / 10);
+    let rounds = if quick { 3 } else { 7 };
+    let (mut p, mut g) = (f64::MAX, f64::MAX);
+    for _ in 0..rounds {
+        p = p.min(echoed(rt, &plain, &value, n / rounds));
+        g = g.min(echoed(rt, &granted, "${secret:HOME}", n / rounds));
+    }
+    Figure::new("invoker/secret_call_added", round(g - p), "ns/call")
+        .peer("the same call passing the value itself", round(p))
+        .ratio_digits(2)
+        .print();
 }
 
 fn round(x: f64) -> f64 {

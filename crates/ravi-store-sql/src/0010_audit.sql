@@ -41,3 +41,18 @@ CREATE TABLE ravi_audit_checkpoints (
     public_key TEXT   NOT NULL,
     signature  TEXT   NOT NULL
 );
+
+-- The journal rows and approvals the store held when its chain began: they have no record,
+-- and `verify` counts them rather than calling them inserted. The first checkpoint signs
+-- their digest, so rows added here later show.
+CREATE TABLE ravi_audit_baseline (
+    kind    TEXT NOT NULL,
+    run_id  TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    PRIMARY KEY (kind, run_id, subject)
+);
+
+INSERT INTO ravi_audit_baseline (kind, run_id, subject)
+    SELECT 'call', run_id, CAST(seq AS TEXT) FROM ravi_calls;
+INSERT INTO ravi_audit_baseline (kind, run_id, subject)
+    SELECT 'approval', run_id, id FROM ravi_approvals;

@@ -246,9 +246,9 @@ impl SqlStore {
             .map_err(|e| backend_err(&e))?;
             let (n, prev, since) = match &last {
                 Some(r) => (
-                    int(r, "n")? + 1,
+                    int(r, "n")?.saturating_add(1),
                     text(r, "hash")?,
-                    int(r, "at_ms")? - CLOCK_SLACK_MS,
+                    int(r, "at_ms")?.saturating_sub(CLOCK_SLACK_MS),
                 ),
                 None => (1, GENESIS.to_owned(), i64::MIN),
             };
@@ -291,11 +291,23 @@ impl SqlStore {
                     return Ok(None);
                 }
             }
-            let body = json!({
+            let mut body = json!({
                 "runs": {"count": runs, "head": runs_head},
                 "heads": heads,
-            })
-            .to_string();
+            });
+            // The first signs which rows the store held before its chain began.
+            if n == 1 {
+                let rows = sqlx::query("SELECT kind, run_id, subject FROM ravi_audit_baseline")
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|e| backend_err(&e))?
+                    .iter()
+                    .map(|r| Ok((text(r, "kind")?, text(r, "run_id")?, text(r, "subject")?)))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                let (count, digest) = baseline_digest(rows.iter());
+                body["baseline"] = json!({"rows": count, "sha256": digest});
+            }
+            let body = body.to_string();
             let hash = checkpoint_hash(&prev, n, at_ms, &body);
             let signature = key.sign(hash.as_bytes());
             let done = sqlx::query(
@@ -364,7 +376,7 @@ impl SqlStore {
     /// checkpoint's link and signature and the heads it signed, and that every journal row
     /// and approval is the one its last record holds. Reads run by run.
     pub async fn audit_verify(&self, options: &VerifyOptions) -> Result<AuditReport, StoreError> {
-        Verifier::new(self, options).run().await
+        Verifier::open(self, options).await?.run().await
     }
 
     /// Writes the chain as JSON lines to `out`: the chain of runs (`"type": "run"`), every
@@ -398,15 +410,25 @@ impl SqlStore {
                 .bind(since)
                 .fetch(&self.pool);
         while let Some(r) = records.try_next().await.map_err(|e| backend_err(&e))? {
-            let record: Value = serde_json::from_str(&text(&r, "record")?)
-                .unwrap_or_else(|_| Value::String("(not JSON: changed outside Ravi)".into()));
-            let line = json!({
-                "type": "record", "run_id": text(&r, "run_id")?, "n": int(&r, "n")?,
-                "kind": text(&r, "kind")?, "subject": text(&r, "subject")?,
-                "at_ms": int(&r, "at_ms")?, "record": record,
-                "prev": text(&r, "prev")?, "hash": text(&r, "hash")?,
-            });
-            writeln!(out, "{line}").map_err(io)?;
+            let record = text(&r, "record")?;
+            // The record verbatim (what its hash is over) when it is JSON; otherwise, edited
+            // outside Ravi, as a string.
+            let record = match serde_json::from_str::<Value>(&record) {
+                Ok(_) => record,
+                Err(_) => Value::from(record).to_string(),
+            };
+            writeln!(
+                out,
+                "{{\"type\":\"record\",\"run_id\":{},\"n\":{},\"kind\":{},\"subject\":{},\"at_ms\":{},\"record\":{record},\"prev\":{},\"hash\":{}}}",
+                Value::from(text(&r, "run_id")?),
+                int(&r, "n")?,
+                Value::from(text(&r, "kind")?),
+                Value::from(text(&r, "subject")?),
+                int(&r, "at_ms")?,
+                Value::from(text(&r, "prev")?),
+                Value::from(text(&r, "hash")?),
+            )
+            .map_err(io)?;
             lines += 1;
         }
         drop(records);
@@ -491,6 +513,16 @@ impl Drop for CheckpointTask {
     }
 }
 
+/// The count and SHA-256 of the rows a store held when its chain began (`kind\trun\tsubject\n`
+/// lines, sorted).
+fn baseline_digest<'r>(
+    rows: impl Iterator<Item = &'r (String, String, String)>,
+) -> (usize, String) {
+    let mut lines: Vec<String> = rows.map(|(k, r, s)| format!("{k}\t{r}\t{s}\n")).collect();
+    lines.sort();
+    (lines.len(), row_digest(&lines.concat()))
+}
+
 /// What [`SqlStore::audit_verify`] checks against.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -499,9 +531,16 @@ pub struct VerifyOptions {
     /// are checked against the key each checkpoint names, and the report says they were not
     /// checked against a trusted one.
     pub trusted_keys: Vec<String>,
-    /// Only what was written since then (ms since the epoch): each run's chain is checked
-    /// from its last record before then.
+    /// Only the runs written since then (ms since the epoch): each one's chain is checked
+    /// from its last record before then, its rows against all its records.
     pub since_ms: Option<i64>,
+    /// Checkpoints kept elsewhere (`n`, hash): each must still be in the store, unchanged.
+    /// This is what shows the newest checkpoints deleted.
+    pub expect_checkpoints: Vec<(i64, String)>,
+    /// Records older than this and signed by no checkpoint are a finding (a signer signs
+    /// every `checkpoint_secs`; older unsigned records mean removed checkpoints, or no
+    /// signer running).
+    pub max_unsigned_age: Option<Duration>,
 }
 
 impl VerifyOptions {
@@ -509,7 +548,7 @@ impl VerifyOptions {
     pub fn trusting(keys: impl IntoIterator<Item = String>) -> Self {
         Self {
             trusted_keys: keys.into_iter().collect(),
-            since_ms: None,
+            ..Self::default()
         }
     }
 }
@@ -613,22 +652,41 @@ fn rec_of(r: &AnyRow) -> Result<Rec, StoreError> {
 }
 
 struct Verifier<'a> {
-    store: &'a SqlStore,
     options: &'a VerifyOptions,
+    /// One read-only transaction for every read: a consistent snapshot of a store that
+    /// writers keep changing (PostgreSQL: repeatable read; SQLite: a read transaction).
+    tx: sqlx::Transaction<'static, sqlx::Any>,
     report: AuditReport,
     since: i64,
-    chain_began_ms: Option<i64>,
+    /// The rows that were in the store when its chain began (`kind`, run, subject).
+    baseline: std::collections::HashSet<(String, String, String)>,
+    /// The trusted keys, parsed.
+    trusted: Vec<String>,
 }
 
 impl<'a> Verifier<'a> {
-    fn new(store: &'a SqlStore, options: &'a VerifyOptions) -> Self {
-        Self {
-            store,
+    async fn open(store: &SqlStore, options: &'a VerifyOptions) -> Result<Self, StoreError> {
+        let trusted = options
+            .trusted_keys
+            .iter()
+            .map(|k| parse_public_key(k))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| StoreError::Backend(format!("checking the audit chain: {e}")))?;
+        let mut tx = store.pool.begin().await.map_err(|e| backend_err(&e))?;
+        if store.backend == Backend::Postgres {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| backend_err(&e))?;
+        }
+        Ok(Self {
             options,
+            tx,
             report: AuditReport::default(),
             since: options.since_ms.unwrap_or(i64::MIN),
-            chain_began_ms: None,
-        }
+            baseline: std::collections::HashSet::new(),
+            trusted,
+        })
     }
 
     fn find(&mut self, kind: FindingKind, place: String, detail: String, at_ms: Option<i64>) {
@@ -641,12 +699,18 @@ impl<'a> Verifier<'a> {
     }
 
     async fn run(mut self) -> Result<AuditReport, StoreError> {
-        let pool = &self.store.pool;
-        self.chain_began_ms = self.chain_began().await?;
+        for r in sqlx::query("SELECT kind, run_id, subject FROM ravi_audit_baseline")
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(|e| backend_err(&e))?
+        {
+            self.baseline
+                .insert((text(&r, "kind")?, text(&r, "run_id")?, text(&r, "subject")?));
+        }
         // The chain of runs.
         let links: Vec<(i64, String, i64, String, String)> =
             sqlx::query("SELECT n, run_id, at_ms, prev, hash FROM ravi_audit_runs ORDER BY n")
-                .fetch_all(pool)
+                .fetch_all(&mut *self.tx)
                 .await
                 .map_err(|e| backend_err(&e))?
                 .iter()
@@ -675,14 +739,14 @@ impl<'a> Verifier<'a> {
                     format!("run link {expected_n}"),
                     format!(
                         "the chain of runs jumps from link {} to link {n}",
-                        expected_n - 1
+                        expected_n.saturating_sub(1)
                     ),
                     Some(*at_ms),
                 );
                 break;
             }
             if link_hash(prev, *n, run_id, *at_ms) != *hash {
-                let moved = (1..=links.len() as i64 + 1)
+                let moved = (n.saturating_sub(8).max(1)..=n.saturating_add(8))
                     .find(|m| link_hash(prev, *m, run_id, *at_ms) == *hash);
                 let (kind, detail) = match moved {
                     Some(m) => (
@@ -704,7 +768,7 @@ impl<'a> Verifier<'a> {
                     format!(
                         "it does not link to link {} of the chain of runs: the chain was \
                          rewritten from here",
-                        n - 1
+                        n.saturating_sub(1)
                     ),
                     Some(*at_ms),
                 );
@@ -719,7 +783,7 @@ impl<'a> Verifier<'a> {
             let others = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "SELECT DISTINCT run_id FROM {table} ORDER BY run_id"
             )))
-            .fetch_all(pool)
+            .fetch_all(&mut *self.tx)
             .await
             .map_err(|e| backend_err(&e))?;
             for r in &others {
@@ -728,6 +792,22 @@ impl<'a> Verifier<'a> {
                     run_ids.push(id);
                 }
             }
+        }
+        // With --since: the runs written since then (a record, a journal row or an approval).
+        if self.since > i64::MIN {
+            let moved = sqlx::query(
+                "SELECT run_id FROM ravi_audit WHERE at_ms >= $1 UNION SELECT run_id FROM \
+                 ravi_calls WHERE updated_ms >= $1 UNION SELECT run_id FROM ravi_approvals \
+                 WHERE created_ms >= $1 OR decided_ms >= $1",
+            )
+            .bind(self.since)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .iter()
+            .map(|r| text(r, "run_id"))
+            .collect::<Result<std::collections::HashSet<_>, _>>()?;
+            run_ids.retain(|r| moved.contains(r));
         }
         let link_at: HashMap<&str, i64> = links.iter().map(|l| (l.1.as_str(), l.2)).collect();
         let mut heads: HashMap<String, Vec<Rec>> = HashMap::new();
@@ -748,26 +828,6 @@ impl<'a> Verifier<'a> {
         Ok(self.report)
     }
 
-    /// When version 10 of the schema was applied: rows written before have no records.
-    async fn chain_began(&self) -> Result<Option<i64>, StoreError> {
-        let sql = match self.store.backend {
-            Backend::Sqlite => {
-                "SELECT CAST(strftime('%s', installed_on) AS BIGINT) * 1000 AS ms FROM \
-                 _sqlx_migrations WHERE version = 10"
-            }
-            Backend::Postgres => {
-                "SELECT CAST(EXTRACT(EPOCH FROM installed_on) * 1000 AS BIGINT) AS ms FROM \
-                 _sqlx_migrations WHERE version = 10"
-            }
-        };
-        let row = sqlx::query(sql)
-            .fetch_optional(&self.store.pool)
-            .await
-            .map_err(|e| backend_err(&e))?;
-        // SQLite keeps whole seconds: a row of the same second may be before or after.
-        row.map(|r| int(&r, "ms").map(|ms| ms - 1000)).transpose()
-    }
-
     /// Checks run `run_id`'s chain and its journal rows and approvals against it. Returns
     /// its records up to the first that does not fit.
     async fn check_run(
@@ -776,32 +836,26 @@ impl<'a> Verifier<'a> {
         link: Option<&String>,
         link_at: Option<i64>,
     ) -> Result<Vec<Rec>, StoreError> {
-        let pool = &self.store.pool;
-        // With --since, start at the last record before then (its link is trusted).
-        let from = if self.since > i64::MIN {
-            sqlx::query("SELECT MAX(n) AS n FROM ravi_audit WHERE run_id = $1 AND at_ms < $2")
-                .bind(run_id.to_owned())
-                .bind(self.since)
-                .fetch_one(pool)
-                .await
-                .map_err(|e| backend_err(&e))
-                .and_then(|r| {
-                    sqlx::Row::try_get::<Option<i64>, _>(&r, "n").map_err(|e| backend_err(&e))
-                })?
-                .unwrap_or(0)
-        } else {
-            0
-        };
-        let records: Vec<Rec> =
-            sqlx::query("SELECT * FROM ravi_audit WHERE run_id = $1 AND n >= $2 ORDER BY n")
-                .bind(run_id.to_owned())
-                .bind(from)
-                .fetch_all(pool)
-                .await
-                .map_err(|e| backend_err(&e))?
+        let all: Vec<Rec> = sqlx::query("SELECT * FROM ravi_audit WHERE run_id = $1 ORDER BY n")
+            .bind(run_id.to_owned())
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(|e| backend_err(&e))?
+            .iter()
+            .map(rec_of)
+            .collect::<Result<_, _>>()?;
+        // With --since, the chain is checked from the last record before then (its own link
+        // taken as written); the rows are checked against every record.
+        let from = match self.since {
+            i64::MIN => 0,
+            since => all
                 .iter()
-                .map(rec_of)
-                .collect::<Result<_, _>>()?;
+                .filter(|r| r.at_ms < since)
+                .map(|r| r.n)
+                .max()
+                .unwrap_or(0),
+        };
+        let records: Vec<Rec> = all.iter().filter(|r| r.n >= from).cloned().collect();
         let mut good: Vec<Rec> = Vec::with_capacity(records.len());
         let (mut expected_n, mut expected_prev) = match (from, link) {
             (0, Some(l)) => (1, Some(l.clone())),
@@ -819,7 +873,6 @@ impl<'a> Verifier<'a> {
                 records.first().map(|r| r.at_ms).or(link_at),
             );
         }
-        let max_n = records.last().map_or(0, |r| r.n);
         for (i, r) in records.iter().enumerate() {
             if r.at_ms >= self.since {
                 self.report.records += 1;
@@ -831,7 +884,7 @@ impl<'a> Verifier<'a> {
                     format!("run {run_id} record {expected_n}"),
                     format!(
                         "the run's chain jumps from record {} to record {}",
-                        expected_n - 1,
+                        expected_n.saturating_sub(1),
                         r.n
                     ),
                     Some(r.at_ms),
@@ -841,7 +894,10 @@ impl<'a> Verifier<'a> {
             let at =
                 |n: i64| record_hash(&r.prev, run_id, n, &r.kind, &r.subject, r.at_ms, &r.record);
             if at(r.n) != r.hash {
-                let moved = (1..=max_n + 1).find(|m| *m != r.n && at(*m) == r.hash);
+                // Where it was written, when that is near (a swap, a record slipped in or
+                // taken out before it): a bounded search, whatever the stored positions say.
+                let moved = (r.n.saturating_sub(8).max(1)..=r.n.saturating_add(8))
+                    .find(|m| *m != r.n && at(*m) == r.hash);
                 // The record after it was written at this place, after the one before: this
                 // one was slipped in between.
                 let slipped_in = records.get(i + 1).is_some_and(|next| {
@@ -857,17 +913,17 @@ impl<'a> Verifier<'a> {
                         ) == next.hash
                 });
                 let (kind, detail) = match moved {
-                    _ if slipped_in && moved != Some(r.n + 1) => (
+                    _ if slipped_in && moved != Some(r.n.saturating_add(1)) => (
                         FindingKind::Inserted,
                         format!(
                             "the record after it was written as record {} and links to record \
                              {}: this one was inserted",
                             r.n,
-                            r.n - 1
+                            r.n.saturating_sub(1)
                         ),
                     ),
                     Some(m)
-                        if m == r.n + 1
+                        if m == r.n.saturating_add(1)
                             && records.get(i + 1).is_some_and(|next| {
                                 record_hash(
                                     &next.prev,
@@ -882,7 +938,11 @@ impl<'a> Verifier<'a> {
                     {
                         (
                             FindingKind::Reordered,
-                            format!("records {} and {} of the run changed places", r.n, r.n + 1),
+                            format!(
+                                "records {} and {} of the run changed places",
+                                r.n,
+                                r.n.saturating_add(1)
+                            ),
                         )
                     }
                     Some(m) if m < r.n => (
@@ -920,8 +980,8 @@ impl<'a> Verifier<'a> {
                         FindingKind::Inserted,
                         format!(
                             "it links to record {}: record {} was inserted",
-                            r.n - 2,
-                            r.n - 1
+                            r.n.saturating_sub(2),
+                            r.n.saturating_sub(1)
                         ),
                     )
                 } else if records[i + 1..].iter().any(|later| later.hash == r.prev) {
@@ -949,23 +1009,22 @@ impl<'a> Verifier<'a> {
         // A chain that stops short cannot say what the rows should hold: its first finding
         // is the run's.
         if good.len() == records.len() {
-            self.check_rows(run_id, &good).await?;
+            self.check_rows(run_id, &all).await?;
+            return Ok(all);
         }
         Ok(good)
     }
 
     /// Checks run `run_id`'s journal rows and approvals against the last record of each.
     async fn check_rows(&mut self, run_id: &str, records: &[Rec]) -> Result<(), StoreError> {
-        let pool = &self.store.pool;
         let mut last: BTreeMap<(&str, &str), &Rec> = BTreeMap::new();
         for r in records {
             last.insert((r.kind.as_str(), r.subject.as_str()), r);
         }
-        let began = self.chain_began_ms.unwrap_or(i64::MAX);
         // Journal rows.
         let calls = sqlx::query("SELECT * FROM ravi_calls WHERE run_id = $1 ORDER BY seq")
             .bind(run_id.to_owned())
-            .fetch_all(pool)
+            .fetch_all(&mut *self.tx)
             .await
             .map_err(|e| backend_err(&e))?;
         let mut rows: BTreeMap<String, (String, i64)> = BTreeMap::new();
@@ -973,13 +1032,13 @@ impl<'a> Verifier<'a> {
             let (_, seq, text, _) = call_row_text(row)?;
             rows.insert(seq.to_string(), (text, int(row, "updated_ms")?));
         }
-        self.compare(run_id, "call", &rows, &last, began);
+        self.compare(run_id, "call", &rows, &last);
         let approvals = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {} FROM ravi_approvals WHERE run_id = $1",
             crate::writes::APPROVAL_COLUMNS
         )))
         .bind(run_id.to_owned())
-        .fetch_all(pool)
+        .fetch_all(&mut *self.tx)
         .await
         .map_err(|e| backend_err(&e))?;
         let mut rows: BTreeMap<String, (String, i64)> = BTreeMap::new();
@@ -991,7 +1050,7 @@ impl<'a> Verifier<'a> {
                 .unwrap_or(int(row, "created_ms")?);
             rows.insert(id, (record, at));
         }
-        self.compare(run_id, "approval", &rows, &last, began);
+        self.compare(run_id, "approval", &rows, &last);
         Ok(())
     }
 
@@ -1003,7 +1062,6 @@ impl<'a> Verifier<'a> {
         kind: &str,
         rows: &BTreeMap<String, (String, i64)>,
         last: &BTreeMap<(&str, &str), &Rec>,
-        began: i64,
     ) {
         let place = |subject: &str| match kind {
             "call" => format!("run {run_id} call {subject}"),
@@ -1033,10 +1091,6 @@ impl<'a> Verifier<'a> {
         for (subject, (row, at)) in rows {
             if reported {
                 break;
-            }
-            // With --since, rows last written before then are not checked.
-            if *at < self.since {
-                continue;
             }
             match last.get(&(kind, subject.as_str())) {
                 Some(rec) if recorded(rec).1 == row_digest(row) => {}
@@ -1079,7 +1133,15 @@ impl<'a> Verifier<'a> {
                     self.find(fkind, place(subject), detail, Some(rec.at_ms));
                     reported = true;
                 }
-                None if *at < began => self.report.before_chain += 1,
+                // A row the store held when its chain began (schema version 10).
+                None if self.baseline.contains(&(
+                    kind.to_owned(),
+                    run_id.to_owned(),
+                    subject.clone(),
+                )) =>
+                {
+                    self.report.before_chain += 1;
+                }
                 None => {
                     self.find(
                         FindingKind::Inserted,
@@ -1095,7 +1157,7 @@ impl<'a> Verifier<'a> {
             return;
         }
         for ((k, subject), rec) in last {
-            if *k == kind && !rows.contains_key(*subject) && rec.at_ms >= self.since {
+            if *k == kind && !rows.contains_key(*subject) {
                 self.find(
                     FindingKind::Removed,
                     place(subject),
@@ -1117,16 +1179,30 @@ impl<'a> Verifier<'a> {
         runs: &HashMap<String, Vec<Rec>>,
     ) -> Result<(), StoreError> {
         let rows = sqlx::query("SELECT * FROM ravi_audit_checkpoints ORDER BY n")
-            .fetch_all(&self.store.pool)
+            .fetch_all(&mut *self.tx)
             .await
             .map_err(|e| backend_err(&e))?;
-        let trusted: Vec<String> = self
-            .options
-            .trusted_keys
-            .iter()
-            .filter_map(|k| parse_public_key(k).ok())
-            .collect();
+        let trusted = self.trusted.clone();
         self.report.keys_trusted = !trusted.is_empty();
+        // Checkpoints held elsewhere must still be here, unchanged.
+        for (pinned, pinned_hash) in &self.options.expect_checkpoints {
+            let here = rows.iter().find(|r| int(r, "n").ok() == Some(*pinned));
+            match here.map(|r| text(r, "hash")).transpose()? {
+                Some(h) if h == *pinned_hash => {}
+                Some(_) => self.find(
+                    FindingKind::Changed,
+                    format!("checkpoint {pinned}"),
+                    format!("its hash is not {pinned_hash}, the one held elsewhere"),
+                    None,
+                ),
+                None => self.find(
+                    FindingKind::Removed,
+                    format!("checkpoint {pinned}"),
+                    format!("the checkpoint held elsewhere ({pinned_hash}) is gone"),
+                    None,
+                ),
+            }
+        }
         let mut expected_prev = GENESIS.to_owned();
         let mut last_at = i64::MIN;
         for (i, row) in rows.iter().enumerate() {
@@ -1186,6 +1262,22 @@ impl<'a> Verifier<'a> {
                 continue;
             }
             let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            // The first checkpoint signs which rows the store held before its chain began.
+            if let Some(signed) = body.get("baseline") {
+                let (rows_now, digest) = baseline_digest(self.baseline.iter());
+                if signed["rows"] != json!(rows_now) || signed["sha256"] != json!(digest) {
+                    self.find(
+                        FindingKind::Changed,
+                        "ravi_audit_baseline".to_owned(),
+                        format!(
+                            "the rows from before the chain began are not the {} checkpoint {n} \
+                             signed (now {rows_now})",
+                            signed["rows"]
+                        ),
+                        Some(at_ms),
+                    );
+                }
+            }
             let count = body["runs"]["count"].as_i64().unwrap_or(0);
             let runs_head = body["runs"]["head"].as_str().unwrap_or_default();
             if count > 0 {
@@ -1257,10 +1349,42 @@ impl<'a> Verifier<'a> {
         // What no checkpoint signs yet.
         let unsigned = sqlx::query("SELECT COUNT(*) AS n FROM ravi_audit WHERE at_ms > $1")
             .bind(last_at.max(self.since.saturating_sub(1)))
-            .fetch_one(&self.store.pool)
+            .fetch_one(&mut *self.tx)
             .await
             .map_err(|e| backend_err(&e))?;
         self.report.unsigned_records = u64::try_from(int(&unsigned, "n")?).unwrap_or(0);
+        // Records older than a signer's interval allows, signed by nothing: the newest
+        // checkpoints were removed, or no signer ran since.
+        if let Some(age) = self.options.max_unsigned_age {
+            let before =
+                now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+            let stale = sqlx::query(
+                "SELECT COUNT(*) AS n, MIN(at_ms) AS oldest FROM ravi_audit WHERE at_ms > $1 AND \
+                 at_ms < $2",
+            )
+            .bind(last_at)
+            .bind(before)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(|e| backend_err(&e))?;
+            let n = int(&stale, "n")?;
+            if n > 0 {
+                let oldest = sqlx::Row::try_get::<Option<i64>, _>(&stale, "oldest")
+                    .ok()
+                    .flatten();
+                self.find(
+                    FindingKind::Removed,
+                    "checkpoints".to_owned(),
+                    format!(
+                        "{n} records written more than {} s ago are signed by no checkpoint: \
+                         the newest checkpoints were removed, or nothing signed since (`ravi \
+                         audit checkpoint` signs now)",
+                        age.as_secs()
+                    ),
+                    oldest,
+                );
+            }
+        }
         Ok(())
     }
 }

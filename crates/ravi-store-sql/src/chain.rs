@@ -415,7 +415,11 @@ impl Heads {
                             }
                             match pooled.as_mut() {
                                 Some(c) => c,
-                                None => continue,
+                                None => {
+                                    return Err(StoreError::Backend(
+                                        "no connection to read the audit chain's heads".into(),
+                                    ));
+                                }
                             }
                         }
                     };
@@ -426,7 +430,7 @@ impl Heads {
                                 Some(s) => s,
                                 None => store_head(conn).await?,
                             };
-                            let n = s.n + 1;
+                            let n = s.n.saturating_add(1);
                             let hash = link_hash(&s.hash, n, &item.run_id, at_ms);
                             plan.links.push(LinkRow {
                                 n,
@@ -444,7 +448,7 @@ impl Heads {
                     }
                 }
             };
-            let n = head.n + 1;
+            let n = head.n.saturating_add(1);
             let hash = record_hash(
                 &head.hash,
                 &item.run_id,
@@ -591,6 +595,11 @@ impl From<StoreError> for WriteErr {
 pub(crate) fn chain_err(e: &sqlx::Error) -> WriteErr {
     match e {
         sqlx::Error::Database(d) if d.is_unique_violation() => WriteErr::Conflict,
+        // PostgreSQL's deadlock and serialization failures: the same write, tried again,
+        // goes through (two writers took a run's row and its record's key in turn).
+        sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("40P01" | "40001")) => {
+            WriteErr::Conflict
+        }
         _ => WriteErr::Store(backend_err(e)),
     }
 }

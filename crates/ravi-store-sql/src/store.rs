@@ -20,9 +20,16 @@ use sqlx::Row as _;
 /// How many times a chained write is planned again when another writer moved a head it used.
 const RETRIES: u32 = 8;
 
-/// A store error from a write that appends no audit record.
+/// A store error from a statement of a chained write that is not an audit insert (a unique
+/// violation there is the caller's error, not a moved head); PostgreSQL's deadlocks and
+/// serialization failures are tried again like a moved head.
 fn store_err(e: sqlx::Error) -> WriteErr {
-    WriteErr::Store(backend_err(&e))
+    match &e {
+        sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("40P01" | "40001")) => {
+            WriteErr::Conflict
+        }
+        _ => WriteErr::Store(backend_err(&e)),
+    }
 }
 
 /// Runs `$body` (an async block giving `Result<T, WriteErr>`) with the audit chain's heads

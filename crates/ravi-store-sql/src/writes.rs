@@ -71,24 +71,13 @@ fn push_audited_upsert(sql: &mut String, rows: usize) {
 #[cfg(feature = "sqlite")]
 const AUDIT_COLUMNS: usize = 4;
 
-/// SQLite's journal statement: the audited upsert, after the plan's new run links in one
-/// transaction when there are any (a run's first write).
+/// SQLite's journal statement: the upsert, audited when there is a plan.
 #[cfg(feature = "sqlite")]
 pub(crate) fn sqlite_journal_sql(plan: Option<&Plan>, rows: usize) -> String {
     let mut sql = String::new();
-    let Some(plan) = plan else {
-        push_upsert(&mut sql, rows, false, 1);
-        return sql;
-    };
-    if !plan.links.is_empty() {
-        sql.push_str("BEGIN IMMEDIATE; ");
-        sql.push_str(LINK_INSERT);
-        values(&mut sql, plan.links.len(), LINK_COLUMNS, false, 1);
-        sql.push_str("; ");
-    }
-    push_audited_upsert(&mut sql, rows);
-    if !plan.links.is_empty() {
-        sql.push_str("; COMMIT");
+    match plan {
+        Some(_) => push_audited_upsert(&mut sql, rows),
+        None => push_upsert(&mut sql, rows, false, 1),
     }
     sql
 }
@@ -243,7 +232,6 @@ impl SqliteJournal {
         )));
         match plan {
             Some(p) => {
-                query = bind_links!(query, p);
                 // The plan holds one record per row, in the rows' order.
                 for ((entry, result), r) in batch.rows.iter().zip(&batch.results).zip(&p.records) {
                     query = bind_columns!(query, entry, batch.now, result.clone())
@@ -259,16 +247,27 @@ impl SqliteJournal {
                 }
             }
         }
-        match query.execute(&mut *open).await {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                if plan.is_some_and(|p| !p.links.is_empty()) {
-                    // The text's transaction may still be open: end it (an error here means
-                    // there was none).
-                    let _ = sqlx::query::<sqlx::Sqlite>("ROLLBACK")
-                        .execute(&mut *open)
-                        .await;
+        let done = match plan {
+            // A run's first write also links it into the chain of runs: a transaction (sqlx
+            // rolls it back if this future is dropped before it commits).
+            Some(p) if !p.links.is_empty() => {
+                let mut links = String::from(LINK_INSERT);
+                values(&mut links, p.links.len(), LINK_COLUMNS, false, 1);
+                async {
+                    let mut tx = open.begin().await?;
+                    bind_links!(sqlx::query::<sqlx::Sqlite>(sqlx::AssertSqlSafe(links)), p)
+                        .execute(&mut *tx)
+                        .await?;
+                    query.execute(&mut *tx).await?;
+                    tx.commit().await
                 }
+                .await
+            }
+            _ => query.execute(&mut *open).await.map(|_| ()),
+        };
+        match done {
+            Ok(()) => Ok(()),
+            Err(e) => {
                 if !matches!(e, sqlx::Error::Database(_)) {
                     *conn = None;
                 }

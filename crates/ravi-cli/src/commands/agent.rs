@@ -172,6 +172,12 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
     let runtime = runtime()?;
     // The durable store: the run's record, journal and checkpoints.
     let store_url = store::url(args.store.as_deref(), &setup.config)?;
+    // The audit chain's checkpoints (declared first, so dropped last: the final one signs
+    // what the run's journal wrote as it closed), signed while the agent runs and as it ends.
+    let _audit = match &store_url {
+        Some(url) => runtime.block_on(store::start_checkpoints(url, &setup.config))?,
+        None => None,
+    };
     let store = match &store_url {
         Some(url) => Some(runtime.block_on(store::open(url)).context(
             "the durable store could not be opened; pass --store none to run without one",
@@ -179,11 +185,6 @@ pub fn run(args: AgentArgs) -> anyhow::Result<Exit> {
         None if args.resume.is_some() => {
             bail!("--resume needs the store the run is in (not --store none)")
         }
-        None => None,
-    };
-    // The audit chain's checkpoints, signed while the agent runs and as it ends.
-    let _audit = match &store_url {
-        Some(url) => runtime.block_on(store::start_checkpoints(url, &setup.config))?,
         None => None,
     };
     let run = match (&store, &args.resume) {

@@ -57,6 +57,11 @@ pub enum AuditCommand {
         /// repeatable. `[audit] key`'s own and `[audit] trusted_keys` are trusted too.
         #[arg(long = "public-key", value_name = "KEY")]
         public_keys: Vec<String>,
+        /// A checkpoint kept elsewhere, `N:HASH` (as `ravi audit checkpoint` prints it), which
+        /// must still be in the store unchanged: what shows the newest checkpoints deleted.
+        /// Repeatable.
+        #[arg(long = "expect-checkpoint", value_name = "N:HASH")]
+        expect_checkpoints: Vec<String>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -229,8 +234,8 @@ fn chain(command: AuditCommand) -> anyhow::Result<Exit> {
                 let sql = open_sql(&store).await?;
                 match sql.audit_checkpoint(&key).await? {
                     Some(c) => println!(
-                        "checkpoint {} signed by {}: {} runs, {} heads",
-                        c.n, c.public_key, c.runs, c.heads
+                        "checkpoint {}:{} signed by {}: {} runs, {} heads",
+                        c.n, c.hash, c.public_key, c.runs, c.heads
                     ),
                     None => println!("nothing was written since the last checkpoint"),
                 }
@@ -240,12 +245,14 @@ fn chain(command: AuditCommand) -> anyhow::Result<Exit> {
         AuditCommand::Verify {
             since,
             public_keys,
+            expect_checkpoints,
             json,
             store,
         } => {
             let (config, _) = RaviConfig::discover(store.config.as_deref())?;
             let mut trusted = Vec::new();
-            if let Some(key) = crate::store::audit_key(&config)? {
+            let signer = crate::store::audit_key(&config)?;
+            if let Some(key) = &signer {
                 trusted.push(key.public_key());
             }
             for k in config.audit.trusted_keys.iter().chain(&public_keys) {
@@ -258,6 +265,25 @@ fn chain(command: AuditCommand) -> anyhow::Result<Exit> {
             }
             let mut options = VerifyOptions::trusting(trusted);
             options.since_ms = since.as_deref().map(since_ms).transpose()?;
+            for pinned in &expect_checkpoints {
+                let parsed = pinned
+                    .split_once(':')
+                    .and_then(|(n, h)| Some((n.parse::<i64>().ok()?, h.to_owned())))
+                    .filter(|(_, h)| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+                let Some(parsed) = parsed else {
+                    bail!(
+                        "--expect-checkpoint `{pinned}`: expected N:HASH, a checkpoint's number \
+                         and its 64 hex digits (as `ravi audit checkpoint` prints them)"
+                    );
+                };
+                options.expect_checkpoints.push(parsed);
+            }
+            // With a signing key, records go unsigned no longer than its interval (and a
+            // minute's slack): older ones mean removed checkpoints, or no signer running.
+            if signer.is_some() {
+                options.max_unsigned_age =
+                    Some(config.audit.checkpoint_every * 2 + std::time::Duration::from_secs(60));
+            }
             let report = runtime()?.block_on(async {
                 let sql = open_sql(&store).await?;
                 sql.audit_verify(&options)
@@ -269,7 +295,9 @@ fn chain(command: AuditCommand) -> anyhow::Result<Exit> {
             } else {
                 print_report(&report);
             }
-            Ok(if report.is_intact() {
+            // Fail closed: checkpoints nobody trusts vouch for nothing.
+            let unvouched = report.checkpoints > 0 && !report.keys_trusted;
+            Ok(if report.is_intact() && !unvouched {
                 Exit::Ok
             } else {
                 Exit::ToolError
@@ -367,8 +395,8 @@ fn print_report(report: &ravi_store_sql::audit::AuditReport) {
     }
     if report.checkpoints > 0 && !report.keys_trusted {
         println!(
-            "signatures: checked against the keys the checkpoints name, none of them trusted \
-             (set [audit] key or pass --public-key)"
+            "signatures: not vouched for: no key is trusted (set [audit] key, or pass \
+             --public-key), so a checkpoint signed by anyone passes; exit 1"
         );
     }
     if report.checkpoints == 0 {

@@ -238,17 +238,18 @@ pub fn execute(
     );
     // The durable store: the run's record and journal, and the files its artifacts live in.
     let store_url = store::url(args.store.as_deref(), &setup.config)?;
+    // The audit chain's checkpoints (declared first, so dropped last: the final one signs
+    // what the run's journal wrote as it closed), signed while the run goes and as it ends.
+    let _audit = match &store_url {
+        Some(url) => rt.block_on(store::start_checkpoints(url, &setup.config))?,
+        None => None,
+    };
     let store = match (&resume, &store_url) {
         (Some(r), _) => Some(Arc::clone(&r.store)),
         (None, Some(url)) => Some(rt.block_on(store::open(url)).context(
             "the durable store could not be opened; pass --store none to run without one",
         )?),
         (None, None) => None,
-    };
-    // The audit chain's checkpoints, signed while the run goes and as it ends.
-    let _audit = match &store_url {
-        Some(url) => rt.block_on(store::start_checkpoints(url, &setup.config))?,
-        None => None,
     };
     let approval: Arc<dyn ApprovalHandler> = match (mode, &store) {
         (ApproveMode::Queue, Some(store)) => {

@@ -25,15 +25,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
     let setup = Setup::load(args.config.as_deref(), args.workspace.clone())?;
     let rt = runtime()?;
     let store_url = store::url(args.store.as_deref(), &setup.config)?;
+    // The audit chain's checkpoints (declared first, so dropped last: the final one signs
+    // what the run's journal wrote as it closed), signed while serving and once more at shutdown.
+    let _audit = match &store_url {
+        Some(url) => rt.block_on(store::start_checkpoints(url, &setup.config))?,
+        None => None,
+    };
     let store = match &store_url {
         Some(url) => Some(rt.block_on(store::open(url)).context(
             "the durable store could not be opened; pass --store none to serve without one",
         )?),
-        None => None,
-    };
-    // The audit chain's checkpoints, signed while serving and once more at shutdown.
-    let _audit = match &store_url {
-        Some(url) => rt.block_on(store::start_checkpoints(url, &setup.config))?,
         None => None,
     };
     let approve = args.approve.unwrap_or(if args.console {

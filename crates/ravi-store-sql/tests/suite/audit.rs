@@ -496,3 +496,79 @@ async fn since_export_and_unchained_rows() {
     let report = verify(&store, &key).await;
     first_is(&report, FindingKind::Inserted, "run run_plain call 1");
 }
+
+/// Rows the store held when its chain began are counted, not flagged; the first checkpoint
+/// signs which they were, so one added to that list later shows. Checkpoints deleted show
+/// against one kept elsewhere, and as records left unsigned past a signer's interval.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn rows_from_before_the_chain_and_deleted_checkpoints() {
+    let u = sqlite_url();
+    let store = SqlStore::open(&u).await.unwrap();
+    let key = AuditKey::generate().unwrap();
+    // A row from before the chain, as migration 10 lists it.
+    tamper(
+        &u,
+        &[
+            "INSERT INTO ravi_calls (run_id, seq, call_id, tool, args_digest, state, risk, \
+             idempotent, updated_ms) VALUES ('run_old', 1, 'c1', 'read', 'sha256:00', \
+             'succeeded', 'safe', 1, 5)",
+            "INSERT INTO ravi_audit_baseline (kind, run_id, subject) VALUES ('call', \
+             'run_old', '1')",
+        ],
+    )
+    .await;
+    populate(&store, &key).await;
+    let report = verify(&store, &key).await;
+    assert!(report.is_intact(), "{report:#?}");
+    assert_eq!(report.before_chain, 1);
+    // Another "old" row slipped into the list after the first checkpoint signed it.
+    tamper(
+        &u,
+        &[
+            "INSERT INTO ravi_calls (run_id, seq, call_id, tool, args_digest, state, risk, \
+             idempotent, updated_ms) VALUES ('run_old', 2, 'c2', 'shell', 'sha256:00', \
+             'succeeded', 'high', 0, 6)",
+            "INSERT INTO ravi_audit_baseline (kind, run_id, subject) VALUES ('call', \
+             'run_old', '2')",
+        ],
+    )
+    .await;
+    let report = verify(&store, &key).await;
+    first_is(&report, FindingKind::Changed, "ravi_audit_baseline");
+
+    // The newest checkpoint deleted: a copy kept elsewhere names it, and so does the age of
+    // the records it signed.
+    let u = sqlite_url();
+    let store = SqlStore::open(&u).await.unwrap();
+    populate(&store, &key).await;
+    let k = CallKey::new(RUN, 7, "read", "sha256:07");
+    store
+        .record_call(&JournalEntry::new(
+            k,
+            "c7",
+            CallState::Succeeded,
+            ToolRisk::Safe,
+            true,
+        ))
+        .await
+        .unwrap();
+    let second = store.audit_checkpoint(&key).await.unwrap().unwrap();
+    tamper(&u, &["DELETE FROM ravi_audit_checkpoints WHERE n = 2"]).await;
+    let mut options = VerifyOptions::trusting([key.public_key()]);
+    assert!(store.audit_verify(&options).await.unwrap().is_intact());
+    options.expect_checkpoints = vec![(2, second.hash.clone())];
+    let report = store.audit_verify(&options).await.unwrap();
+    first_is(&report, FindingKind::Removed, "checkpoint 2");
+    let mut options = VerifyOptions::trusting([key.public_key()]);
+    options.max_unsigned_age = Some(Duration::ZERO);
+    let report = store.audit_verify(&options).await.unwrap();
+    first_is(&report, FindingKind::Removed, "checkpoints");
+    // A bad trusted key is an error, not a key dropped in silence.
+    let err = store
+        .audit_verify(&VerifyOptions::trusting(["ed25519:nope".to_owned()]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ed25519:BASE64"), "{err}");
+}

@@ -199,6 +199,19 @@ impl AuditConfig {
         let pem = std::fs::read_to_string(key).map_err(|e| {
             anyhow::anyhow!("{file}: [audit] key: cannot read the key file {key}: {e}")
         })?;
+        // A signing key others can read signs for them too: refused, as ssh refuses one.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(key).map_or(0, |m| m.permissions().mode());
+            if mode & 0o077 != 0 {
+                bail!(
+                    "{file}: [audit] key: the key file {key} can be read by others (mode \
+                     {:o}): `chmod 600 {key}`, or pass the key as ${{secret:NAME}}",
+                    mode & 0o777
+                );
+            }
+        }
         Ok(Some((pem, key.clone())))
     }
 }

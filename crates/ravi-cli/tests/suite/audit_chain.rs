@@ -371,6 +371,17 @@ fn the_documented_audit_table_loads() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let (code, report) = b.verify(&[]);
     assert_eq!(code, Some(0), "{report:#}");
+    // A key file others can read is refused, saying how to fix it.
+    use std::os::unix::fs::PermissionsExt as _;
+    let pem = b.ws.path().join("audit.pem");
+    std::fs::set_permissions(&pem, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = b.ravi(&["audit", "key"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("can be read by others (mode 644): `chmod 600"),
+        "{}",
+        text(&out.stderr)
+    );
     // An unset secret for the key stops the command, naming the file, the table and the secret.
     std::fs::write(
         &b.config,

@@ -898,20 +898,23 @@ impl<'a> Verifier<'a> {
                 // taken out before it): a bounded search, whatever the stored positions say.
                 let moved = (r.n.saturating_sub(8).max(1)..=r.n.saturating_add(8))
                     .find(|m| *m != r.n && at(*m) == r.hash);
-                // The record after it was written at this place, after the one before: this
-                // one was slipped in between.
-                let slipped_in = records.get(i + 1).is_some_and(|next| {
-                    expected_prev.as_ref().is_none_or(|p| next.prev == *p)
-                        && record_hash(
-                            &next.prev,
-                            run_id,
-                            r.n,
-                            &next.kind,
-                            &next.subject,
-                            next.at_ms,
-                            &next.record,
-                        ) == next.hash
+                // Whether the record after it was written at this place.
+                let next_was_here = records.get(i + 1).is_some_and(|next| {
+                    record_hash(
+                        &next.prev,
+                        run_id,
+                        r.n,
+                        &next.kind,
+                        &next.subject,
+                        next.at_ms,
+                        &next.record,
+                    ) == next.hash
                 });
+                // ... after the one before this: this one was slipped in between.
+                let slipped_in = next_was_here
+                    && records
+                        .get(i + 1)
+                        .is_some_and(|next| expected_prev.as_ref().is_none_or(|p| next.prev == *p));
                 let (kind, detail) = match moved {
                     _ if slipped_in && moved != Some(r.n.saturating_add(1)) => (
                         FindingKind::Inserted,
@@ -922,29 +925,14 @@ impl<'a> Verifier<'a> {
                             r.n.saturating_sub(1)
                         ),
                     ),
-                    Some(m)
-                        if m == r.n.saturating_add(1)
-                            && records.get(i + 1).is_some_and(|next| {
-                                record_hash(
-                                    &next.prev,
-                                    run_id,
-                                    r.n,
-                                    &next.kind,
-                                    &next.subject,
-                                    next.at_ms,
-                                    &next.record,
-                                ) == next.hash
-                            }) =>
-                    {
-                        (
-                            FindingKind::Reordered,
-                            format!(
-                                "records {} and {} of the run changed places",
-                                r.n,
-                                r.n.saturating_add(1)
-                            ),
-                        )
-                    }
+                    Some(m) if m == r.n.saturating_add(1) && next_was_here => (
+                        FindingKind::Reordered,
+                        format!(
+                            "records {} and {} of the run changed places",
+                            r.n,
+                            r.n.saturating_add(1)
+                        ),
+                    ),
                     Some(m) if m < r.n => (
                         FindingKind::Inserted,
                         format!(

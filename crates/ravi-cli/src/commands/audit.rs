@@ -49,7 +49,8 @@ pub enum AuditCommand {
     /// every journal row and approval is the one its last record holds. Names the first
     /// record changed, removed, inserted or reordered; exits 1 when it finds one.
     Verify {
-        /// Only what was written since then: a duration back from now (`12h`, `7d`) or an
+        /// Only the runs written since then (each one's chain from its last record before,
+        /// its rows against all its records): a duration back from now (`12h`, `7d`) or an
         /// RFC 3339 time.
         #[arg(long, value_name = "WHEN")]
         since: Option<String>,
@@ -68,8 +69,8 @@ pub enum AuditCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Write the audit chain as JSON lines (runs, records with their hashes, checkpoints),
-    /// for a SIEM.
+    /// Write the audit chain as JSON lines for a SIEM: runs, records with their hashes, the
+    /// rows as they stand with their digests, checkpoints.
     Export {
         /// JSON lines: one object per line (the only format).
         #[arg(long, required = true)]
